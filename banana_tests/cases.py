@@ -1,0 +1,63 @@
+"""A case's identity, defined once: test ids, JUnit properties, the matrix and baselines use it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ID = re.compile(r"^(?P<head>.+)-step(?P<step>\d+)$")
+_RUN = re.compile(r"^(?P<head>.+)-run(?P<run>\d+)$")
+_XDIST_GROUP = re.compile(r"@[^\]@]+$")
+
+
+@dataclass(frozen=True, order=True)
+class CaseKey:
+    """One verdict: does `metric` score `seed_image` at `step` below the reference step?
+
+    `run` is None when scores are averaged over runs (the default aggregate).
+    """
+
+    metric: str
+    seed_image: str
+    step: int
+    run: int | None = None
+
+    @property
+    def test_id(self) -> str:
+        run = "" if self.run is None else f"-run{self.run}"
+        return f"{self.metric}-{self.seed_image}{run}-step{self.step}"
+
+    @classmethod
+    def from_test_id(cls, test_id: str, metrics: list[str] | tuple[str, ...]) -> CaseKey:
+        """Parse an id made by `test_id`; `metrics` resolves names that contain '-'."""
+        test_id = strip_xdist_group(test_id)
+        m = _ID.match(test_id)
+        if m is None:
+            raise ValueError(f"not a banana-tests case id: {test_id!r}")
+        head, step = m["head"], int(m["step"])
+        run: int | None = None
+        r = _RUN.match(head)
+        if r is not None:
+            head, run = r["head"], int(r["run"])
+        for metric in sorted(metrics, key=len, reverse=True):
+            if head.startswith(metric + "-"):
+                return cls(metric, head[len(metric) + 1 :], step, run)
+        raise ValueError(f"case id {test_id!r} names none of the metrics {sorted(metrics)}")
+
+    def as_properties(self) -> dict[str, str]:
+        props = {"metric": self.metric, "seed_image": self.seed_image, "step": str(self.step)}
+        if self.run is not None:
+            props["run"] = str(self.run)
+        return props
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> CaseKey:
+        run = props.get("run")
+        return cls(
+            props["metric"], props["seed_image"], int(props["step"]), None if run is None else int(run)
+        )
+
+
+def strip_xdist_group(name: str) -> str:
+    """Drop the `@group` suffix xdist's loadgroup adds to test names."""
+    return _XDIST_GROUP.sub("", name)

@@ -1,0 +1,1 @@
+"""Editors turn one image into the next step of a trajectory."""

@@ -1,0 +1,227 @@
+"""The embedded default data set, rebuilt from a recorded recipe.
+
+`fixtures/emulated/` is a trajectory set (an imagefolder, see `trajectories`) made offline:
+public-domain images shipped inside scikit-image (`skimage.data`) are sent through
+`ReplicaEmulator` round after round, as a model asked for "an exact replica" would be.
+`recipe.json` records everything that decides the pixels, so
+
+    python -m banana_tests.fixture_recipe [--out DIR]
+
+rebuilds the same files, byte for byte, given the same numpy/scipy/Pillow/zlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
+
+DEFAULT_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "emulated"
+RECIPE = "recipe.json"
+METADATA = "metadata.jsonl"
+PROMPT = "Produce an exact replica of the provided image, with no alterations."
+# All bundled with scikit-image 0.26 (no download). Eight, not more, to keep the set near 20 MB
+# (noisy 384 px PNGs are ~0.25 MB each); `grass` and `immunohistochemistry` also load offline.
+SEED_IMAGES = (
+    "astronaut",
+    "brick",
+    "chelsea",
+    "coffee",
+    "gravel",
+    "hubble_deep_field",
+    "motorcycle_left",
+    "rocket",
+)
+# Seed ids that are not a plain `skimage.data.<name>()`: id -> (function, index into its tuple).
+_ALIASES = {"motorcycle_left": ("stereo_motorcycle", 0)}
+_ID = re.compile(r"[A-Za-z0-9_]+")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides the pixels of the data set."""
+
+    editor: str = "emulate"
+    prompt: str = PROMPT
+    variant: str = "replicate"
+    seed: int = 0
+    seed_images: tuple[str, ...] = SEED_IMAGES
+    runs: tuple[int, ...] = (0, 1, 2)
+    steps: int = 20
+    """Edits generated per run; only `stored_steps` are written (noise makes PNGs large)."""
+    stored_steps: tuple[int, ...] = (1, 5, 10, 20)
+    seed_long_side: int = 384
+    """Step 0, the model's input, is the seed image resized (LANCZOS) to this long side."""
+    params: EmulatorParams = field(default_factory=EmulatorParams)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "editor": self.editor,
+            "prompt": self.prompt,
+            "variant": self.variant,
+            "seed": self.seed,
+            "seed_source": "skimage.data",
+            "seed_images": list(self.seed_images),
+            "runs": list(self.runs),
+            "steps": self.steps,
+            "stored_steps": list(self.stored_steps),
+            "seed_long_side": self.seed_long_side,
+            "output_long_side": self.params.long_side,
+            "emulator": dataclasses.asdict(self.params),
+        }
+
+
+def load_recipe(path: Path) -> Recipe:
+    """Read and check `recipe.json`; a recipe that cannot be built exactly is refused here."""
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    emulator = dict(raw["emulator"])
+    unknown = set(emulator) - {f.name for f in dataclasses.fields(EmulatorParams)}
+    if unknown:
+        raise ValueError(f"{path}: unknown emulator parameter(s) {sorted(unknown)}")
+    if "tint_bias" in emulator:
+        emulator["tint_bias"] = tuple(float(v) for v in emulator["tint_bias"])
+    recipe = Recipe(
+        editor=str(raw["editor"]),
+        prompt=str(raw["prompt"]),
+        variant=str(raw.get("variant", "replicate")),
+        seed=int(raw["seed"]),
+        seed_images=tuple(str(s) for s in raw["seed_images"]),
+        runs=tuple(int(r) for r in raw["runs"]),
+        steps=int(raw["steps"]),
+        stored_steps=tuple(int(s) for s in raw["stored_steps"]),
+        seed_long_side=int(raw["seed_long_side"]),
+        params=EmulatorParams(**emulator),
+    )
+    problems = []
+    if recipe.editor != "emulate":
+        problems.append(f"editor {recipe.editor!r} is not 'emulate', the only offline editor")
+    if "output_long_side" in raw and int(raw["output_long_side"]) != recipe.params.long_side:
+        problems.append("output_long_side disagrees with emulator.long_side")
+    problems += [
+        f"seed image id {s!r} is not [A-Za-z0-9_]+" for s in recipe.seed_images if not _ID.fullmatch(s)
+    ]
+    if len(set(recipe.seed_images)) != len(recipe.seed_images) or len(set(recipe.runs)) != len(recipe.runs):
+        problems.append("seed_images and runs must not repeat")
+    if not recipe.stored_steps or not all(1 <= s <= recipe.steps for s in recipe.stored_steps):
+        problems.append(f"stored_steps must lie in 1..{recipe.steps}")
+    if problems:
+        raise ValueError(f"{path}: " + "; ".join(problems))
+    return recipe
+
+
+def save_recipe(recipe: Recipe, path: Path) -> None:
+    _write_atomic(Path(path), (json.dumps(recipe.to_json(), indent=2) + "\n").encode("utf-8"))
+
+
+def seed_image(name: str, long_side: int) -> Image.Image:
+    """Step 0: the named `skimage.data` image as RGB, resized so its long side is `long_side`."""
+    import skimage.data  # only when building: importing the package must stay light
+
+    function, index = _ALIASES.get(name, (name, None))
+    array = getattr(skimage.data, function)()
+    array = np.asarray(array if index is None else array[index])
+    if array.ndim == 2:  # grayscale textures: three equal channels
+        array = np.stack([array] * 3, axis=-1)
+    image = Image.fromarray(np.ascontiguousarray(array[..., :3]).astype(np.uint8), mode="RGB")
+    scale = long_side / max(image.size)
+    size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+    return image.resize(size, Image.Resampling.LANCZOS)
+
+
+def build(recipe: Recipe, out_dir: Path) -> list[dict[str, Any]]:
+    """Write the images, `metadata.jsonl` and `recipe.json` under `out_dir`; return the rows."""
+    out_dir = Path(out_dir)
+    emulator = ReplicaEmulator(recipe.params, seed=recipe.seed)
+    rows: list[dict[str, Any]] = []
+    for name in sorted(recipe.seed_images):
+        start = seed_image(name, recipe.seed_long_side)
+        for run in sorted(recipe.runs):
+            image = start
+            for step in range(1, recipe.steps + 1):
+                image = emulator.edit(image, step=step, run=run, key=name)
+                if step in recipe.stored_steps:
+                    rows.append(_store(recipe, out_dir, image, name, run, step))
+    _remove_stale(out_dir / "images", {out_dir / r["file_name"] for r in rows})
+    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    _write_atomic(out_dir / METADATA, lines.encode("utf-8"))
+    save_recipe(recipe, out_dir / RECIPE)
+    return rows
+
+
+def _store(
+    recipe: Recipe, out_dir: Path, image: Image.Image, name: str, run: int, step: int
+) -> dict[str, Any]:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", optimize=True, compress_level=9)
+    data = buffer.getvalue()
+    file_name = f"images/{name}/run{run}/step{step:03d}.png"
+    _write_atomic(out_dir / file_name, data)
+    return {
+        "file_name": file_name,
+        "seed_image": name,
+        "variant": recipe.variant,
+        "run": run,
+        "step": step,
+        "editor": recipe.editor,
+        "prompt": recipe.prompt,
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+
+
+def _remove_stale(images: Path, keep: set[Path]) -> None:
+    """Drop PNGs a previous recipe left behind: an imagefolder would load them too."""
+    if not images.is_dir():
+        return
+    for path in sorted(images.rglob("*.png")):
+        if path not in keep:
+            path.unlink()
+    for folder in sorted((p for p in images.rglob("*") if p.is_dir()), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write via a temporary sibling and `os.replace`, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_DIR, help="output folder (default: %(default)s)")
+    parser.add_argument(
+        "--recipe", type=Path, default=DEFAULT_DIR / RECIPE, help="recipe (default: %(default)s)"
+    )
+    args = parser.parse_args(argv)
+    if not args.recipe.is_file():
+        save_recipe(Recipe(), args.recipe)
+        print(f"wrote default recipe {args.recipe}")
+    rows = build(load_recipe(args.recipe), args.out)
+    size = sum((args.out / r["file_name"]).stat().st_size for r in rows)
+    print(f"{len(rows)} images, {size / 1e6:.1f} MB of PNG in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,96 @@
+"""The pytest11 entry point: options, parametrization, JUnit properties, the terminal matrix.
+
+It stays light: torch, pyiqa and the image stack are imported only when a case first needs a
+score, never when pytest loads this plugin.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from banana_tests.matrix import Cell
+from banana_tests.options import add_data_options, add_metric_options
+from banana_tests.suite import SuiteState
+from banana_tests.verdicts import Verdict
+
+STATE = pytest.StashKey[SuiteState]()
+CASE_FIXTURE = "banana_case"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("banana-tests", "NR-IQA metrics on trial against iterative-editing degradation")
+    add_data_options(group.addoption)
+    add_metric_options(group.addoption)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    state = SuiteState.from_config(config)
+    config.stash[STATE] = state
+    config.pluginmanager.register(MatrixReporter(state), "banana-tests-matrix")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(XdistHooks(state), "banana-tests-xdist")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if CASE_FIXTURE in metafunc.fixturenames:
+        keys = [p.key for p in metafunc.config.stash[STATE].collect()]
+        metafunc.parametrize(CASE_FIXTURE, keys, ids=[k.test_id for k in keys], indirect=True)
+
+
+@pytest.fixture
+def banana_case(request: pytest.FixtureRequest, record_property) -> Verdict:  # type: ignore[no-untyped-def]
+    """The case's verdict, with its JUnit properties recorded; skips when the metric cannot load."""
+    from metrics_under_test.pyiqa_backend import MissingWeights
+
+    state = request.config.stash[STATE]
+    plan = state.plans[request.param]
+    for name, value in plan.key.as_properties().items():
+        record_property(name, value)
+    record_property("reference_step", str(plan.reference_step))
+    record_property("variant", state.variant)
+    try:
+        verdict = Verdict(plan.key, plan.reference_step, state.gap(plan.key))
+    except MissingWeights as exc:
+        pytest.skip(str(exc))
+    for name, value in verdict.properties().items():
+        record_property(name, value)
+    return verdict
+
+
+class MatrixReporter:
+    """Builds the matrix from test reports (the same path serial and under xdist) and prints it."""
+
+    def __init__(self, state: SuiteState) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        final = report.when == "call" or (report.when == "setup" and not report.passed)
+        if "metric" not in props or not final:
+            return
+        outcome = "error" if report.when == "setup" and report.failed else report.outcome
+        self.state.matrix.add(Cell.from_properties(outcome, props))
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:  # type: ignore[no-untyped-def]
+        lines = self.state.matrix.render()
+        if not lines:
+            return
+        terminalreporter.section("banana-tests failure matrix")
+        terminalreporter.write_line("failing steps (Δ ≥ 0) / steps with a verdict; s = skipped, E = errors")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+class XdistHooks:
+    """Registered only when xdist is present, so the plugin works without it."""
+
+    def __init__(self, state: SuiteState) -> None:
+        self.state = state
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log):  # type: ignore[no-untyped-def]
+        if config.getoption("dist") != "load":
+            return None
+        from banana_tests.scheduler import MetricScheduling
+
+        return MetricScheduling(config, log, tuple(self.state.metrics))

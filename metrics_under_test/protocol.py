@@ -1,0 +1,42 @@
+"""The small protocol every metric on trial speaks, pyiqa's or your own.
+
+A batch is a list of RGB images as uint8 numpy arrays of shape (H, W, 3); sizes may differ.
+A metric returns one finite float per image.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+Image = NDArray[np.uint8]
+
+
+@runtime_checkable
+class Metric(Protocol):
+    """What the suite needs from a metric."""
+
+    name: str
+    lower_better: bool
+    score_range: tuple[float, float]  # the typical range used to normalise to [0, 100]
+
+    def __call__(self, images: Sequence[Image]) -> Sequence[float]: ...
+
+
+class MetricError(Exception):
+    """A metric broke the protocol; the message says which part."""
+
+
+def check_scores(name: str, images: Sequence[Image], scores: Sequence[float]) -> list[float]:
+    """One finite float per image, or a clear error naming the metric."""
+    values = [float(s) for s in scores]
+    if len(values) != len(images):
+        raise MetricError(f"metric {name!r} returned {len(values)} scores for {len(images)} images")
+    bad = [i for i, v in enumerate(values) if not math.isfinite(v)]
+    if bad:
+        raise MetricError(f"metric {name!r} returned non-finite scores at batch positions {bad}")
+    return values

@@ -1,0 +1,117 @@
+"""pyiqa as a metric backend. Imported only when a pyiqa metric is first scored.
+
+pyiqa 0.1.16 is under a non-commercial licence (see the README); this adapter is the only
+module that imports it, so other backends work without it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import urllib.error
+from collections.abc import Sequence
+from types import TracebackType
+
+import numpy as np
+
+from metrics_under_test.protocol import Image
+from metrics_under_test.registry import MetricSpec
+from metrics_under_test.weights import pyiqa_cache_dir
+
+_NAMING_LOCALS = ("filename", "url", "repo_id", "pretrained_model_name_or_path")
+
+
+class MissingWeights(Exception):
+    """A metric's parameter files are not here and cannot be downloaded now."""
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+
+
+def how_to_provide(spec: MetricSpec) -> str:
+    return (
+        f"put the file(s) in {pyiqa_cache_dir()} (or pass --weights-dir DIR holding them), "
+        f"or run once with network access so pyiqa downloads them"
+    )
+
+
+def check_weights(spec: MetricSpec) -> None:
+    """Fail fast, before importing pyiqa, when offline and a known file is missing."""
+    missing = spec.missing_weights()
+    if missing and offline():
+        files = ", ".join(f"{w.file} ({w.url})" for w in missing)
+        raise MissingWeights(f"{spec.name}: missing parameter file(s) {files}; {how_to_provide(spec)}")
+
+
+class PyiqaMetric:
+    """A pyiqa NR metric behind the suite's protocol: batches grouped by image size."""
+
+    backend = "pyiqa"
+
+    def __init__(self, spec: MetricSpec, device: str) -> None:
+        check_weights(spec)
+        import pyiqa
+        import torch
+
+        self.name = spec.name
+        self.lower_better = spec.lower_better
+        self.score_range = (spec.low, spec.high)
+        self._torch = torch
+        self.device = device
+        try:
+            self._model = pyiqa.create_metric(spec.name, device=torch.device(device))
+        except Exception as exc:
+            what = _unreachable_download(exc)
+            if what is None:
+                raise
+            raise MissingWeights(f"{spec.name}: cannot fetch {what} ({exc}); {how_to_provide(spec)}") from exc
+
+    def __call__(self, images: Sequence[Image]) -> list[float]:
+        torch = self._torch
+        scores: list[float] = [0.0] * len(images)
+        by_shape: dict[tuple[int, ...], list[int]] = {}
+        for i, img in enumerate(images):
+            by_shape.setdefault(img.shape, []).append(i)
+        with torch.inference_mode():
+            for positions in by_shape.values():
+                batch = torch.from_numpy(np.stack([images[i] for i in positions]))
+                batch = batch.permute(0, 3, 1, 2).float().div_(255.0)
+                out = self._model(batch).reshape(-1).tolist()
+                for i, s in zip(positions, out, strict=True):
+                    scores[i] = float(s)
+        return scores
+
+
+def _unreachable_download(exc: BaseException) -> str | None:
+    """If `exc` comes from a download that cannot happen, name what was being fetched."""
+    chain: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and e not in chain:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    network = (urllib.error.URLError, socket.gaierror, ConnectionError, TimeoutError)
+    hub_offline = ("offline", "LocalEntryNotFound", "couldn't connect", "connection")
+    if not any(
+        isinstance(e, network) or any(h.lower() in f"{type(e).__name__} {e}".lower() for h in hub_offline)
+        for e in chain
+    ):
+        return None
+    return _named_file(chain[0].__traceback__) or str(chain[-1])
+
+
+def _named_file(tb: TracebackType | None) -> str | None:
+    """The innermost file name, URL or hub repo in the failing frames' locals."""
+    found = None
+    while tb is not None:
+        local = tb.tb_frame.f_locals
+        for key in _NAMING_LOCALS:
+            if isinstance(local.get(key), str):
+                found = (
+                    local[key]
+                    if key != "filename"
+                    else f"{local[key]} ({local.get('url', local.get('repo_id', ''))})"
+                )
+                break
+        tb = tb.tb_next
+    return found

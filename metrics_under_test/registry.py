@@ -1,0 +1,132 @@
+"""The registry: one record per metric on trial, read without importing torch or pyiqa.
+
+pyiqa's NR metrics come from `pyiqa_catalog.json`, a snapshot of pyiqa 0.1.16's own
+configuration (name, direction, score range, parameter files) that a test checks against the
+installed pyiqa. The paper's 21 metrics take their range from Table 2 and answer to their paper
+names too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from banana_tests.gaps import Scale
+from metrics_under_test.table2 import PAPER_METRICS
+from metrics_under_test.weights import torch_hub_dir
+
+CATALOG = Path(__file__).with_name("pyiqa_catalog.json")
+SPECIAL = ("offline", "all")
+
+
+class UnknownMetric(LookupError):
+    """A --metric name that is not a metric on trial; the message lists what is."""
+
+
+@dataclass(frozen=True)
+class WeightFile:
+    """A parameter file a metric needs, where pyiqa (or torch) looks for it, and its source."""
+
+    file: str
+    url: str
+    cache: str = "pyiqa"  # "pyiqa": torch hub dir/pyiqa; "torch": torch hub dir/checkpoints
+
+    @property
+    def path(self) -> Path:
+        sub = "pyiqa" if self.cache == "pyiqa" else "checkpoints"
+        return torch_hub_dir() / sub / self.file
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """Everything the suite knows about a metric before loading it."""
+
+    name: str
+    backend: str
+    low: float
+    high: float
+    lower_better: bool
+    weights: tuple[WeightFile, ...] = ()
+    cost: str = "neural"  # fast | slow | neural | vlm
+    paper_name: str | None = None
+    weights_note: str = ""  # what else it fetches at load time, when not in `weights`
+
+    @property
+    def scale(self) -> Scale:
+        return Scale(self.low, self.high, self.lower_better)
+
+    def missing_weights(self) -> list[WeightFile]:
+        return [w for w in self.weights if not w.path.exists()]
+
+
+@cache
+def catalog() -> dict[str, MetricSpec]:
+    """Every selectable metric by canonical name: pyiqa's NR metrics, Table 2 ranges on top."""
+    data = json.loads(CATALOG.read_text(encoding="utf-8"))
+    paper = {p.pyiqa_name: p for p in PAPER_METRICS}
+    specs: dict[str, MetricSpec] = {}
+    for row in data["metrics"]:
+        name = row["name"]
+        p = paper.get(name)
+        low, high = (p.low, p.high) if p else tuple(row["range"])
+        specs[name] = MetricSpec(
+            name=name,
+            backend="pyiqa",
+            low=low,
+            high=high,
+            lower_better=p.lower_better if p else row["lower_better"],
+            weights=tuple(WeightFile(**w) for w in row["weights"]),
+            cost=row["cost"],
+            paper_name=p.paper_name if p else None,
+            weights_note=row.get("weights_note", ""),
+        )
+    return specs
+
+
+@cache
+def _aliases() -> dict[str, str]:
+    names = {n.lower(): n for n in catalog()}
+    names.update({p.paper_name.lower(): p.pyiqa_name for p in PAPER_METRICS})
+    return names
+
+
+@cache
+def _refused() -> dict[str, str]:
+    return {k.lower(): v for k, v in json.loads(CATALOG.read_text(encoding="utf-8"))["refused"].items()}
+
+
+def lookup(name: str) -> MetricSpec:
+    """A metric by pyiqa or paper name, case-insensitive (`TOPIQ NR`, `paq-2-piq`)."""
+    key = name.strip().lower()
+    canonical = _aliases().get(key)
+    if canonical is not None:
+        return catalog()[canonical]
+    if key in _refused():
+        raise UnknownMetric(f"{name!r} is not a no-reference image metric: {_refused()[key]}")
+    raise UnknownMetric(
+        f"unknown metric {name!r}. Valid names: {', '.join(SPECIAL)}, " + ", ".join(sorted(catalog()))
+    )
+
+
+def resolve(text: str) -> list[MetricSpec]:
+    """`--metric` text → specs, in the order given, without duplicates."""
+    specs: dict[str, MetricSpec] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if part.lower() == "all":
+            chosen = list(catalog().values())
+        elif part.lower() == "offline":
+            chosen = [
+                s
+                for s in catalog().values()
+                if s.cost != "vlm" and not s.missing_weights() and not s.weights_note
+            ]
+        else:
+            chosen = [lookup(part)]
+        specs.update((s.name, s) for s in chosen)
+    if not specs:
+        raise UnknownMetric(f"--metric {text!r} names no metric")
+    return list(specs.values())

@@ -1,0 +1,47 @@
+"""Where pyiqa keeps parameter files, and how a read-only mirror of them is put there.
+
+pyiqa downloads into `torch.hub.get_dir()/pyiqa` and skips the download when the file is
+already there. Computed here without importing torch, so the plugin stays light.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def torch_hub_dir() -> Path:
+    """`torch.hub.get_dir()`, by the same rules: $TORCH_HOME, else $XDG_CACHE_HOME/torch."""
+    torch_home = os.environ.get("TORCH_HOME")
+    if torch_home is None:
+        xdg = os.environ.get("XDG_CACHE_HOME", os.path.join(os.path.expanduser("~"), ".cache"))
+        torch_home = os.path.join(xdg, "torch")
+    return Path(os.path.expanduser(torch_home)) / "hub"
+
+
+def pyiqa_cache_dir() -> Path:
+    return torch_hub_dir() / "pyiqa"
+
+
+def stage(mirror: Path, targets: Iterable[tuple[str, Path]]) -> list[str]:
+    """Link (or copy, where links fail) each file named in `targets` from `mirror` to its path.
+
+    The mirror may be read-only (CI's shared folder); the destinations are pyiqa's writable
+    cache. Files already there are left alone. Returns the names staged.
+    """
+    staged = []
+    for name, dst in targets:
+        src = mirror / name
+        if not src.is_file() or dst.exists():
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(f".{name}.{os.getpid()}.tmp")
+        try:
+            tmp.symlink_to(src.resolve())
+        except OSError:
+            shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)  # atomic: concurrent xdist workers may stage the same file
+        staged.append(name)
+    return staged

@@ -1,0 +1,61 @@
+"""Small trajectory sets built in a temporary folder, for the project's own tests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+MakeSet = Callable[..., Path]
+
+
+def noisy_image(seed: str, run: int, step: int, size: tuple[int, int] = (96, 128)) -> Image.Image:
+    """A smooth gradient scene with Gaussian noise that grows with `step`."""
+    h, w = size
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.stack([x / w, y / h, (x + y) / (w + h)], axis=-1) * 200 + 20
+    rng = np.random.default_rng(abs(hash((seed, run, step))) % 2**32)
+    noisy = base + rng.normal(0, 3.0 * step, base.shape)
+    return Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8))
+
+
+def write_set(
+    root: Path,
+    seeds: Iterable[str] = ("alpha", "beta"),
+    runs: Iterable[int] = (0, 1),
+    steps: Iterable[int] = (1, 5, 10, 20),
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for seed in seeds:
+        for run in runs:
+            for step in steps:
+                name = f"{seed}/run{run}/step{step:03d}.png"
+                (root / name).parent.mkdir(parents=True, exist_ok=True)
+                noisy_image(seed, run, step).save(root / name)
+                row = {
+                    "file_name": name,
+                    "seed_image": seed,
+                    "variant": "replicate",
+                    "run": run,
+                    "step": step,
+                }
+                row["sha256"] = hashlib.sha256((root / name).read_bytes()).hexdigest()
+                lines.append({**row, **(extra or {})})
+    (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return root
+
+
+@pytest.fixture
+def make_set(tmp_path: Path) -> MakeSet:
+    def make(name: str = "set", **kwargs: Any) -> Path:
+        return write_set(tmp_path / name, **kwargs)
+
+    return make

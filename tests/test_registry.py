@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import pytest
+
+from metrics_under_test.registry import UnknownMetric, catalog, lookup, resolve
+from metrics_under_test.table2 import PAPER_METRICS
+
+
+@pytest.mark.parametrize(
+    "name, canonical",
+    [
+        ("BRISQUE", "brisque"),
+        ("paq-2-piq", "paq2piq"),
+        ("TOPIQ NR", "topiq_nr"),
+        ("q-align", "qalign"),
+        ("WaDIQaM", "wadiqam_nr"),
+        ("musiq-koniq", None),
+    ],
+)
+def test_paper_names_answer_case_insensitively(name: str, canonical: str | None) -> None:
+    if canonical is None:
+        with pytest.raises(UnknownMetric):
+            lookup(name)
+    else:
+        assert lookup(name).name == canonical
+
+
+def test_table2_ranges_and_directions_win_for_the_paper_metrics() -> None:
+    for p in PAPER_METRICS:
+        spec = catalog()[p.pyiqa_name]
+        assert (spec.low, spec.high, spec.lower_better, spec.paper_name) == (
+            p.low,
+            p.high,
+            p.lower_better,
+            p.paper_name,
+        )
+
+
+def test_other_metrics_use_pyiqa_ranges() -> None:
+    assert (catalog()["entropy"].low, catalog()["entropy"].high) == (0.0, 8.0)
+    assert catalog()["musiq-ava"].lower_better is False
+
+
+@pytest.mark.parametrize(
+    "name, why", [("fid", "set-based"), ("psnr", "full-reference"), ("lpips", "full-reference")]
+)
+def test_non_metrics_are_refused_with_a_reason(name: str, why: str) -> None:
+    with pytest.raises(UnknownMetric, match=why):
+        lookup(name)
+
+
+def test_unknown_names_list_the_valid_ones() -> None:
+    with pytest.raises(UnknownMetric, match=r"unknown metric 'brisk'.*offline, all, .*brisque"):
+        resolve("brisque,brisk")
+
+
+def test_resolve_keeps_order_and_drops_duplicates() -> None:
+    assert [s.name for s in resolve("piqe, BRISQUE,piqe")] == ["piqe", "brisque"]
+    assert len(resolve("all")) == len(catalog())
+
+
+def test_catalog_matches_the_installed_pyiqa() -> None:
+    pyiqa = pytest.importorskip("pyiqa")
+    from pyiqa.default_model_configs import DEFAULT_CONFIGS
+
+    from metrics_under_test.pyiqa_catalog import SET_BASED, TEXT_CONDITIONED, parse_range
+
+    nr = set(pyiqa.list_models(metric_mode="NR")) - set(SET_BASED) - set(TEXT_CONDITIONED)
+    assert set(catalog()) == nr
+    table2 = {p.pyiqa_name for p in PAPER_METRICS}
+    for name in nr - table2:
+        cfg = DEFAULT_CONFIGS[name]
+        spec = catalog()[name]
+        assert spec.lower_better == cfg.get("lower_better", False), name
+        assert (spec.low, spec.high) == parse_range(cfg["score_range"]), name
