@@ -1,0 +1,37 @@
+"""`banana-tests`: the command line beside the pytest suite.
+
+Each subcommand lives in its own module under `banana_tests.commands` and exposes
+`add_parser(subparsers)`, which registers it and sets `func(args) -> int` as its handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMANDS = ("metrics", "report", "generate", "fixtures")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="banana-tests", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"banana_tests.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"banana_tests.commands.{name}":
+                raise
+            continue
+        module.add_parser(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The `banana-tests` subcommands, one module each."""
