@@ -1,0 +1,119 @@
+"""`banana-tests report`: JUnit XML from one or more runs → matrix.csv, figures, report.html, summary.md."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from banana_tests.junit import JUnitError, Reading, read_junit
+from banana_tests.matrix import Matrix
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "report",
+        help="render the failure matrix from JUnit XML (or the paper's own) as CSV, figures and HTML",
+        description="Merge JUnit XML written by the suite (shards, xdist runs, reruns: a case seen "
+        "twice keeps its newest result) and write matrix.csv, gaps_step<i>.png/.svg, "
+        "failure_counts.png/.svg, report.html and summary.md into --out.",
+    )
+    p.add_argument(
+        "junit", nargs="*", type=Path, metavar="JUNIT_XML", help="JUnit XML files written by the suite"
+    )
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder to write the report into")
+    p.add_argument(
+        "--compare-paper",
+        action="store_true",
+        help="line the matrix up with the paper's Figure 5: sign agreement per metric, and where it differs",
+    )
+    p.add_argument(
+        "--paper-only",
+        action="store_true",
+        help="render the paper's own Figure 5 matrix instead of JUnit XML",
+    )
+    p.add_argument(
+        "--write-baseline",
+        type=Path,
+        metavar="FILE",
+        help="also write the matrix's failing cases as a baseline file (known failures)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from banana_tests.paper import PAPER_CSV, paper_cells
+    from banana_tests.reports.compare import compare, comparison_markdown
+    from banana_tests.reports.write import write_report
+
+    if args.paper_only == bool(args.junit):
+        print(
+            "banana-tests report: give JUnit XML files or --paper-only, not both or neither", file=sys.stderr
+        )
+        return 2
+    notes: list[tuple[str, str]] = []
+    summary_extra = ""
+    if args.paper_only:
+        matrix = Matrix.of(paper_cells())
+        metadata = {
+            "source": f"the paper's Figure 5 ({PAPER_CSV.name}), arXiv 2604.03400",
+            "reference_step": "1",
+        }
+        title = "Banana100 paper: Figure 5 failure matrix"
+    else:
+        try:
+            reading = read_junit(args.junit)
+        except JUnitError as exc:
+            print(f"banana-tests report: {exc}", file=sys.stderr)
+            return 2
+        matrix, title = reading.matrix, "banana-tests failure matrix"
+        metadata = _metadata(reading)
+        if reading.replaced:
+            lines = [r.describe() for r in reading.replaced]
+            print(f"{len(lines)} case(s) seen twice; the newest result is kept:", file=sys.stderr)
+            for line in lines:
+                print(f"  {line}", file=sys.stderr)
+            notes.append(("Cases seen twice (newest kept)", "\n".join(lines)))
+    metadata = {**metadata, **_shape(matrix), "report tool": _versions()}
+    if args.compare_paper:
+        text = comparison_markdown(compare(matrix, Matrix.of(paper_cells())))
+        print(text)
+        notes.append(("Compared with the paper", text))
+        summary_extra = text
+    written = write_report(matrix, args.out, metadata, title, notes, summary_extra)
+    if args.write_baseline:
+        from banana_tests.baseline import write_baseline
+
+        write_baseline(matrix, args.write_baseline)
+        written.append(args.write_baseline)
+    for line in matrix.render():
+        print(line)
+    print(f"wrote {len(written)} files to {args.out}")
+    return 0
+
+
+def _metadata(reading: Reading) -> dict[str, str]:
+    """What the files say about the run: their names, plus suite and per-case run properties."""
+    meta = {"JUnit XML": ", ".join(str(p) for p in reading.files)}
+    meta.update({name: ", ".join(values) for name, values in reading.metadata.items()})
+    return meta
+
+
+def _shape(matrix: Matrix) -> dict[str, str]:
+    return {
+        "metrics": ", ".join(matrix.metrics),
+        "seed images": ", ".join(matrix.seed_images),
+        "steps": ", ".join(str(s) for s in matrix.steps),
+        "cases": str(len(matrix.cells)),
+    }
+
+
+def _versions() -> str:
+    found = []
+    for name in ("banana-tests", "pyiqa", "torch", "matplotlib"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    return ", ".join(found)

@@ -1,0 +1,1 @@
+"""Rendering the failure matrix for people: CSV, Markdown, figures and one HTML page."""

@@ -1,0 +1,108 @@
+"""A run's matrix beside the paper's Figure 5: sign agreement per metric, or failure rates.
+
+Cells are matched by metric, seed image and step. Where a metric shares no seed image with
+the paper (the embedded data uses other images), only per-metric failure rates can be set side
+by side, and the comparison says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from banana_tests.cases import CaseKey
+from banana_tests.matrix import Cell, Matrix
+from banana_tests.reports.tables import sort_key
+
+VERDICTS = ("passed", "failed")
+
+
+@dataclass(frozen=True)
+class Difference:
+    key: CaseKey
+    run: Cell
+    paper: Cell
+
+
+@dataclass
+class MetricComparison:
+    """`matched` cells share (metric, seed image, step) with the paper; `agree` of them agree in sign."""
+
+    metric: str
+    matched: int = 0
+    agree: int = 0
+    differences: list[Difference] = field(default_factory=list)
+    run_failed: int = 0
+    run_verdicts: int = 0
+    paper_failed: int = 0
+    paper_verdicts: int = 0
+
+    @property
+    def by_rate(self) -> bool:
+        return self.matched == 0
+
+
+def _verdicts(matrix: Matrix, metric: str) -> dict[CaseKey, Cell]:
+    return {k: c for k, c in matrix.cells.items() if k.metric == metric and c.outcome in VERDICTS}
+
+
+def compare(run: Matrix, paper: Matrix) -> list[MetricComparison]:
+    """One comparison per metric the run and the paper both have. Run cells kept per run are
+    compared under the run-mean key, since the paper shows one value per cell."""
+    out = []
+    for metric in sorted(set(run.metrics) & set(paper.metrics)):
+        ours, theirs = _verdicts(run, metric), _verdicts(paper, metric)
+        mc = MetricComparison(metric)
+        mc.run_failed = sum(c.outcome == "failed" for c in ours.values())
+        mc.run_verdicts = len(ours)
+        mc.paper_failed = sum(c.outcome == "failed" for c in theirs.values())
+        mc.paper_verdicts = len(theirs)
+        for key in sorted(ours, key=sort_key):
+            other = theirs.get(CaseKey(key.metric, key.seed_image, key.step))
+            if other is None:
+                continue
+            mc.matched += 1
+            if ours[key].outcome == other.outcome:
+                mc.agree += 1
+            else:
+                mc.differences.append(Difference(key, ours[key], other))
+        out.append(mc)
+    return out
+
+
+def _rate(failed: int, total: int) -> str:
+    return f"{failed}/{total} ({100 * failed / total:.0f}%)" if total else "no verdicts"
+
+
+def _delta(cell: Cell) -> str:
+    return "?" if cell.delta is None else f"{cell.delta:+.1f}"
+
+
+def comparison_markdown(comparisons: list[MetricComparison]) -> str:
+    lines = ["### Compared with the paper (Figure 5)", ""]
+    if not comparisons:
+        return "\n".join([*lines, "No metric of this run is among the paper's 21 metrics.", ""])
+    lines += [
+        "| metric | cells matched | agree in sign | run failures | paper failures |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for c in comparisons:
+        agree = "– (no shared seed image)" if c.by_rate else f"{c.agree}/{c.matched}"
+        lines.append(
+            f"| {c.metric} | {c.matched} | {agree} | {_rate(c.run_failed, c.run_verdicts)} "
+            f"| {_rate(c.paper_failed, c.paper_verdicts)} |"
+        )
+    if any(c.by_rate for c in comparisons):
+        lines += [
+            "",
+            "Where no seed image is shared with the paper, cells cannot be matched, so only the "
+            "failure rates compare.",
+        ]
+    for c in comparisons:
+        if c.differences:
+            lines += ["", f"Where {c.metric} differs from the paper:", ""]
+            lines += [
+                f"- {d.key.test_id}: run {d.run.outcome} (Δ {_delta(d.run)}), "
+                f"paper {d.paper.outcome} (Δ {_delta(d.paper)})"
+                for d in c.differences
+            ]
+    return "\n".join(lines) + "\n"

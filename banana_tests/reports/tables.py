@@ -1,0 +1,117 @@
+"""The matrix as rows: `matrix.csv`, the per-metric summary and its Markdown for CI job summaries."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+
+from banana_tests.cases import CaseKey
+from banana_tests.matrix import Cell, Matrix
+
+CSV_COLUMNS = (
+    "metric",
+    "seed_image",
+    "step",
+    "delta",
+    "outcome",
+    "score_reference",
+    "score_step",
+    "run",
+    "reference_step",
+    "runs",
+)
+
+
+def sort_key(key: CaseKey) -> tuple[str, str, int, int]:
+    """A total order on keys, also when run-mean (run None) and per-run cells mix."""
+    return key.metric, key.seed_image, key.step, -1 if key.run is None else key.run
+
+
+def row_label(key: CaseKey) -> str:
+    """A figure or table row: the seed image, and the run when cases are per run."""
+    return key.seed_image if key.run is None else f"{key.seed_image} run{key.run}"
+
+
+def sorted_cells(matrix: Matrix) -> list[Cell]:
+    return [matrix.cells[k] for k in sorted(matrix.cells, key=sort_key)]
+
+
+def _text(value: float | int | None) -> str:
+    """Empty for missing, `repr` for floats so every digit (and the sign of -0.0) survives."""
+    return "" if value is None else repr(value)
+
+
+def csv_rows(matrix: Matrix) -> list[dict[str, str]]:
+    rows = []
+    for c in sorted_cells(matrix):
+        k = c.key
+        rows.append(
+            {
+                "metric": k.metric,
+                "seed_image": k.seed_image,
+                "step": str(k.step),
+                "delta": _text(c.delta),
+                "outcome": c.outcome,
+                "score_reference": _text(c.score_reference),
+                "score_step": _text(c.score_step),
+                "run": _text(k.run),
+                "reference_step": _text(c.reference_step),
+                "runs": _text(c.runs),
+            }
+        )
+    return rows
+
+
+def matrix_csv(matrix: Matrix) -> str:
+    """Sorted and stable: the same cells give the same bytes, whatever files they came from."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(csv_rows(matrix))
+    return out.getvalue()
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    """One metric's outcome counts and its worst gap (the largest Δ among its verdicts)."""
+
+    metric: str
+    cases: int
+    passed: int
+    failed: int
+    skipped: int
+    error: int
+    worst_delta: float | None
+
+
+def summarise(matrix: Matrix) -> list[MetricSummary]:
+    out = []
+    for metric in matrix.metrics:
+        t = matrix.total(metric)
+        deltas = [
+            c.delta
+            for k, c in matrix.cells.items()
+            if k.metric == metric and c.delta is not None and c.outcome in ("passed", "failed")
+        ]
+        cases = t.passed + t.failed + t.skipped + t.error
+        out.append(
+            MetricSummary(metric, cases, t.passed, t.failed, t.skipped, t.error, max(deltas, default=None))
+        )
+    return out
+
+
+def summary_markdown(matrix: Matrix, title: str = "banana-tests failure matrix") -> str:
+    """A short table per metric; a failure is Δ ≥ 0 (the metric missed the degradation)."""
+    lines = [
+        f"### {title}",
+        "",
+        "A case fails when Δ ≥ 0: the metric scored the edited image no worse than the reference step.",
+        "",
+        "| metric | cases | failed | skipped | error | worst Δ |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for s in summarise(matrix):
+        worst = "" if s.worst_delta is None else f"{s.worst_delta:+.2f}"
+        lines.append(f"| {s.metric} | {s.cases} | {s.failed} | {s.skipped} | {s.error} | {worst} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,33 @@
+"""Write every report file for one matrix into a folder, with the same code for runs and the paper."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from banana_tests.matrix import Matrix
+from banana_tests.reports.html import render_html
+from banana_tests.reports.tables import matrix_csv, summary_markdown
+
+
+def write_report(
+    matrix: Matrix,
+    out: Path,
+    metadata: Mapping[str, str],
+    title: str,
+    notes: Sequence[tuple[str, str]] = (),
+    summary_extra: str = "",
+) -> list[Path]:
+    """matrix.csv, summary.md (with `summary_extra` below it), the figures and report.html
+    (with `notes`: a heading and preformatted text each)."""
+    from banana_tests.reports.figures import render_figures
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "matrix.csv", out / "summary.md"]
+    written[0].write_text(matrix_csv(matrix), encoding="utf-8")
+    summary = summary_markdown(matrix, title)
+    written[1].write_text(summary + (f"\n{summary_extra}" if summary_extra else ""), encoding="utf-8")
+    figures = render_figures(matrix, out)
+    page = out / "report.html"
+    page.write_text(render_html(matrix, figures, metadata, title, notes), encoding="utf-8")
+    return [*written, *figures, page]

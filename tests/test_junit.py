@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
+import pytest
+
+from banana_tests.cases import CaseKey
+from banana_tests.junit import JUnitError, read_junit
+
+
+def case(metric: str, seed: str, step: int, child: str = "", name: str | None = None, **props: str) -> str:
+    """A testcase as the suite's plugin writes it (xunit1 shape), with its properties."""
+    allprops = {"metric": metric, "seed_image": seed, "step": str(step), "variant": "replicate", **props}
+    body = "".join(f"<property name={quoteattr(k)} value={quoteattr(v)} />" for k, v in allprops.items())
+    name = name or f"test_detects_degradation[{metric}-{seed}-step{step}]"
+    head = f'<testcase classname="banana_tests.test_degradation" name="{name}">'
+    return f"{head}<properties>{body}</properties>{child}</testcase>"
+
+
+def junit(
+    path: Path, *cases: str, timestamp: str | None = "2026-01-01T10:00:00+00:00", bare: bool = False
+) -> Path:
+    """A JUnit file; `bare` gives the xunit2-style root <testsuite> without <testsuites>."""
+    stamp = f' timestamp="{timestamp}"' if timestamp else ""
+    suite = f'<testsuite name="pytest"{stamp}>{"".join(cases)}</testsuite>'
+    path.write_text(
+        f'<?xml version="1.0" encoding="utf-8"?>{suite if bare else f"<testsuites>{suite}</testsuites>"}'
+    )
+    return path
+
+
+def test_newest_result_wins_whatever_the_file_order(tmp_path: Path) -> None:
+    failing = case("piqe", "alpha", 5, "<failure message='missed' />", delta="1.5")
+    passing = case("piqe", "alpha", 5, delta="-2.0")
+    newer = junit(tmp_path / "rerun.xml", passing, timestamp="2026-01-02T09:00:00+00:00")
+    older = junit(tmp_path / "first.xml", failing, case("piqe", "beta", 5, delta="-1.0"))
+    reading = read_junit([newer, older])
+    key = CaseKey("piqe", "alpha", 5)
+    assert reading.matrix.cells[key].outcome == "passed"
+    assert reading.matrix.cells[key].delta == -2.0
+    assert len(reading.matrix.cells) == 2
+    [replaced] = reading.replaced
+    assert (replaced.kept.path, replaced.dropped.path) == (newer, older)
+    assert "piqe-alpha-step5: kept passed from" in replaced.describe()
+    assert "rerun.xml" in replaced.describe() and "replaced failed from" in replaced.describe()
+
+
+def test_same_timestamp_goes_to_the_later_file(tmp_path: Path) -> None:
+    a = junit(tmp_path / "a.xml", case("piqe", "alpha", 5, delta="-2.0"))
+    b = junit(tmp_path / "b.xml", case("piqe", "alpha", 5, "<failure />", delta="3.0"))
+    assert read_junit([a, b]).matrix.cells[CaseKey("piqe", "alpha", 5)].outcome == "failed"
+    assert read_junit([b, a]).matrix.cells[CaseKey("piqe", "alpha", 5)].outcome == "passed"
+
+
+def test_outcomes_come_from_the_testcase_children(tmp_path: Path) -> None:
+    path = junit(
+        tmp_path / "x.xml",
+        case("musiq", "alpha", 5, "<skipped message='no weights' />"),
+        case("piqe", "alpha", 5, "<error message='failed on setup' />"),
+        case("piqe", "alpha", 10, "<skipped type='pytest.xfail' message='known' />", delta="0.5"),
+        case("piqe", "alpha", 20, "<failure message='m' />", delta="0.0"),
+        bare=True,
+    )
+    cells = read_junit([path]).matrix.cells
+    outcomes = {k.test_id: c.outcome for k, c in cells.items()}
+    assert outcomes == {
+        "musiq-alpha-step5": "skipped",
+        "piqe-alpha-step5": "error",
+        "piqe-alpha-step10": "failed",  # a baseline's xfail keeps its verdict, as in the terminal
+        "piqe-alpha-step20": "failed",
+    }
+    assert cells[CaseKey("musiq", "alpha", 5)].message == "no weights"
+
+
+def test_other_tests_trend_cases_and_xdist_suffixes(tmp_path: Path) -> None:
+    other = '<testcase classname="tests.test_x" name="test_something" />'
+    trend = case("piqe", "alpha", 0, kind="trend", name="test_trend[piqe-alpha]")
+    grouped = case("piqe", "alpha", 5, delta="-1.0", name="test_detects_degradation[piqe-alpha-step5]@piqe")
+    reading = read_junit([junit(tmp_path / "x.xml", other, trend, grouped)])
+    assert list(reading.matrix.cells) == [CaseKey("piqe", "alpha", 5)]
+    assert reading.metadata == {"variant": ["replicate"]}
+
+
+def test_runs_are_kept_apart(tmp_path: Path) -> None:
+    path = junit(
+        tmp_path / "x.xml",
+        case("piqe", "a", 5, run="0", delta="-1"),
+        case("piqe", "a", 5, run="1", delta="2"),
+    )
+    reading = read_junit([path])
+    assert {k.run: c.outcome for k, c in reading.matrix.cells.items()} == {0: "passed", 1: "failed"}
+    assert not reading.replaced
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("metric,seed_image\npiqe,alpha\n", "not a readable JUnit XML file"),
+        ("<html><body>hi</body></html>", r"not JUnit XML \(root element <html>"),
+        (
+            "<testsuites><testsuite><testcase name='test_x' /></testsuite></testsuites>",
+            "without banana-tests cases",
+        ),
+        (
+            "<testsuites><testsuite><testcase name='test_detects_degradation[piqe-a-step5]' />"
+            "</testsuite></testsuites>",
+            "lacks the suite's properties",
+        ),
+        ("<testsuite timestamp='yesterday'><testcase name='t' /></testsuite>", "timestamp 'yesterday'"),
+    ],
+)
+def test_bad_files_are_named(tmp_path: Path, text: str, match: str) -> None:
+    good = junit(tmp_path / "good.xml", case("piqe", "alpha", 5, delta="-1.0"))
+    bad = tmp_path / "bad-input.xml"
+    bad.write_text(text)
+    with pytest.raises(JUnitError, match=match) as info:
+        read_junit([good, bad])
+    assert str(info.value).startswith(str(bad))

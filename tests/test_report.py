@@ -1,0 +1,211 @@
+"""`banana-tests report` on JUnit XML the suite really wrote: serial, under xdist and in shards."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from banana_tests.baseline import load_baseline
+from banana_tests.cases import CaseKey
+from banana_tests.cli import main
+from banana_tests.matrix import Matrix
+from banana_tests.paper import PAPER_CSV, paper_cells
+from banana_tests.reports.compare import compare, comparison_markdown
+from tests.conftest import write_set
+
+PROJECT = Path(__file__).resolve().parent.parent
+# The paper's Figure 6, as listed in ../shared/paper/README.md (failures out of 36 per metric).
+PAPER_FAILURES = {
+    "arniqa": 21, "brisque": 20, "clipiqa": 8, "cnniqa": 32, "dbcnn": 24, "hyperiqa": 21, "ilniqe": 14,
+    "liqe": 5, "maniqa": 13, "musiq": 8, "nima": 3, "niqe": 6, "nrqm": 21, "paq2piq": 18, "pi": 11,
+    "piqe": 22, "qalign": 4, "qualiclip": 1, "topiq_nr": 8, "tres": 21, "wadiqam_nr": 28,
+}  # fmt: skip
+
+
+def suite(dataset: Path, xml: Path, metric: str, *extra: str) -> Path:
+    """Run the suite in a fresh process, as CI does, and return its JUnit XML."""
+    cmd = [sys.executable, "-m", "pytest", "banana_tests/test_degradation.py", "-q", "-p", "no:cacheprovider"]
+    cmd += [f"--dataset={dataset}", f"--metric={metric}", f"--junitxml={xml}", *extra]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(cmd, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stdout + done.stderr  # 1: some metric missed a step
+    return xml
+
+
+def report(out: Path, *args: str | Path) -> Path:
+    assert main(["report", *map(str, args), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
+    """piqe and entropy on a tiny set: serially, with -n 2, and as two shards (one in xunit2)."""
+    root = tmp_path_factory.mktemp("runs")
+    data = write_set(root / "set")
+    return {
+        "serial": [suite(data, root / "serial.xml", "piqe,entropy")],
+        "xdist": [suite(data, root / "xdist.xml", "piqe,entropy", "-n", "2")],
+        "shards": [
+            suite(data, root / "shard-piqe.xml", "piqe"),
+            suite(data, root / "shard-entropy.xml", "entropy", "-o", "junit_family=xunit2"),
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def reports(runs: dict[str, list[Path]], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("reports")
+    return {name: report(root / name, *files) for name, files in runs.items()}
+
+
+@pytest.fixture(scope="module")
+def paper_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return report(tmp_path_factory.mktemp("paper"), "--paper-only")
+
+
+def rows(out: Path) -> list[dict[str, str]]:
+    with (out / "matrix.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_serial_xdist_and_merged_shards_give_the_same_matrix_csv(reports: dict[str, Path]) -> None:
+    serial = (reports["serial"] / "matrix.csv").read_bytes()
+    assert (reports["xdist"] / "matrix.csv").read_bytes() == serial
+    assert (reports["shards"] / "matrix.csv").read_bytes() == serial
+    table = rows(reports["serial"])
+    assert Counter(r["metric"] for r in table) == {"piqe": 6, "entropy": 6}
+    assert list(table[0])[:7] == [
+        "metric",
+        "seed_image",
+        "step",
+        "delta",
+        "outcome",
+        "score_reference",
+        "score_step",
+    ]
+    for r in table:
+        assert r["outcome"] == ("failed" if float(r["delta"]) >= 0 else "passed")
+        assert (r["reference_step"], r["runs"], r["run"]) == ("1", "2", "")
+
+
+def test_every_file_is_written(reports: dict[str, Path]) -> None:
+    names = {p.name for p in reports["serial"].iterdir()}
+    steps = {f"gaps_step{s}.{ext}" for s in (5, 10, 20) for ext in ("png", "svg")}
+    assert (
+        names
+        == {"matrix.csv", "summary.md", "report.html", "failure_counts.png", "failure_counts.svg"} | steps
+    )
+    html = (reports["serial"] / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 4
+    assert "http://" not in html and "https://" not in html and 'src="/' not in html
+    assert "replicate" in html  # run metadata from the cases' properties
+
+
+def test_summary_counts_each_metric(reports: dict[str, Path]) -> None:
+    table = rows(reports["serial"])
+    summary = (reports["serial"] / "summary.md").read_text()
+    for metric in ("piqe", "entropy"):
+        mine = [r for r in table if r["metric"] == metric]
+        failed = sum(r["outcome"] == "failed" for r in mine)
+        worst = max(float(r["delta"]) for r in mine)
+        assert f"| {metric} | {len(mine)} | {failed} | 0 | 0 | {worst:+.2f} |" in summary
+
+
+def test_a_rerun_replaces_older_results_and_says_so(
+    runs: dict[str, list[Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report(tmp_path, runs["shards"][0], runs["serial"][0])
+    err = capsys.readouterr().err
+    assert "6 case(s) seen twice; the newest result is kept" in err
+    assert "piqe-alpha-step5: kept passed from" in err and "serial.xml" in err
+
+
+def test_not_junit_is_an_error_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not xml")
+    assert main(["report", str(bad), "--out", str(tmp_path / "out")]) == 2
+    assert f"banana-tests report: {bad}: not a readable JUnit XML file" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("metric", sorted(PAPER_FAILURES))
+def test_paper_only_reproduces_the_papers_failure_counts(paper_report: Path, metric: str) -> None:
+    mine = [r for r in rows(paper_report) if r["metric"] == metric]
+    assert len(mine) == 36
+    assert sum(r["outcome"] == "failed" for r in mine) == PAPER_FAILURES[metric]
+
+
+def test_paper_text_is_kept(paper_report: Path) -> None:
+    """ "-0.0" survives into matrix.csv, and counts as Δ ≥ 0 as in the paper's counts."""
+    [row] = [
+        r for r in rows(paper_report) if (r["metric"], r["seed_image"], r["step"]) == ("piqe", "Sand", "5")
+    ]
+    assert (row["delta"], row["outcome"]) == ("-0.0", "failed")
+    assert PAPER_CSV.read_bytes() == (PROJECT.parent / "shared/paper/paper_fig5_gaps.csv").read_bytes()
+
+
+def test_compare_paper_matches_cells_and_lists_differences() -> None:
+    paper = Matrix.of(paper_cells())
+    run = Matrix.of(c for c in paper_cells() if c.key.metric == "brisque")
+    key = CaseKey("brisque", "Dongpo", 5)
+    flipped = run.cells[key]
+    run.add(type(flipped)(key, "passed", -1.0))
+    [brisque] = compare(run, paper)
+    assert (brisque.matched, brisque.agree) == (36, 35)
+    assert [d.key for d in brisque.differences] == [key]
+    assert "- brisque-Dongpo-step5: run passed (Δ -1.0), paper failed (Δ +5.2)" in comparison_markdown(
+        [brisque]
+    )
+
+
+def test_compare_paper_on_other_seed_images_compares_rates(
+    runs: dict[str, list[Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report(tmp_path, runs["serial"][0], "--compare-paper")
+    out = capsys.readouterr().out
+    failed = sum(r["outcome"] == "failed" for r in rows(tmp_path) if r["metric"] == "piqe")
+    assert f"| piqe | 0 | – (no shared seed image) | {failed}/6" in out
+    assert "| piqe |" in (tmp_path / "summary.md").read_text().split("Compared with the paper")[1]
+
+
+def test_write_baseline_keeps_the_failing_cases(runs: dict[str, list[Path]], tmp_path: Path) -> None:
+    report(tmp_path / "out", runs["serial"][0], "--write-baseline", tmp_path / "baseline.json")
+    failing = {
+        CaseKey(r["metric"], r["seed_image"], int(r["step"]))
+        for r in rows(tmp_path / "out")
+        if r["outcome"] == "failed"
+    }
+    assert load_baseline(tmp_path / "baseline.json") == failing
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH")
+def test_report_html_renders_in_headless_chromium(reports: dict[str, Path], tmp_path: Path) -> None:
+    shot = tmp_path / "report.png"
+    page = (reports["serial"] / "report.html").resolve()
+    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+    cmd += [
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    cmd += [f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri()]
+    subprocess.run(cmd, capture_output=True, timeout=120, check=False)
+    assert shot.exists(), "chromium wrote no screenshot"
+    pixels = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3)
+    colours = np.unique(pixels, axis=0)
+    assert len(colours) > 200  # text alone gives few; the embedded heatmaps give many
+    blue_red = (np.abs(pixels[:, 0].astype(int) - pixels[:, 2].astype(int)) > 60).mean()
+    assert blue_red > 0.01  # the diverging heatmap colours are on screen
