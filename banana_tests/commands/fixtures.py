@@ -1,0 +1,33 @@
+"""`banana-tests fixtures refresh`: rebuild the embedded emulated set from its recipe."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from banana_tests.fixture_recipe import DEFAULT_DIR, RECIPE
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("fixtures", help="the embedded emulated trajectory set")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    refresh = actions.add_parser(
+        "refresh", help="regenerate the set from its recorded recipe (byte for byte on the same libraries)"
+    )
+    refresh.add_argument("--recipe", type=Path, default=DEFAULT_DIR / RECIPE, help="default: %(default)s")
+    refresh.add_argument("--out", type=Path, default=DEFAULT_DIR, help="default: %(default)s")
+    refresh.set_defaults(func=run_refresh)
+
+
+def run_refresh(args: argparse.Namespace) -> int:
+    from banana_tests.fixture_recipe import build, load_recipe
+
+    if not args.recipe.is_file():
+        print(f"banana-tests fixtures refresh: error: no recipe at {args.recipe}", file=sys.stderr)
+        return 1
+    rows = build(load_recipe(args.recipe), args.out)
+    size = sum((args.out / r["file_name"]).stat().st_size for r in rows)
+    print(f"{len(rows)} images, {size / 1e6:.1f} MB of PNG in {args.out}")
+    return 0

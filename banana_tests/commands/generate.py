@@ -1,0 +1,112 @@
+"""`banana-tests generate`: make a trajectory set with an editing model."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from banana_tests.editors import base
+from banana_tests.prompts import VARIANTS
+
+SECRET_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "HF_TOKEN")
+"""Values that must never be printed, whichever editor or library put them in a message."""
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "generate",
+        help="make a trajectory set: each step feeds the editor's previous output back in",
+        description="Make (or continue) a trajectory set in --out. Rerunning the same command after an"
+        " interruption continues every run from its last finished step.",
+    )
+    p.add_argument("--editor", required=True, help=f"editor name ({', '.join(base.BUILTIN)} or a plugin's)")
+    p.add_argument(
+        "--seed-images", required=True, nargs="+", type=Path, metavar="PATH", help="files or folders"
+    )
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output imagefolder")
+    p.add_argument("--runs", type=int, default=5, help="independent runs per seed image (default: 5)")
+    p.add_argument("--steps", type=int, default=20, help="edits per run (default: 20)")
+    p.add_argument("--prompt", default="replicate", help=f"prompt variant: {', '.join(VARIANTS)}")
+    p.add_argument("--prompt-text", default=None, help="a prompt of your own (prompt name: custom)")
+    p.add_argument("--variant", default=None, help="the set's `variant` field (default: the prompt's name)")
+    p.add_argument("--seed", type=int, default=None, help="request seed (default: none passed)")
+    p.add_argument("--vary-seed", action="store_true", help="a different seed for every run and step")
+    p.add_argument("--temperature", type=float, default=None, help="sampling temperature (gemini)")
+    p.add_argument("--resolution", choices=("1K", "2K", "4K"), default=None, help="output size (gemini)")
+    p.add_argument("--model", default=None, help="model id (gemini: nano-banana-pro, nano-banana-2, ...)")
+    p.add_argument("--device", default="auto", help="torch device for the diffusers editor (default: auto)")
+    p.add_argument("--dtype", default="bfloat16", help="torch dtype for the diffusers editor")
+    p.add_argument("--max-requests", type=int, default=None, help="stop after this many API calls")
+    p.add_argument("--price-per-image", type=float, default=None, help="USD per call, for the cost estimate")
+    p.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="editor-specific setting"
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from banana_tests.generate import Job, Summary, find_seed_images, generate
+    from banana_tests.prompts import resolve
+
+    try:
+        if args.runs < 1 or args.steps < 1:
+            raise ValueError(f"--runs and --steps must be >= 1, got {args.runs} and {args.steps}")
+        if args.vary_seed and args.seed is None:
+            raise ValueError("--vary-seed needs --seed (the first seed of the sequence)")
+        prompt = resolve("custom" if args.prompt_text is not None else args.prompt, args.prompt_text)
+        config = base.EditorConfig(
+            model=args.model,
+            device=args.device,
+            dtype=args.dtype,
+            max_requests=args.max_requests,
+            price_per_image=args.price_per_image,
+            options=_options(args.option),
+        )
+        editor = base.create(args.editor, config)
+        asked = {"seed": args.seed, "temperature": args.temperature, "resolution": args.resolution}
+        unused = sorted(k for k, v in asked.items() if v is not None and k not in editor.accepts)
+        if unused:
+            raise ValueError(f"editor {args.editor!r} does not take --{', --'.join(unused)}")
+        job = Job(
+            editor=args.editor,
+            prompt=prompt,
+            variant=args.variant or prompt.name,
+            runs=args.runs,
+            steps=args.steps,
+            seed_images=find_seed_images(args.seed_images),
+            seed=args.seed,
+            vary_seed=args.vary_seed,
+            temperature=args.temperature,
+            resolution=args.resolution,
+        )
+        summary: Summary = generate(job, editor, args.out)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished steps are kept; rerun the same command to continue", file=sys.stderr)
+        return 130
+    except Exception as exc:  # every failure ends as one clean line, with secrets scrubbed
+        print(f"banana-tests generate: error: {_safe(exc)}", file=sys.stderr)
+        return 1
+    done = summary.already_done + summary.made
+    print(
+        f"{summary.made} step(s) made ({summary.requests} request(s)); {done}/{summary.total} in {args.out}"
+    )
+    print(f"test it: pytest --dataset {args.out} --variant {job.variant}")
+    return 0
+
+
+def _options(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--option takes KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _safe(exc: BaseException) -> str:
+    secrets = [os.environ.get(name, "") for name in SECRET_ENV]
+    return base.redact(f"{exc}" or type(exc).__name__, secrets)

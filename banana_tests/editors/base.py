@@ -1,0 +1,135 @@
+"""The editor protocol: one image and a prompt in, the next step of a trajectory out.
+
+Every way of making a trajectory (an offline emulator, JPEG re-encoding, a hosted model, an
+open pipeline) is an `Editor`, looked up by name. Built-in editors are listed in `BUILTIN`;
+other packages add theirs through the entry point group `banana_tests.editors`, whose value
+is a factory `(EditorConfig) -> Editor`. A built-in name always wins over an entry point.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from PIL import Image
+
+ENTRY_POINT_GROUP = "banana_tests.editors"
+BUILTIN = {
+    "emulate": "banana_tests.editors.replica:make",
+    "jpeg": "banana_tests.editors.jpeg:make",
+    "gemini": "banana_tests.editors.gemini:make",
+    "diffusers": "banana_tests.editors.diffusers_editor:make",
+}
+PARAMETERS = ("seed", "temperature", "resolution")
+"""Request parameters an editor may accept; the others must be left unset for it."""
+
+
+class EditorError(Exception):
+    """An editor cannot be built or cannot make this edit; the message is safe to print."""
+
+
+@dataclass(frozen=True)
+class EditRequest:
+    """One edit: `image` is step `step - 1` of run `run` of the trajectory named `key`."""
+
+    image: Image.Image
+    prompt: str
+    step: int
+    run: int
+    key: str
+    seed: int | None = None
+    temperature: float | None = None
+    resolution: str | None = None
+    transform: str | None = None
+    """The geometric op the prompt asks for ("mirror", "rotate"); offline editors apply it."""
+
+
+@dataclass(frozen=True)
+class EditResult:
+    """The edited image, the model's text (reasoning summary or reply) if any, and its cost."""
+
+    image: Image.Image
+    text: str | None = None
+    requests: int = 1
+
+
+@dataclass(frozen=True)
+class EditorConfig:
+    """What the command line passes to an editor factory. Secrets never go in here."""
+
+    model: str | None = None
+    device: str = "auto"
+    dtype: str = "bfloat16"
+    max_requests: int | None = None
+    price_per_image: float | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+    """Editor-specific `KEY=VALUE` settings (`--option`); an editor refuses keys it does not know."""
+
+
+class Editor(Protocol):
+    name: str
+    model: str
+    accepts: frozenset[str]
+    """The subset of `PARAMETERS` this editor uses."""
+
+    def settings(self) -> dict[str, Any]:
+        """Everything that decides its outputs (never a secret): a rerun must match it."""
+        ...
+
+    def cost_estimate(self, edits: int, resolution: str | None) -> str | None:
+        """A line to print before `edits` edits start, or None when they are free."""
+        ...
+
+    def edit(self, request: EditRequest) -> EditResult: ...
+
+
+Factory = Callable[[EditorConfig], Editor]
+
+
+def _entry_points() -> Iterable[importlib.metadata.EntryPoint]:
+    return importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+
+
+def available() -> list[str]:
+    """Names of all editors: the built-ins and those of installed packages."""
+    return sorted({*BUILTIN, *(ep.name for ep in _entry_points())})
+
+
+def create(name: str, config: EditorConfig) -> Editor:
+    """Build the editor called `name`; an unknown name lists the known ones."""
+    if name in BUILTIN:
+        module, _, attr = BUILTIN[name].partition(":")
+        factory: Factory = getattr(importlib.import_module(module), attr)
+    else:
+        found = [ep for ep in _entry_points() if ep.name == name]
+        if not found:
+            raise EditorError(f"unknown editor {name!r}; known: {', '.join(available())}")
+        factory = found[0].load()
+    return factory(config)
+
+
+def take_options(config: EditorConfig, editor: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """`config.options` converted to the types of `defaults`; unknown keys are refused."""
+    unknown = sorted(set(config.options) - set(defaults))
+    if unknown:
+        known = ", ".join(sorted(defaults)) or "none"
+        raise EditorError(f"editor {editor!r} has no option(s) {', '.join(unknown)} (known: {known})")
+    out = dict(defaults)
+    for key, text in config.options.items():
+        kind = type(defaults[key]) if defaults[key] is not None else str
+        try:
+            out[key] = kind(text)
+        except ValueError as exc:
+            raise EditorError(f"editor {editor!r}: option {key}={text!r} is not a {kind.__name__}") from exc
+    return out
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every non-trivial secret replaced, for messages that may quote a request."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "<redacted>")
+    return text

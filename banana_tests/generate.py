@@ -1,0 +1,317 @@
+"""Make a trajectory set with an editor: resumable, loss-free, refusing mixed settings.
+
+Layout (a canonical imagefolder, see `trajectories`): `images/<seed>/run<r>/step<NNN>.png`,
+one `metadata.jsonl` line per image, and `generate.json` with the settings that decide the
+pixels. Each step feeds the previous output back to the editor as a fresh request.
+
+Crash safety: an image is written to a temporary sibling, fsynced and renamed into place; only
+then is its metadata line appended with one `write` and an fsync. So a line exists only for a
+complete image, and a kill at any moment leaves at most a stray temp file, an image without a
+line (made again on resume) or a partial last line (trimmed on resume). A rerun of the same
+command continues every run from its last recorded step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from PIL import Image
+
+from banana_tests.editors.base import Editor, EditRequest
+from banana_tests.progress import Progress
+from banana_tests.prompts import Prompt
+from banana_tests.trajectories import METADATA, DataError
+
+SETTINGS = "generate.json"
+LOCK = ".generate.lock"
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff"})
+
+
+class SettingsMismatch(DataError):
+    """The output folder was made with other settings; mixing them would corrupt the set."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """What to generate: every seed image × `runs` runs × `steps` steps."""
+
+    editor: str
+    prompt: Prompt
+    variant: str
+    runs: int
+    steps: int
+    seed_images: dict[str, Path]
+    seed: int | None = None
+    vary_seed: bool = False
+    temperature: float | None = None
+    resolution: str | None = None
+
+    def seed_for(self, run: int, step: int) -> int | None:
+        """The request seed: fixed, or (`vary_seed`) different for every run and step."""
+        if self.seed is None or not self.vary_seed:
+            return self.seed
+        return self.seed + 100_000 * run + step
+
+    def settings(self, editor: Editor) -> dict[str, Any]:
+        """Everything that decides the pixels, as stored in `generate.json` (no secrets)."""
+        return json.loads(
+            json.dumps(
+                {
+                    "editor": self.editor,
+                    "editor_settings": editor.settings(),
+                    "prompt": self.prompt.name,
+                    "prompt_text": self.prompt.text,
+                    "transform": self.prompt.transform,
+                    "variant": self.variant,
+                    "runs": self.runs,
+                    "steps": self.steps,
+                    "seed": self.seed,
+                    "vary_seed": self.vary_seed,
+                    "temperature": self.temperature,
+                    "resolution": self.resolution,
+                    "seed_images": {n: _sha256(p.read_bytes()) for n, p in sorted(self.seed_images.items())},
+                }
+            )
+        )
+
+
+@dataclass(frozen=True)
+class Summary:
+    total: int
+    already_done: int
+    made: int
+    requests: int
+
+
+def find_seed_images(items: Sequence[Path]) -> dict[str, Path]:
+    """Seed images by name (file stem) from files and folders (their images, not recursive)."""
+    found: dict[str, Path] = {}
+    for item in map(Path, items):
+        if item.is_dir():
+            files = sorted(p for p in item.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+            if not files:
+                raise DataError(f"{item}: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in this folder")
+        elif item.is_file():
+            files = [item]
+        else:
+            raise DataError(f"{item}: no such file or folder")
+        for path in files:
+            if path.stem in found and found[path.stem] != path:
+                raise DataError(f"two seed images named {path.stem!r}: {found[path.stem]} and {path}")
+            found[path.stem] = path
+    if not found:
+        raise DataError("no seed images given")
+    return found
+
+
+def generate(
+    job: Job,
+    editor: Editor,
+    out: Path,
+    *,
+    stream: TextIO | None = None,
+    log: Callable[[str], None] = print,
+) -> Summary:
+    """Make (or continue) the set in `out`; finished steps are never redone or lost."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with _lock(out):
+        _check_settings(out, job.settings(editor))
+        _remove_temp_files(out)
+        last = _last_steps(out)
+        total = len(job.seed_images) * job.runs * job.steps
+        done = sum(
+            min(last.get((n, r), (0, ""))[0], job.steps) for n in job.seed_images for r in range(job.runs)
+        )
+        note = editor.cost_estimate(total - done, job.resolution)
+        if note and done < total:
+            log(note)
+        progress = Progress(total, done, stream)
+        made = requests = 0
+        fd = os.open(out / METADATA, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            for name, path in sorted(job.seed_images.items()):
+                for run in range(job.runs):
+                    start, file_name = last.get((name, run), (0, ""))
+                    if start >= job.steps:
+                        continue
+                    image = _open(path) if start == 0 else _open(out / file_name)
+                    for step in range(start + 1, job.steps + 1):
+                        image, row = _edit(job, editor, image, name, run, step)
+                        data = _png(image)
+                        row["sha256"] = _sha256(data)
+                        _write_atomic(out / row["file_name"], data)
+                        _append(fd, (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8"))
+                        made, requests = made + 1, requests + row["requests"]
+                        progress.advance()
+        finally:
+            os.close(fd)
+            progress.close()
+    return Summary(total, done, made, requests)
+
+
+def _edit(
+    job: Job, editor: Editor, image: Image.Image, name: str, run: int, step: int
+) -> tuple[Image.Image, dict[str, Any]]:
+    prompt = job.prompt.for_step(step)
+    request = EditRequest(
+        image, prompt, step, run, name, job.seed_for(run, step), job.temperature, job.resolution,
+        job.prompt.transform,
+    )  # fmt: skip
+    start = time.monotonic()
+    result = editor.edit(request)
+    wall = time.monotonic() - start
+    width = max(3, len(str(job.steps)))
+    row: dict[str, Any] = {
+        "file_name": f"images/{name}/run{run}/step{step:0{width}d}.png",
+        "seed_image": name,
+        "variant": job.variant,
+        "run": run,
+        "step": step,
+        "editor": job.editor,
+        "model": editor.model,
+        "prompt": prompt,
+        "seed": request.seed,
+        "temperature": job.temperature,
+        "resolution": job.resolution,
+        "input_size": list(image.size),
+        "output_size": list(result.image.size),
+        "wall_time_s": round(wall, 3),
+        "requests": result.requests,
+    }
+    if result.text is not None:
+        row["text"] = result.text
+    return result.image, row
+
+
+def _check_settings(out: Path, settings: dict[str, Any]) -> None:
+    path = out / SETTINGS
+    if not path.exists():
+        if (out / METADATA).exists():
+            raise SettingsMismatch(
+                f"{out} holds a {METADATA} but no {SETTINGS}: it was not made by `banana-tests generate`;"
+                " choose a new --out folder"
+            )
+        _write_atomic(path, (json.dumps(settings, indent=2) + "\n").encode("utf-8"))
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not JSON ({exc}); restore it or choose a new --out folder") from exc
+    if old != settings:
+        diffs = "".join(
+            f"\n  {key}: folder has {old.get(key)!r}, this command asks for {settings.get(key)!r}"
+            for key in sorted(set(old) | set(settings))
+            if old.get(key) != settings.get(key)
+        )
+        raise SettingsMismatch(
+            f"{out} was generated with other settings ({path}); refusing to mix them into one set:{diffs}"
+            "\nrerun with the folder's settings to continue it, or choose a new --out folder"
+        )
+
+
+def _last_steps(out: Path) -> dict[tuple[str, int], tuple[int, str]]:
+    """(seed, run) -> (last step, its file) from `metadata.jsonl`, trimming a torn last line.
+
+    The last image of each run is checked against its recorded sha256: it is the next input.
+    """
+    meta = out / METADATA
+    if not meta.exists():
+        return {}
+    data = meta.read_bytes()
+    if data and not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]
+        os.truncate(meta, len(data))  # a write cut short by a kill: its image is made again
+    last: dict[tuple[str, int], tuple[int, str, str | None]] = {}
+    for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+        where = f"{meta}:{number}"
+        try:
+            row = json.loads(line)
+            key, step, file_name = (
+                (str(row["seed_image"]), int(row["run"])),
+                int(row["step"]),
+                row["file_name"],
+            )
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{where}: not a generate record ({exc}); fix or remove this line") from exc
+        expected = last.get(key, (0, "", None))[0] + 1
+        if step != expected:
+            raise DataError(f"{where}: {key[0]} run {key[1]} jumps to step {step}, expected step {expected}")
+        last[key] = (step, str(file_name), row.get("sha256"))
+    for (name, run), (step, file_name, sha) in last.items():
+        path = out / file_name
+        if not path.is_file() or (sha is not None and _sha256(path.read_bytes()) != sha):
+            raise DataError(
+                f"{meta}: {file_name} ({name} run {run} step {step}) is missing or changed since it was"
+                " recorded; cannot continue this run from it"
+            )
+    return {key: (step, file_name) for key, (step, file_name, _) in last.items()}
+
+
+def _remove_temp_files(out: Path) -> None:
+    """Temporary files a killed run left behind (never a finished image)."""
+    for path in out.rglob(".*.tmp"):
+        path.unlink()
+
+
+def _open(path: Path) -> Image.Image:
+    try:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path}: cannot read this image ({exc})") from exc
+
+
+def _png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _append(fd: int, line: bytes) -> None:
+    """One `write` of a whole line, then fsync: the line is either all there or trimmed on resume."""
+    written = os.write(fd, line)
+    if written != len(line):
+        raise OSError(f"short write to {METADATA}: {written} of {len(line)} bytes")
+    os.fsync(fd)
+
+
+@contextmanager
+def _lock(out: Path) -> Iterator[None]:
+    """One writer per folder; the kernel drops the lock when the process dies, even by SIGKILL."""
+    import fcntl
+
+    with open(out / LOCK, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise DataError(f"another `banana-tests generate` is writing to {out}") from exc
+        yield

@@ -1,0 +1,237 @@
+"""`banana-tests generate`: the set it writes, resuming after SIGKILL, refusals, secrets, progress."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from banana_tests.cli import main
+from banana_tests.editors import gemini
+from banana_tests.progress import Progress
+from banana_tests.trajectories import read_imagefolder
+from tests.conftest import noisy_image
+from tests.test_gemini import KEY, APIError, FakeClient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def seeds(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    noisy_image("alpha", 0, 0, (60, 80)).save(folder / "alpha.png")
+    noisy_image("beta", 0, 0, (72, 48)).save(folder / "beta.jpg")
+    return folder
+
+
+def command(seed_dir: Path, out: Path, *extra: str, runs: int = 2, steps: int = 6) -> list[str]:
+    return ["generate", "--editor", "emulate", "--seed-images", str(seed_dir), "--out", str(out),
+            "--runs", str(runs), "--steps", str(steps), "--option", "long_side=64", *extra]  # fmt: skip
+
+
+def rows(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "metadata.jsonl").read_text().splitlines()]
+
+
+def content(out: Path) -> list[tuple[Any, ...]]:
+    """What a set holds, minus the wall time: each record and the bytes of its image."""
+    return [
+        (
+            *sorted((k, str(v)) for k, v in r.items() if k != "wall_time_s"),
+            (out / r["file_name"]).read_bytes(),
+        )
+        for r in rows(out)
+    ]
+
+
+def test_generated_set_runs_through_the_suite(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    assert main(command(seeds(tmp_path / "seeds"), data, runs=2, steps=20)) == 0
+    got = read_imagefolder(data)
+    assert got.problems == () and len(got.records) == 2 * 2 * 20
+    first = rows(data)[0]
+    assert first["prompt"] == "Produce an exact replica of the provided image, with no alterations."
+    assert (first["editor"], first["model"], first["output_size"]) == (
+        "emulate",
+        "replica-emulator",
+        [64, 48],
+    )
+    assert first["sha256"] == hashlib.sha256((data / first["file_name"]).read_bytes()).hexdigest()
+    (tmp_path / "test_suite.py").write_text(
+        "from banana_tests.test_degradation import test_detects_degradation  # noqa: F401\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_HOME": str(tmp_path / "torch")}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dataset=data", "--metric=piqe", "-rA"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    cases = [line for line in result.stdout.splitlines() if line.startswith(("PASSED", "FAILED"))]
+    assert len(cases) == 2 * 3, result.stdout  # 2 seeds x steps 5, 10, 20
+    assert "banana-tests failure matrix" in result.stdout
+
+
+def test_sigkill_at_random_moments_then_rerun_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    seed_dir = seeds(tmp_path / "seeds")
+    reference, killed = tmp_path / "reference", tmp_path / "killed"
+    assert main(command(seed_dir, reference)) == 0
+    total = len(rows(reference))
+    argv = [sys.executable, "-m", "banana_tests.cli", *command(seed_dir, killed)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    rng = random.Random(5)
+    kills = 0
+    for _ in range(6):
+        done = len(rows(killed)) if (killed / "metadata.jsonl").exists() else 0
+        if done >= total - 2:
+            break
+        target = rng.randint(done + 1, min(done + 6, total - 1))
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            meta = killed / "metadata.jsonl"
+            if meta.exists() and meta.read_bytes().count(b"\n") >= target:
+                break
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.06))  # land anywhere: mid-edit, mid-write, between image and line
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += proc.returncode == -signal.SIGKILL
+    assert kills >= 3
+    final = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert final.returncode == 0, final.stderr
+    keys = [(r["seed_image"], r["run"], r["step"]) for r in rows(killed)]
+    assert len(keys) == len(set(keys)) == total
+    assert content(killed) == content(reference)
+    assert not list(killed.rglob("*.tmp"))
+    on_disk = {p.relative_to(killed).as_posix() for p in killed.rglob("*.png")}
+    assert on_disk == {r["file_name"] for r in rows(killed)}
+
+
+def test_a_torn_last_line_and_an_unrecorded_image_are_made_again(tmp_path: Path) -> None:
+    seed_dir = seeds(tmp_path / "seeds")
+    out, reference = tmp_path / "set", tmp_path / "reference"
+    assert main(command(seed_dir, reference)) == 0
+    assert main(command(seed_dir, out)) == 0
+    meta = out / "metadata.jsonl"
+    lines = meta.read_bytes().splitlines(keepends=True)
+    meta.write_bytes(b"".join(lines[:-2]) + lines[-2][:25])  # one line torn, one image without a line
+    assert main(command(seed_dir, out)) == 0
+    assert content(out) == content(reference)
+
+
+def test_other_settings_into_the_same_folder_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed_dir = seeds(tmp_path / "seeds")
+    out = tmp_path / "set"
+    assert main(command(seed_dir, out, steps=2)) == 0
+    before = (out / "metadata.jsonl").read_bytes()
+    capsys.readouterr()
+    assert main(command(seed_dir, out, "--prompt", "mirror", steps=2)) == 1
+    err = capsys.readouterr().err
+    assert "was generated with other settings" in err
+    assert "prompt: folder has 'replicate', this command asks for 'mirror'" in err
+    noisy_image("changed", 0, 0).save(seed_dir / "alpha.png")
+    assert main(command(seed_dir, out, steps=2)) == 1
+    assert "seed_images: folder has" in capsys.readouterr().err
+    assert (out / "metadata.jsonl").read_bytes() == before
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "metadata.jsonl").write_text("{}\n")
+    assert main(command(seed_dir, foreign)) == 1
+    assert "no generate.json: it was not made by `banana-tests generate`" in capsys.readouterr().err
+
+
+def test_a_changed_last_image_stops_the_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seed_dir = seeds(tmp_path / "seeds")
+    out = tmp_path / "set"
+    assert main(command(seed_dir, out, steps=2)) == 0
+    last = rows(out)[-1]["file_name"]
+    Image.new("RGB", (4, 4)).save(out / last)
+    assert main(command(seed_dir, out, steps=2)) == 1
+    assert f"{last} (beta run 1 step 2) is missing or changed" in capsys.readouterr().err
+
+
+def test_parameters_the_editor_ignores_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(command(seeds(tmp_path / "s"), tmp_path / "o", "--temperature", "0.4")) == 1
+    assert "editor 'emulate' does not take --temperature" in capsys.readouterr().err
+    assert main(command(seeds(tmp_path / "s"), tmp_path / "o", "--vary-seed")) == 1
+    assert "--vary-seed needs --seed" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_mirror_and_rotate_round_trips_with_the_jpeg_editor(tmp_path: Path) -> None:
+    seed_dir = seeds(tmp_path / "seeds")
+    for prompt, period in (("mirror", 2), ("rotate", 4)):
+        out = tmp_path / prompt
+        argv = ["generate", "--editor", "jpeg", "--option", "quality=100", "--prompt", prompt,
+                "--seed-images", str(seed_dir / "alpha.png"), "--out", str(out), "--runs", "1",
+                "--steps", str(period)]  # fmt: skip
+        assert main(argv) == 0
+        got = rows(out)
+        assert {r["variant"] for r in got} == {prompt}
+        back = np.asarray(Image.open(out / got[-1]["file_name"]), float)
+        start = np.asarray(Image.open(seed_dir / "alpha.png").convert("RGB"), float)
+        assert back.shape == start.shape and np.abs(back - start).mean() < 1.5
+    sizes = [r["output_size"] for r in rows(tmp_path / "rotate")]
+    assert sizes == [[60, 80], [80, 60], [60, 80], [80, 60]]
+
+
+def test_api_key_never_reaches_disk_or_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    clients: list[FakeClient] = []
+
+    def fake_sdk(key: str) -> FakeClient:
+        assert key == KEY
+        clients.append(
+            FakeClient([APIError(403, f"PERMISSION_DENIED for key={KEY}")] if len(clients) else [])
+        )
+        return clients[-1]
+
+    monkeypatch.setattr(gemini, "sdk_client", fake_sdk)
+    seed_dir, out = seeds(tmp_path / "seeds"), tmp_path / "set"
+    argv = ["generate", "--editor", "gemini", "--seed-images", str(seed_dir), "--out", str(out),
+            "--runs", "1", "--steps", "2", "--seed", "1", "--resolution", "1K"]  # fmt: skip
+    assert main(argv) == 0
+    assert main([*argv[:-6], "--runs", "1", "--steps", "3", *argv[-4:]]) == 1  # a settings refusal
+    (out / "generate.json").unlink()
+    (out / "metadata.jsonl").unlink()
+    assert main(argv) == 1  # the SDK's error quotes the key
+    captured = capsys.readouterr()
+    assert "PERMISSION_DENIED for key=<redacted>" in captured.err
+    assert KEY not in captured.out + captured.err
+    for path in tmp_path.rglob("*"):
+        assert not path.is_file() or KEY.encode() not in path.read_bytes(), path
+
+
+def test_progress_bar_only_on_a_terminal() -> None:
+    quiet = io.StringIO()
+    bar = Progress(10, done=4, stream=quiet)
+    bar.advance()
+    bar.close()
+    assert quiet.getvalue() == ""
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    loud = Tty()
+    bar = Progress(10, done=4, stream=loud)
+    bar.advance()
+    assert "5/10 steps" in loud.getvalue() and "ETA 0:00:0" in loud.getvalue()
+    assert "4/10 steps" in loud.getvalue() and "ETA ?" in loud.getvalue()
