@@ -1,0 +1,68 @@
+"""Score snapshots: a metric's raw scores on the data set, compared within a relative tolerance.
+
+A pyiqa upgrade or a code change that moves scores then fails with a list of the images and
+steps that moved and by how much, instead of a wall of JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from banana_tests.suite import SuiteState
+from banana_tests.trajectories import Record, read_imagefolder
+from metrics_under_test.registry import MetricSpec
+
+Scores = dict[str, float]
+
+
+def score_id(record: Record) -> str:
+    """A score's place in the snapshot: seed image, run and step."""
+    return f"{record.seed_image}/run{record.run}/step{record.step}"
+
+
+def score_snapshot(state: SuiteState, spec: MetricSpec) -> Scores:
+    """Raw scores of every record of the selected variant, in a stable order."""
+    records = sorted(
+        read_imagefolder(state.dataset).select(state.variant), key=lambda r: (r.seed_image, r.run, r.step)
+    )
+    return dict(zip(map(score_id, records), state.book.scores(spec, records), strict=True))
+
+
+def drift(expected: Mapping[str, float], actual: Mapping[str, float], rtol: float) -> list[str]:
+    """One line per score that moved beyond `rtol`, appeared or disappeared; empty when it matches."""
+    lines = []
+    for name in sorted(expected.keys() | actual.keys()):
+        if name not in actual:
+            lines.append(f"{name}: {expected[name]!r} in the snapshot, not scored now")
+        elif name not in expected:
+            lines.append(f"{name}: scored {actual[name]!r}, not in the snapshot")
+        elif not math.isclose(actual[name], expected[name], rel_tol=rtol):
+            old, new = expected[name], actual[name]
+            rel = f" ({(new - old) / abs(old):+.2%})" if old else ""
+            lines.append(f"{name}: {old:.6g} → {new:.6g}, moved {new - old:+.6g}{rel}")
+    return lines
+
+
+class ScoreSnapshotExtension(JSONSnapshotExtension):
+    """JSON snapshots of {score id: raw score} that match within `rtol` and diff as moved scores."""
+
+    rtol: ClassVar[float] = 1e-3
+
+    @classmethod
+    def with_rtol(cls, rtol: float) -> type[ScoreSnapshotExtension]:
+        return type(cls.__name__, (cls,), {"rtol": rtol})
+
+    def matches(self, *, serialized_data: Any, snapshot_data: Any) -> bool:
+        if snapshot_data is None:
+            return False
+        return not drift(json.loads(snapshot_data), json.loads(serialized_data), self.rtol)
+
+    def diff_lines(self, serialized_data: Any, snapshot_data: Any) -> Iterator[str]:
+        moved = drift(json.loads(snapshot_data), json.loads(serialized_data), self.rtol)
+        yield f"{len(moved)} score(s) moved beyond rtol={self.rtol:g} (snapshot → now):"
+        yield from (f"  {line}" for line in moved)

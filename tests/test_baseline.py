@@ -1,0 +1,128 @@
+"""Failure baselines: the file format, the paper's baseline, and gating a run with `--baseline`."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from banana_tests.baseline import BaselineError, dump_baseline, load_baseline, write_baseline
+from banana_tests.cases import CaseKey
+from banana_tests.matrix import Cell, Matrix
+from banana_tests.paper import paper_cells
+from banana_tests.paper_baseline import FIXTURE
+from metrics_under_test.table2 import PAPER_METRICS
+from tests.conftest import write_set
+
+# The paper's published failure counts (Δ ≥ 0 out of 36 cells), by paper name.
+PUBLISHED = {
+    "ARNIQA": 21, "BRISQUE": 20, "CLIPIQA": 8, "CNNIQA": 32, "DBCNN": 24, "HyperIQA": 21, "ILNIQE": 14,
+    "LIQE": 5, "MANIQA": 13, "MUSIQ": 8, "NIMA": 3, "NIQE": 6, "NRQM": 21, "PaQ-2-PiQ": 18, "PI": 11,
+    "PIQE": 22, "Q-Align": 4, "QualiCLIP": 1, "TOPIQ NR": 8, "TReS": 21, "WaDIQaM": 28,
+}  # fmt: skip
+
+
+def test_write_baseline_keeps_only_failures_sorted_and_round_trips(tmp_path: Path) -> None:
+    cells = [
+        Cell(CaseKey("piqe", "beta", 5), "failed"),
+        Cell(CaseKey("brisque", "alpha", 20, run=1), "failed"),
+        Cell(CaseKey("brisque", "alpha", 10), "passed"),
+        Cell(CaseKey("brisque", "alpha", 5), "skipped"),
+    ]
+    path = tmp_path / "b.json"
+    write_baseline(Matrix.of(cells), path)
+    entries = json.loads(path.read_text())["failures"]
+    assert entries == [
+        {"metric": "brisque", "seed_image": "alpha", "step": 20, "run": 1},
+        {"metric": "piqe", "seed_image": "beta", "step": 5},
+    ]
+    assert load_baseline(path) == {CaseKey("piqe", "beta", 5), CaseKey("brisque", "alpha", 20, 1)}
+
+
+def test_a_malformed_baseline_names_the_file_and_entry(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    path.write_text('{"format": "banana-tests-baseline/1", "failures": [{"metric": "piqe", "step": 5}]}')
+    with pytest.raises(BaselineError, match=r"b\.json: failure entry 0 .*seed_image"):
+        load_baseline(path)
+    path.write_text("[]")
+    with pytest.raises(BaselineError, match="not a banana-tests-baseline/1 file"):
+        load_baseline(path)
+
+
+def test_paper_baseline_has_the_published_failure_counts() -> None:
+    names = {p.pyiqa_name: p.paper_name for p in PAPER_METRICS}
+    counts = Counter(names[k.metric] for k in load_baseline(FIXTURE))
+    assert counts == PUBLISHED
+    assert {k.step for k in load_baseline(FIXTURE)} == {5, 10, 20}
+
+
+def test_paper_baseline_is_the_figure5_sign_matrix() -> None:
+    """Every published gap ≥ 0 is listed, nothing else; "-0.0" counts as 0, as the paper counts."""
+    assert load_baseline(FIXTURE) == {c.key for c in paper_cells() if c.delta is not None and c.delta >= 0}
+    assert CaseKey("paq2piq", "Fog", 5) in load_baseline(FIXTURE)  # printed "-0.0"
+    assert CaseKey("brisque", "Dongpo", 5) in load_baseline(FIXTURE)  # Δ = 5.2 in Figure 4
+
+
+SUITE = "from banana_tests.test_degradation import test_detects_degradation  # noqa: F401\n"
+
+
+@pytest.fixture
+def gated(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A tiny set where step-1 cases fail (Δ1 = 0 exactly) and step-20 cases (heavy noise) pass."""
+    write_set(pytester.path / "data", seeds=("alpha", "beta"), runs=(0,), steps=(1, 20))
+    pytester.makepyfile(test_suite=SUITE)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TORCH_HOME", str(pytester.path / "torch"))
+    monkeypatch.delenv("BANANA_WEIGHTS_DIR", raising=False)
+    return pytester
+
+
+def matrix_of(xml: Path) -> Matrix:
+    cells = []
+    for tc in ET.parse(xml).iter("testcase"):
+        kids = {c.tag for c in tc}
+        outcome = "failed" if "failure" in kids else "skipped" if "skipped" in kids else "passed"
+        props = {p.get("name", ""): p.get("value", "") for p in tc.iter("property")}
+        cells.append(Cell.from_properties(outcome, props))
+    return Matrix.of(cells)
+
+
+ARGS = ("--dataset=data", "--metric=piqe", "--steps=1,20")
+
+
+def test_baseline_gates_new_failures_and_fixed_cells(gated: pytest.Pytester) -> None:
+    first = gated.runpytest_subprocess(*ARGS, "--junitxml=j.xml")
+    first.assert_outcomes(failed=2, passed=2)
+    matrix = matrix_of(gated.path / "j.xml")
+    write_baseline(matrix, gated.path / "base.json")
+    failing = load_baseline(gated.path / "base.json")
+    passing = {k for k, c in matrix.cells.items() if c.outcome == "passed"}
+    assert failing == {CaseKey("piqe", "alpha", 1), CaseKey("piqe", "beta", 1)}
+
+    same = gated.runpytest_subprocess(*ARGS, "--baseline=base.json")
+    same.assert_outcomes(xfailed=2, passed=2)
+    assert same.ret == pytest.ExitCode.OK
+
+    dump_baseline(failing - {CaseKey("piqe", "beta", 1)}, gated.path / "older.json")
+    new = gated.runpytest_subprocess(*ARGS, "--baseline=older.json")
+    new.assert_outcomes(xfailed=1, failed=1, passed=2)
+    assert new.ret == pytest.ExitCode.TESTS_FAILED
+    new.stdout.fnmatch_lines(["FAILED *test_detects_degradation[[]piqe-beta-step1[]]*"])
+
+    dump_baseline(failing | passing, gated.path / "stale.json")
+    fixed = gated.runpytest_subprocess(*ARGS, "--baseline=stale.json")
+    fixed.assert_outcomes(xfailed=2, xpassed=2)
+    assert fixed.ret == pytest.ExitCode.OK
+    strict = gated.runpytest_subprocess(*ARGS, "--baseline=stale.json", "--strict-baseline")
+    strict.assert_outcomes(xfailed=2, failed=2)
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    strict.stdout.fnmatch_lines(["*XPASS(strict)*fails in baseline stale.json*"])
+
+
+def test_an_unreadable_baseline_is_a_usage_error(gated: pytest.Pytester) -> None:
+    result = gated.runpytest_subprocess(*ARGS, "--baseline=nope.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--baseline: baseline nope.json:*No such file*"])

@@ -1,0 +1,96 @@
+"""Properties of the gap engine and of a case's identity, checked by hypothesis."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from banana_tests.cases import CaseKey
+from banana_tests.gaps import Scale, gap, run_mean
+from metrics_under_test.registry import catalog
+
+finite = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, allow_infinity=False)
+positive = st.floats(min_value=1e-2, max_value=1e2, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def scales(draw: st.DrawFn) -> Scale:
+    low = draw(finite)
+    return Scale(low, low + draw(positive), draw(st.booleans()))
+
+
+@st.composite
+def run_scores(draw: st.DrawFn) -> tuple[list[float], list[float]]:
+    """Raw scores of the runs at the reference step and at step i, the same number of runs."""
+    runs = draw(st.integers(min_value=1, max_value=5))
+    return draw(st.lists(finite, min_size=runs, max_size=runs)), draw(
+        st.lists(finite, min_size=runs, max_size=runs)
+    )
+
+
+@given(scales(), run_scores(), positive, finite)
+def test_verdict_is_invariant_under_positive_affine_rescaling(
+    scale: Scale, scores: tuple[list[float], list[float]], a: float, b: float
+) -> None:
+    """Rescaling scores and range together keeps Δ; any other positive range keeps its sign."""
+    ref, cur = scores
+    assume(abs(run_mean(cur) - run_mean(ref)) > 1e-6 * (1 + max(map(abs, ref + cur))))
+    before = gap(scale, ref, cur)
+    rescaled = Scale(a * scale.low + b, a * scale.high + b, scale.lower_better)
+    after = gap(rescaled, [a * s + b for s in ref], [a * s + b for s in cur])
+    assert after.detected == before.detected
+    assert math.isclose(after.delta, before.delta, rel_tol=1e-6, abs_tol=1e-6)
+    other_range = Scale(scale.low - b, scale.low - b + a, scale.lower_better)
+    assert gap(other_range, ref, cur).detected == before.detected
+
+
+@given(scales(), finite)
+def test_direction_flip_is_an_involution(scale: Scale, score: float) -> None:
+    assert scale.flipped().flipped() == scale
+    assert scale.flipped() != scale
+    assert math.isclose(scale.normalise(score) + scale.flipped().normalise(score), 100.0, abs_tol=1e-6)
+
+
+@given(scales(), st.lists(finite, min_size=1, max_size=5))
+def test_gap_against_the_reference_itself_is_zero(scale: Scale, scores: list[float]) -> None:
+    g = gap(scale, scores, scores)
+    assert g.delta == 0.0
+    assert not g.detected
+
+
+@given(scales(), st.lists(finite, min_size=1, max_size=5))
+def test_run_mean_commutes_with_normalisation(scale: Scale, scores: list[float]) -> None:
+    normalised = [scale.normalise(s) for s in scores]
+    assert math.isclose(scale.normalise(run_mean(scores)), run_mean(normalised), rel_tol=1e-9, abs_tol=1e-6)
+
+
+METRICS = sorted(catalog())
+seed_images = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_ .-]{0,20}", fullmatch=True)
+case_keys = st.builds(
+    CaseKey,
+    metric=st.sampled_from(METRICS),
+    seed_image=seed_images,
+    step=st.integers(min_value=0, max_value=1000),
+    run=st.none() | st.integers(min_value=0, max_value=99),
+)
+
+
+@given(case_keys)
+def test_test_id_round_trips(key: CaseKey) -> None:
+    """Ids are unambiguous unless a seed name looks like a run suffix or extends the metric's name
+    into another metric's (arniqa + "clive-…" reads as arniqa-clive); the properties always are."""
+    head = f"{key.metric}-{key.seed_image}"
+    assume(not re.search(r"-run\d+$", key.seed_image))
+    assume(
+        not any(m != key.metric and head.startswith(m + "-") and len(m) > len(key.metric) for m in METRICS)
+    )
+    assert CaseKey.from_test_id(key.test_id, METRICS) == key
+    assert CaseKey.from_test_id(key.test_id + "@piqe", METRICS) == key  # xdist's loadgroup suffix
+
+
+@given(case_keys)
+def test_properties_round_trip(key: CaseKey) -> None:
+    assert CaseKey.from_properties(key.as_properties()) == key

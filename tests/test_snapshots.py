@@ -1,0 +1,68 @@
+"""Score snapshots through pytester: drift fails with a readable diff; subsets keep other snapshots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_set
+
+pytest.importorskip("syrupy")
+
+MODULE = (
+    "from banana_tests.test_snapshots import pytest_generate_tests, test_scores_match_snapshot"
+    "  # noqa: F401\n"
+)
+
+
+@pytest.fixture
+def snapped(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    write_set(pytester.path / "data", seeds=("alpha", "beta"), runs=(0,), steps=(1, 5))
+    pytester.makepyfile(test_snap=MODULE)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TORCH_HOME", str(pytester.path / "torch"))
+    monkeypatch.delenv("BANANA_WEIGHTS_DIR", raising=False)
+    return pytester
+
+
+def snapshot_file(pytester: pytest.Pytester, metric: str) -> Path:
+    return pytester.path / "__snapshots__" / "test_snap" / f"test_scores_match_snapshot[{metric}].json"
+
+
+def test_a_drifted_score_fails_naming_the_image_step_and_amount(snapped: pytest.Pytester) -> None:
+    snapped.runpytest_subprocess("--dataset=data", "--metric=piqe", "--snapshot-update").assert_outcomes(
+        passed=1
+    )
+    path = snapshot_file(snapped, "piqe")
+    scores = json.loads(path.read_text())
+    assert sorted(scores) == ["alpha/run0/step1", "alpha/run0/step5", "beta/run0/step1", "beta/run0/step5"]
+    scores["beta/run0/step5"] *= 1.01
+    path.write_text(json.dumps(scores, indent=2) + "\n")
+
+    drifted = snapped.runpytest_subprocess("--dataset=data", "--metric=piqe")
+    drifted.assert_outcomes(failed=1)
+    drifted.stdout.fnmatch_lines(
+        [
+            "*1 score(s) moved beyond rtol=0.001 (snapshot → now):*",
+            "*beta/run0/step5: * → *, moved -* (-0.99%)*",
+        ]
+    )
+    assert "alpha/run0/step5" not in drifted.stdout.str()
+    tolerant = snapped.runpytest_subprocess("--dataset=data", "--metric=piqe", "--snapshot-rtol=0.02")
+    tolerant.assert_outcomes(passed=1)
+
+
+def test_a_subset_run_keeps_other_metrics_snapshots(snapped: pytest.Pytester) -> None:
+    """Serial and -n 2, with and without --snapshot-update: nothing reported unused or deleted."""
+    snapped.runpytest_subprocess(
+        "--dataset=data", "--metric=piqe,entropy", "--snapshot-update"
+    ).assert_outcomes(passed=2)
+    before = {m: snapshot_file(snapped, m).read_text() for m in ("piqe", "entropy")}
+    for extra in ([], ["--snapshot-update"], ["-n", "2"], ["-n", "2", "--snapshot-update"]):
+        result = snapped.runpytest_subprocess("--dataset=data", "--metric=entropy", *extra)
+        assert result.parseoutcomes().get("passed") == 1, extra
+        assert result.ret == pytest.ExitCode.OK, extra
+        assert "unused" not in result.stdout.str(), extra
+        assert {m: snapshot_file(snapped, m).read_text() for m in ("piqe", "entropy")} == before, extra
