@@ -1,0 +1,147 @@
+"""Trend cases (`--trend`): does a metric's score fall with the step, and from which step on?
+
+Beyond the paper's three Δ verdicts: the Spearman correlation of the run-mean normalised score
+against the step over every selected step (negative = the metric sees the trend), and the first
+detection step, from which the score stays below the reference. The latter compares with the
+paper's "humans see it at 5-10 steps, the generator admits it at 20-37".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from banana_tests.gaps import gap
+from banana_tests.plan import CasePlan
+from banana_tests.trajectories import DataError
+from metrics_under_test.registry import MetricSpec
+
+if TYPE_CHECKING:
+    from banana_tests.scoring import ScoreBook
+
+
+@dataclass(frozen=True, order=True)
+class TrendKey:
+    """One trend case: `metric` on `seed_image` over all selected steps."""
+
+    metric: str
+    seed_image: str
+
+    @property
+    def test_id(self) -> str:
+        return f"{self.metric}-{self.seed_image}"
+
+    def as_properties(self) -> dict[str, str]:
+        """`kind` tells trend cases from Δ cases, which carry a `step`."""
+        return {"kind": "trend", "metric": self.metric, "seed_image": self.seed_image}
+
+
+@dataclass(frozen=True)
+class TrendPlan:
+    """The run-mean Δ plans of one (metric, seed image), one per step, or the error that stops it."""
+
+    key: TrendKey
+    reference_step: int
+    steps: tuple[CasePlan, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Trend:
+    """Normalised run-mean scores by step (the reference included) and what they show."""
+
+    key: TrendKey
+    reference_step: int
+    points: tuple[tuple[int, float], ...]
+
+    @property
+    def reference(self) -> float:
+        return dict(self.points)[self.reference_step]
+
+    @property
+    def spearman(self) -> float:
+        """Rank correlation of score against step; nan when the scores do not vary."""
+        steps = np.array([s for s, _ in self.points], dtype=float)
+        scores = np.array([n for _, n in self.points], dtype=float)
+        return _pearson(_ranks(steps), _ranks(scores))
+
+    @property
+    def first_detection_step(self) -> int | None:
+        """The first step after the reference from which every later score is below the reference."""
+        first = None
+        for step, norm in sorted(self.points, reverse=True):
+            if step <= self.reference_step or norm >= self.reference:
+                break
+            first = step
+        return first
+
+    @property
+    def detected(self) -> bool:
+        return self.spearman < 0
+
+    def message(self) -> str:
+        key = self.key
+        rows = "".join(f"\n  step {s:>3}: normalised {n:.2f}" for s, n in sorted(self.points))
+        return (
+            f"{key.metric} shows no falling trend on {key.seed_image}: "
+            f"Spearman ρ = {self.spearman:+.3f} over {len(self.points)} steps{rows}"
+        )
+
+    def properties(self) -> dict[str, str]:
+        first = self.first_detection_step
+        return {
+            "spearman": repr(self.spearman),
+            "first_detection_step": "none" if first is None else str(first),
+            "trend_steps": ",".join(str(s) for s, _ in sorted(self.points)),
+        }
+
+
+def plan_trends(plans: Sequence[CasePlan]) -> list[TrendPlan]:
+    """One trend per metric and seed image, over the run-mean Δ plans of its steps."""
+    by_key: dict[TrendKey, list[CasePlan]] = {}
+    for p in plans:
+        by_key.setdefault(TrendKey(p.key.metric, p.key.seed_image), []).append(p)
+    out = []
+    for key, group in by_key.items():
+        errors = list(dict.fromkeys(p.error for p in group if p.error))
+        if len(group) < 2 and not errors:
+            errors.append(
+                f"a trend needs 2 or more steps besides the reference; {key.seed_image} has {len(group)}"
+            )
+        out.append(TrendPlan(key, group[0].reference_step, tuple(group), "; ".join(errors) or None))
+    return out
+
+
+def measure(plan: TrendPlan, spec: MetricSpec, book: ScoreBook) -> Trend:
+    """Score the plan's images (each once, in one pass) and normalise the run means by step."""
+    if plan.error:
+        raise DataError(plan.error)
+    upcoming = [r for p in plan.steps for r in p.records]
+    points = []
+    for p in plan.steps:
+        refs = book.scores(spec, [a for a, _ in p.pairs], upcoming)
+        g = gap(spec.scale, refs, book.scores(spec, [b for _, b in p.pairs]))
+        points.append((p.key.step, g.norm_step))
+        reference = g.norm_reference
+    return Trend(plan.key, plan.reference_step, ((plan.reference_step, reference), *points))
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks from 1, ties sharing their mean rank (as Spearman's ρ needs)."""
+    order = values.argsort(kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(1, len(values) + 1)
+    for v in np.unique(values):
+        tied = values == v
+        ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a - a.mean(), b - b.mean()
+    denom = math.sqrt(float((a * a).sum() * (b * b).sum()))
+    return float((a * b).sum()) / denom if denom else math.nan

@@ -1,0 +1,96 @@
+"""Peak RSS of a suite run over a 100-step set: all steps against the paper's three.
+
+Generates 100 steps × 5 runs × 12 seed images of small noise images (a canonical imagefolder),
+then runs the suite in a fresh process per setting and prints its peak RSS and wall time.
+Only the selected images are decoded, each once; the decoded ones are kept for reuse across
+metrics up to --image-budget, so the rows with a small budget show the floor.
+
+    python benchmarks/bench_memory.py [--size 64] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+SUITE = Path(__file__).resolve().parent.parent / "banana_tests" / "test_degradation.py"
+SETTINGS = (
+    ("--steps=5,10,20", "--collect-only"),
+    ("--steps=5,10,20",),
+    ("--steps=all",),
+    ("--steps=5,10,20", "--image-budget=16"),
+    ("--steps=all", "--image-budget=16"),
+)
+RUNNER = (
+    "import resource, sys, pytest\n"
+    "code = pytest.main(sys.argv[1:])\n"
+    "print('MAXRSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+)
+
+
+def generate(root: Path, seeds: int, runs: int, steps: int, size: int) -> int:
+    """A canonical set whose noise grows with the step; returns the number of images."""
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:size, 0:size]
+    lines = []
+    for s in range(seeds):
+        base = np.stack([x, y, (x + y) / 2], axis=-1) * (200 / size) + 20 + 5 * s
+        for r in range(runs):
+            for step in range(1, steps + 1):
+                name = f"seed{s:02d}/run{r}/step{step:03d}.png"
+                (root / name).parent.mkdir(parents=True, exist_ok=True)
+                noisy = base + rng.normal(0, 0.5 * step, base.shape)
+                Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8)).save(root / name)
+                row = {"file_name": name, "seed_image": f"seed{s:02d}", "variant": "replicate"}
+                lines.append(json.dumps({**row, "run": r, "step": step}) + "\n")
+    (root / "metadata.jsonl").write_text("".join(lines))
+    return len(lines)
+
+
+def peak_rss(dataset: Path, extra: tuple[str, ...], workdir: Path) -> tuple[float, float, str]:
+    """(peak RSS in MiB, seconds, pytest's last line) of one suite run in a fresh process."""
+    args = [f"--dataset={dataset}", "--metric=piqe", "--no-cache", "-p", "no:cacheprovider", "-q", *extra]
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER, str(SUITE), *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    seconds = time.perf_counter() - start
+    lines = done.stdout.strip().splitlines()
+    rss = next(int(line.split()[1]) for line in lines if line.startswith("MAXRSS_KB"))
+    summary = next((line for line in reversed(lines) if " in " in line and "=" not in line[:1]), "")
+    return rss / 1024, seconds, summary.strip("= ")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=64, help="image side in pixels (default: 64)")
+    parser.add_argument("--keep", type=Path, help="generate into DIR and keep it (reused if present)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.keep or Path(tmp) / "set"
+        if not (root / "metadata.jsonl").is_file():
+            start = time.perf_counter()
+            n = generate(root, seeds=12, runs=5, steps=100, size=args.size)
+            print(f"generated {n} images of {args.size}x{args.size} in {time.perf_counter() - start:.1f} s")
+        print(f"{'setting':<36} {'peak RSS MiB':>12} {'seconds':>8}  result")
+        for extra in SETTINGS:
+            mib, seconds, summary = peak_rss(root, extra, Path(tmp))
+            print(f"{' '.join(extra):<36} {mib:>12.1f} {seconds:>8.1f}  {summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""`--dataset SOURCE`: the same trajectories in every layout give the same cases and deltas."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from banana_tests.cases import CaseKey
+from banana_tests.mapping import parse_map
+from banana_tests.plan import plan_cases
+from banana_tests.selection import Selection, parse_where
+from banana_tests.sources import SourceOptions, detect_format, load
+from banana_tests.trajectories import DataError
+from tests.conftest import MakeSet
+
+datasets = pytest.importorskip("datasets")
+
+SEEDS, RUNS, STEPS = ("alpha", "beta"), (0, 1), (1, 5, 10)
+
+
+def rows(root: Path) -> list[dict]:
+    return [json.loads(line) for line in (root / "metadata.jsonl").read_text().splitlines()]
+
+
+def as_parquet(canonical: Path, target: Path) -> Path:
+    """The set as one parquet file: image bytes embedded, columns under other common names."""
+    table: dict[str, list] = {"image": [], "source": [], "iteration": [], "trial": []}
+    for r in rows(canonical):
+        table["image"].append({"bytes": (canonical / r["file_name"]).read_bytes(), "path": r["file_name"]})
+        table["source"].append(r["seed_image"])
+        table["iteration"].append(r["step"])
+        table["trial"].append(r["run"])
+    features = datasets.Features(
+        image=datasets.Image(),
+        source=datasets.Value("string"),
+        iteration=datasets.Value("int32"),
+        trial=datasets.Value("int32"),
+    )
+    target.mkdir(parents=True)
+    datasets.Dataset.from_dict(table, features=features).to_parquet(str(target / "part-0.parquet"))
+    return target
+
+
+def as_path_pattern(canonical: Path, target: Path) -> Path:
+    """The set as `<seed>/run_<r>/<step>.png`, with no metadata at all."""
+    for r in rows(canonical):
+        dest = target / r["seed_image"] / f"run_{r['run']}" / f"{r['step']}.png"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(canonical / r["file_name"], dest)
+    return target
+
+
+@pytest.fixture
+def layouts(make_set: MakeSet, tmp_path: Path) -> dict[str, SourceOptions]:
+    canonical = make_set(seeds=SEEDS, runs=RUNS, steps=STEPS)
+    cache = tmp_path / "cache"
+    return {
+        "canonical": SourceOptions(str(canonical), cache_dir=cache),
+        "imagefolder": SourceOptions(str(canonical), format="imagefolder", cache_dir=cache),
+        "parquet": SourceOptions(str(as_parquet(canonical, tmp_path / "pq")), cache_dir=cache),
+        "path-pattern": SourceOptions(str(as_path_pattern(canonical, tmp_path / "pp")), cache_dir=cache),
+    }
+
+
+def test_every_layout_gives_the_same_cases_and_deltas(layouts: dict[str, SourceOptions]) -> None:
+    from banana_tests.gaps import gap
+    from banana_tests.scoring import ScoreBook
+    from metrics_under_test.registry import resolve
+
+    spec = resolve("piqe")[0]
+    deltas: dict[str, dict[CaseKey, float]] = {}
+    for name, options in layouts.items():
+        loaded = load(options, Selection(steps=(5, 10)))
+        assert loaded.problems == [], name
+        book = ScoreBook("cpu")
+        deltas[name] = {}
+        for plan in plan_cases(loaded.records, ["piqe"], [5, 10], 1):
+            assert plan.error is None, (name, plan.error)
+            refs = book.scores(spec, [a for a, _ in plan.pairs])
+            steps = book.scores(spec, [b for _, b in plan.pairs])
+            deltas[name][plan.key] = gap(spec.scale, refs, steps).delta
+    expected = {CaseKey("piqe", s, i) for s in SEEDS for i in (5, 10)}
+    for name, by_key in deltas.items():
+        assert set(by_key) == expected, name
+        assert by_key == pytest.approx(deltas["canonical"], abs=1e-9), name
+
+
+def test_bytes_are_cached_once_by_sha256(layouts: dict[str, SourceOptions]) -> None:
+    options = layouts["parquet"]
+    loaded = load(options, Selection(steps=(5,)))
+    assert len(loaded.records) == len(SEEDS) * len(RUNS) * 2
+    for r in loaded.records:
+        assert r.path.parent.parent == options.cache_dir and r.path.name == r.sha256
+        assert "part-0.parquet" not in r.source and "row" in r.source and f"step{r.step:03d}" in r.source
+    assert len(list(options.cache_dir.rglob("*"))) - len(list(options.cache_dir.iterdir())) == len(
+        loaded.records
+    )
+
+
+def test_formats_are_detected(layouts: dict[str, SourceOptions]) -> None:
+    found = {name: detect_format(Path(o.source)) for name, o in layouts.items()}
+    assert found == {
+        "canonical": "canonical",
+        "imagefolder": "canonical",
+        "parquet": "parquet",
+        "path-pattern": "imagefolder",
+    }
+
+
+def test_explicit_map_and_path_pattern(make_set: MakeSet, tmp_path: Path) -> None:
+    canonical = make_set(seeds=("alpha",), runs=(3,), steps=(1, 7))
+    target = tmp_path / "odd"
+    for r in rows(canonical):
+        dest = target / f"scene-{r['seed_image']}" / f"t{r['run']}_i{r['step']}.png"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(canonical / r["file_name"], dest)
+    pattern = r"scene-(?P<seed_image>\w+)/t(?P<run>\d+)_i(?P<step>\d+)\.png$"
+    loaded = load(SourceOptions(str(target), path_pattern=pattern), Selection())
+    assert sorted((r.seed_image, r.run, r.step) for r in loaded.records) == [("alpha", 3, 1), ("alpha", 3, 7)]
+
+
+def test_an_unmappable_set_lists_its_columns_and_three_sample_paths(
+    make_set: MakeSet, tmp_path: Path
+) -> None:
+    canonical = make_set(seeds=("alpha",), runs=(0,), steps=(1, 5, 10, 20))
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for i, r in enumerate(rows(canonical)):
+        shutil.copy(canonical / r["file_name"], flat / f"img{i}.png")
+    csv = flat / "list.csv"
+    csv.write_text("file_name,who,when\n" + "".join(f"img{i}.png,x,{i}\n" for i in range(4)))
+    with pytest.raises(DataError) as info:
+        load(SourceOptions(str(csv)), Selection())
+    text = str(info.value)
+    assert "cannot tell the seed_image and step" in text
+    assert "columns: file_name, who, when" in text
+    assert "img0.png" in text and "img2.png" in text and "img3.png" not in text
+    mapped = SourceOptions(str(csv), field_map=parse_map("seed_image=who,step=when"))
+    loaded = load(mapped, Selection(reference_step=0))
+    assert sorted((r.seed_image, r.step, r.path.name) for r in loaded.records) == [
+        ("x", i, f"img{i}.png") for i in range(4)
+    ]
+
+
+def test_selection_filters_on_metadata(make_set: MakeSet) -> None:
+    root = make_set(seeds=("a", "b", "c"), runs=(0, 1, 2), steps=(1, 5, 10), extra={"temperature": 0.4})
+    options = SourceOptions(str(root))
+    chosen = Selection(seed_images=("a", "c"), runs=2, steps=(5,), where=parse_where(["temperature=0.4"]))
+    got = {(r.seed_image, r.run, r.step) for r in load(options, chosen).records}
+    assert got == {(s, r, i) for s in ("a", "c") for r in (0, 1) for i in (1, 5)}
+    assert load(options, Selection(where={"temperature": "0"})).records == []
+    assert load(options, Selection(variant="mirror")).variants == ["replicate"]
+
+
+def test_hub_offline_and_not_cached_fails_fast_with_advice(tmp_path: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    env.pop("HF_DATASETS_CACHE", None)
+    code = (
+        "from banana_tests.sources import SourceOptions, load\n"
+        "from banana_tests.selection import Selection\n"
+        "load(SourceOptions('hf:some/repo'), Selection())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "hf:some/repo: the data set is not cached here and HF_HUB_OFFLINE is set" in done.stderr
+    assert "huggingface-cli download --repo-type dataset some/repo" in done.stderr
