@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 _ID = re.compile(r"^(?P<head>.+)-step(?P<step>\d+)$")
@@ -51,7 +52,7 @@ class CaseKey:
         return props
 
     @classmethod
-    def from_properties(cls, props: dict[str, str]) -> CaseKey:
+    def from_properties(cls, props: Mapping[str, str]) -> CaseKey:
         run = props.get("run")
         return cls(
             props["metric"], props["seed_image"], int(props["step"]), None if run is None else int(run)

@@ -17,8 +17,79 @@ def add_data_options(addoption: AddOption) -> None:
     addoption(
         "--dataset",
         default=None,
-        metavar="PATH",
-        help="trajectory set: a folder with metadata.jsonl (default: the embedded emulated set)",
+        metavar="SOURCE",
+        help="trajectory set: a folder with metadata.jsonl, hf:<repo_id>, or local parquet/csv/json/"
+        "imagefolder files (default: the embedded emulated set)",
+    )
+    addoption("--dataset-revision", default=None, metavar="REV", help="hub revision (branch, tag, commit)")
+    addoption("--dataset-split", default="train", metavar="SPLIT", help="split to read (default: train)")
+    addoption(
+        "--dataset-streaming",
+        action="store_true",
+        default=False,
+        help="stream a hub set instead of downloading it whole (local files are always streamed)",
+    )
+    addoption(
+        "--dataset-format",
+        choices=("auto", "canonical", "imagefolder", "parquet", "csv", "json"),
+        default="auto",
+        help="how to read a local SOURCE (default: auto; canonical = the fast metadata.jsonl reader)",
+    )
+    addoption(
+        "--dataset-map",
+        default=None,
+        metavar="KEY=COL,...",
+        help="columns of seed_image, step, run, variant (and image), e.g. seed_image=scene,step=turn",
+    )
+    addoption(
+        "--dataset-path-pattern",
+        default=None,
+        metavar="REGEX",
+        help="named groups seed_image, run, step, variant taken from each image path",
+    )
+    addoption(
+        "--dataset-cache",
+        default=None,
+        metavar="DIR",
+        help="where images that come as bytes are written once (default: $BANANA_CACHE_DIR or "
+        "~/.cache/banana-tests/images)",
+    )
+    addoption(
+        "--seed-image",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="test only this seed image (repeatable)",
+    )
+    addoption(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keep records whose metadata KEY equals VALUE, e.g. temperature=0.4 (repeatable)",
+    )
+    addoption(
+        "--runs", type=int, default=None, metavar="N", help="use at most the first N runs of each image"
+    )
+    addoption(
+        "--max-pixels",
+        type=int,
+        default=64_000_000,
+        metavar="N",
+        help="refuse images with more pixels than this (decompression bombs; default: 64000000)",
+    )
+    addoption(
+        "--image-budget",
+        type=int,
+        default=512,
+        metavar="MIB",
+        help="decoded images kept for reuse across metrics, in MiB (default: 512)",
+    )
+    addoption(
+        "--trend",
+        action="store_true",
+        default=False,
+        help="also test, per metric and seed image, the Spearman trend over all steps selected",
     )
     addoption("--variant", default="replicate", help="trajectory variant to test (default: replicate)")
     addoption(
@@ -61,4 +132,40 @@ def add_metric_options(addoption: AddOption) -> None:
         metavar="DIR",
         help="read-only mirror of pyiqa parameter files, linked into pyiqa's cache as needed "
         "(default: $BANANA_WEIGHTS_DIR)",
+    )
+    addoption(
+        "--cache-dir",
+        default=".banana_cache",
+        metavar="DIR",
+        help="persistent score cache (SQLite), relative to the rootdir (default: .banana_cache)",
+    )
+    addoption(
+        "--no-cache",
+        action="store_true",
+        default=False,
+        help="score everything afresh and leave the score cache alone",
+    )
+
+
+def add_gate_options(addoption: AddOption) -> None:
+    """How a run is gated in CI: against a failure baseline and against score snapshots."""
+    addoption(
+        "--baseline",
+        default=None,
+        metavar="FILE",
+        help="failure baseline (JSON from `banana-tests report --write-baseline`): its cells are "
+        "expected failures; a new failure fails the run",
+    )
+    addoption(
+        "--strict-baseline",
+        action="store_true",
+        default=False,
+        help="with --baseline: a baseline cell that now passes fails the run (strict xfail)",
+    )
+    addoption(
+        "--snapshot-rtol",
+        type=float,
+        default=1e-3,
+        metavar="RTOL",
+        help="relative tolerance of score snapshots (default: 1e-3)",
     )

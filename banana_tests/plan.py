@@ -50,10 +50,10 @@ def plan_cases(
     """Every case for `metrics` × seed images × `steps`, in a stable order."""
     index: dict[tuple[str, int, int], Record] = {}
     duplicates: dict[tuple[str, int], str] = {}
-    for (seed, run, step), group in by_key(records):
-        index[(seed, run, step)] = group[0]
-        if len(group) > 1:
-            where = "; ".join(f"{r.source} ({r.path.name})" for r in group)
+    for (seed, run, step), same in by_key(records):
+        index[(seed, run, step)] = same[0]
+        if len(same) > 1:
+            where = "; ".join(f"{r.source} ({r.path.name})" for r in same)
             duplicates[(seed, run)] = f"duplicate records for {seed} run {run} step {step}: {where}"
     seeds = sorted({r.seed_image for r in records})
     shared: list[CasePlan] = []
@@ -65,8 +65,7 @@ def plan_cases(
             for group in [[run] for run in runs] if per_run else [runs]:
                 shared.append(_plan(index, duplicates, seed, group, step, reference_step, per_run))
     # Metric-major order: a serial run then builds each metric's model once.
-    plans = [replace(p, key=replace(p.key, metric=metric)) for metric in metrics for p in shared]
-    return plans
+    return [replace(p, key=replace(p.key, metric=metric)) for metric in metrics for p in shared]
 
 
 def _plan(

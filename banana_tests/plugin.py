@@ -6,35 +6,80 @@ score, never when pytest loads this plugin.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from banana_tests.matrix import Cell
-from banana_tests.options import add_data_options, add_metric_options
+from banana_tests.options import add_data_options, add_gate_options, add_metric_options
+from banana_tests.snapshot_selection import SnapshotSelection
 from banana_tests.suite import SuiteState
+from banana_tests.trend import Trend
 from banana_tests.verdicts import Verdict
 
 STATE = pytest.StashKey[SuiteState]()
 CASE_FIXTURE = "banana_case"
+TREND_FIXTURE = "banana_trend"
+TREND_MODULE = Path(__file__).resolve().parent / "test_trend.py"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("banana-tests", "NR-IQA metrics on trial against iterative-editing degradation")
     add_data_options(group.addoption)
     add_metric_options(group.addoption)
+    add_gate_options(group.addoption)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     state = SuiteState.from_config(config)
     config.stash[STATE] = state
     config.pluginmanager.register(MatrixReporter(state), "banana-tests-matrix")
+    config.pluginmanager.register(SnapshotSelection(state.metrics), "banana-tests-snapshots")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(state), "banana-tests-xdist")
+    if config.getoption("baseline"):
+        from banana_tests.gating import BaselineGate
+
+        gate = BaselineGate(Path(config.getoption("baseline")), config.getoption("strict_baseline"))
+        config.pluginmanager.register(gate, "banana-tests-baseline")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if CASE_FIXTURE in metafunc.fixturenames:
         keys = [p.key for p in metafunc.config.stash[STATE].collect()]
         metafunc.parametrize(CASE_FIXTURE, keys, ids=[k.test_id for k in keys], indirect=True)
+    if TREND_FIXTURE in metafunc.fixturenames:
+        state = metafunc.config.stash[STATE]
+        state.collect()
+        trends = sorted(state.trends)
+        metafunc.parametrize(TREND_FIXTURE, trends, ids=[k.test_id for k in trends], indirect=True)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The suite's trend module is collected only under --trend."""
+    if collection_path == TREND_MODULE and not config.getoption("trend"):
+        return True
+    return None
+
+
+@pytest.fixture
+def banana_trend(request: pytest.FixtureRequest, record_property) -> Trend:  # type: ignore[no-untyped-def]
+    """One (metric, seed image) trend, with its JUnit properties; skips when the metric cannot load."""
+    from metrics_under_test.pyiqa_backend import MissingWeights
+
+    state = request.config.stash[STATE]
+    plan = state.trends[request.param]
+    for name, value in plan.key.as_properties().items():
+        record_property(name, value)
+    record_property("reference_step", str(plan.reference_step))
+    record_property("variant", state.variant)
+    try:
+        trend = state.trend_of(plan.key)
+    except MissingWeights as exc:
+        pytest.skip(str(exc))
+    for name, value in trend.properties().items():
+        record_property(name, value)
+    return trend
 
 
 @pytest.fixture
@@ -54,6 +99,7 @@ def banana_case(request: pytest.FixtureRequest, record_property) -> Verdict:  # 
         pytest.skip(str(exc))
     for name, value in verdict.properties().items():
         record_property(name, value)
+    record_property("score_cached", state.score_cached(plan.key))
     return verdict
 
 
@@ -64,11 +110,14 @@ class MatrixReporter:
         self.state = state
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        props = dict(report.user_properties)
+        props = {name: str(value) for name, value in report.user_properties}
         final = report.when == "call" or (report.when == "setup" and not report.passed)
-        if "metric" not in props or not final:
-            return
+        if "metric" not in props or "step" not in props or not final:
+            return  # trend cases (no `step`) are not matrix cells
         outcome = "error" if report.when == "setup" and report.failed else report.outcome
+        if report.when == "call" and props.get("delta"):
+            # Under --baseline, xfail/XPASS change the report's outcome; the cell keeps its verdict.
+            outcome = "failed" if float(props["delta"]) >= 0 else "passed"
         self.state.matrix.add(Cell.from_properties(outcome, props))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:  # type: ignore[no-untyped-def]

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from banana_tests.cache import ScoreCache, file_sha256, identity, identity_key
 from banana_tests.images import ImageStore
 from banana_tests.trajectories import DataError, Record
 from metrics_under_test.protocol import Metric, check_scores
@@ -19,6 +20,10 @@ Loader = Callable[[MetricSpec, str], Metric]
 
 def load_metric(spec: MetricSpec, device: str) -> Metric:
     """Build the metric behind `spec`; the backend is imported only now."""
+    if spec.backend == "custom":
+        from metrics_under_test.custom import build
+
+        return build(spec, device)
     from metrics_under_test.pyiqa_backend import PyiqaMetric
 
     return PyiqaMetric(spec, device)
@@ -28,8 +33,18 @@ class ScoreBook:
     """One worker's scores. Asked for a few records, it scores every record the metric will
     need on this worker in batches, so the model is built once and each image scored once."""
 
-    def __init__(self, device: str, images: ImageStore | None = None, loader: Loader = load_metric) -> None:
+    def __init__(
+        self,
+        device: str,
+        images: ImageStore | None = None,
+        loader: Loader = load_metric,
+        cache: ScoreCache | None = None,
+    ) -> None:
         self.device = device
+        self.cache = cache
+        self.hits: set[tuple[str, Path]] = set()  # scores that came from the cache
+        self._keys: dict[str, tuple[str, dict[str, object]]] = {}
+        self._hashes: dict[Path, str | None] = {}
         self.images = images or ImageStore()
         self.builds: Counter[str] = Counter()
         self._loader = loader
@@ -43,8 +58,11 @@ class ScoreBook:
         """Raw scores of `records`. `upcoming` are records this metric needs later on this worker:
         they are scored in the same pass. Raises DataError for a record whose image is bad."""
         todo = {r.path: r for r in (*records, *upcoming) if (spec.name, r.path) not in self._scores}
+        if todo and self.cache is not None:
+            self._recall(spec, todo)
         if todo:
             self._score(spec, list(todo.values()))
+            self._remember(spec, todo)
         out = []
         for r in records:
             value = self._scores[(spec.name, r.path)]
@@ -52,6 +70,50 @@ class ScoreBook:
                 raise value
             out.append(value)
         return out
+
+    def cached(self, spec: MetricSpec, records: Sequence[Record]) -> list[bool]:
+        """Whether each record's score came from the persistent cache."""
+        return [(spec.name, r.path) in self.hits for r in records]
+
+    def _recall(self, spec: MetricSpec, todo: dict[Path, Record]) -> None:
+        """Move every record the cache knows out of `todo` and into the scores."""
+        assert self.cache is not None
+        key = self._key(spec)[0]
+        hashes = {p: h for p in todo if (h := self._hash(p)) is not None}
+        found = self.cache.get(key, hashes.values())
+        for path, digest in hashes.items():
+            if digest in found:
+                self._scores[(spec.name, path)] = found[digest]
+                self.hits.add((spec.name, path))
+                del todo[path]
+
+    def _remember(self, spec: MetricSpec, scored: dict[Path, Record]) -> None:
+        if self.cache is None:
+            return
+        key, description = self._key(spec)
+        new = {}
+        for path in scored:
+            value, digest = self._scores.get((spec.name, path)), self._hashes.get(path)
+            if isinstance(value, float) and digest is not None:
+                new[digest] = value
+        self.cache.put(key, new, description)
+
+    def _key(self, spec: MetricSpec) -> tuple[str, dict[str, object]]:
+        """The metric's cache identity, weight files hashed once per worker."""
+        if spec.name not in self._keys:
+            assert self.cache is not None
+            description = identity(spec, self.device, self.cache.file_hash)
+            self._keys[spec.name] = (identity_key(description), description)
+        return self._keys[spec.name]
+
+    def _hash(self, path: Path) -> str | None:
+        """sha256 of the image file's bytes; None when unreadable (decoding reports why)."""
+        if path not in self._hashes:
+            try:
+                self._hashes[path] = file_sha256(path)
+            except OSError:
+                self._hashes[path] = None
+        return self._hashes[path]
 
     def _score(self, spec: MetricSpec, records: list[Record]) -> None:
         metric = self._metric(spec)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,7 +13,11 @@ from banana_tests.cases import CaseKey
 from banana_tests.gaps import Gap, gap
 from banana_tests.matrix import Matrix
 from banana_tests.plan import CasePlan, parse_steps, plan_cases
-from banana_tests.trajectories import DataError, read_imagefolder
+from banana_tests.selection import Selection
+from banana_tests.sources import SourceOptions, from_options, load, with_problems
+from banana_tests.trajectories import DataError
+from banana_tests.trend import Trend, TrendKey, TrendPlan, measure, plan_trends
+from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import MetricSpec, UnknownMetric, resolve
 from metrics_under_test.weights import stage
 
@@ -33,9 +38,16 @@ class SuiteState:
     variant: str
     per_run: bool
     device: str
+    cache_dir: Path | None = None  # None: --no-cache
     plans: dict[CaseKey, CasePlan] = field(default_factory=dict)
     matrix: Matrix = field(default_factory=Matrix)
     _book: ScoreBook | None = None
+    source: SourceOptions | None = None  # None: read `dataset` as a canonical folder
+    selection: Selection | None = None
+    max_pixels: int | None = None
+    image_budget_mib: int | None = None
+    trend: bool = False
+    trends: dict[TrendKey, TrendPlan] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> SuiteState:
@@ -43,7 +55,7 @@ class SuiteState:
         try:
             metrics = resolve(opt("metric"))
             steps = parse_steps(opt("steps"))
-        except (UnknownMetric, ValueError) as exc:
+        except (UnknownMetric, MetricError, ValueError) as exc:
             raise pytest.UsageError(str(exc)) from exc
         mirror = opt("weights_dir")
         if mirror:
@@ -51,7 +63,16 @@ class SuiteState:
                 raise pytest.UsageError(f"--weights-dir {mirror}: no such directory")
             stage(Path(mirror), ((w.file, w.path) for s in metrics for w in s.weights))
         dataset = Path(opt("dataset")) if opt("dataset") else DEFAULT_DATASET
+        try:
+            source, selection = from_options(opt, DEFAULT_DATASET, steps)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from exc
         return cls(
+            source=source,
+            selection=selection,
+            max_pixels=opt("max_pixels"),
+            image_budget_mib=opt("image_budget"),
+            trend=opt("trend"),
             metrics={s.name: s for s in metrics},
             dataset=dataset,
             steps=steps,
@@ -59,32 +80,60 @@ class SuiteState:
             variant=opt("variant"),
             per_run=opt("aggregate") == "per-run",
             device=opt("device"),
+            cache_dir=None if opt("no_cache") else config.rootpath / opt("cache_dir"),
         )
 
     def collect(self) -> list[CasePlan]:
         """Read the data set and plan every case; a set that cannot be read stops collection."""
         if not self.plans:
+            steps = None if self.steps is None else tuple(self.steps)
+            source = self.source or SourceOptions(str(self.dataset))
+            selection = self.selection or Selection(
+                self.variant, steps=steps, reference_step=self.reference_step
+            )
             try:
-                trajectories = read_imagefolder(self.dataset)
+                loaded = load(source, selection)
             except DataError as exc:
                 raise pytest.UsageError(f"--dataset: {exc}") from exc
-            records = trajectories.select(self.variant)
-            if not records:
+            if not loaded.records and not loaded.problems:
                 raise pytest.UsageError(
-                    f"--dataset {self.dataset}: no records of variant {self.variant!r}; "
-                    f"variants present: {', '.join(trajectories.variants)}"
+                    f"--dataset {source.source}: "
+                    + selection.describe_empty(loaded.variants, loaded.seed_images)
                 )
-            plans = plan_cases(records, list(self.metrics), self.steps, self.reference_step, self.per_run)
-            self.plans = {p.key: p for p in plans}
+            metrics = list(self.metrics)
+            plans = plan_cases(loaded.records, metrics, self.steps, self.reference_step, self.per_run)
+            self.plans = {p.key: p for p in with_problems(plans, loaded.problems, selection, metrics)}
+            if self.trend:
+                means = plan_cases(loaded.records, metrics, self.steps, self.reference_step)
+                trends = plan_trends(with_problems(means, loaded.problems, selection, metrics))
+                self.trends = {t.key: t for t in trends}
         return list(self.plans.values())
 
     @property
     def book(self) -> ScoreBook:
         if self._book is None:
+            from banana_tests.cache import ScoreCache
+            from banana_tests.images import ImageStore
             from banana_tests.scoring import ScoreBook
 
-            self._book = ScoreBook(resolve_device(self.device))
+            cache = ScoreCache(self.cache_dir) if self.cache_dir is not None else None
+            images: ImageStore | None = None
+            if self.max_pixels is not None and self.image_budget_mib is not None:
+                images = ImageStore(self.image_budget_mib * 2**20, self.max_pixels)
+            self._book = ScoreBook(resolve_device(self.device), images, cache=cache)
         return self._book
+
+    def score_cached(self, key: CaseKey) -> str:
+        """JUnit `score_cached`: "true"/"false" when all/none of the case's scores came from the
+        cache, else "cached/total" over its reference and step scores."""
+        plan = self.plans[key]
+        records = [r for pair in plan.pairs for r in pair]
+        hits = sum(self.book.cached(self.metrics[key.metric], records))
+        return "true" if hits == len(records) else "false" if hits == 0 else f"{hits}/{len(records)}"
+
+    def trend_of(self, key: TrendKey) -> Trend:
+        """The trend of one (metric, seed image); its images are scored like the Δ cases'."""
+        return measure(self.trends[key], self.metrics[key.metric], self.book)
 
     def gap(self, key: CaseKey) -> Gap:
         """Δ for one case; scores every image its metric needs here on first use."""
@@ -99,7 +148,10 @@ class SuiteState:
 
 
 def resolve_device(device: str) -> str:
-    """`auto` → cuda when available; asking for cuda where there is none is an error."""
+    """`auto` → cuda when available; asking for cuda where there is none is an error. Without a
+    GPU driver the answer is cpu without importing torch, so a fully cached run never loads it."""
+    if device == "cpu" or (device == "auto" and not _gpu_driver()):
+        return "cpu"
     import torch
 
     has_cuda = torch.cuda.is_available()
@@ -108,3 +160,8 @@ def resolve_device(device: str) -> str:
     if device == "cuda" and not has_cuda:
         raise RuntimeError("--device cuda: CUDA is not available on this machine")
     return device
+
+
+def _gpu_driver() -> bool:
+    """An NVIDIA or ROCm kernel driver is loaded; torch cannot see a GPU without one."""
+    return Path("/proc/driver/nvidia/version").exists() or Path("/dev/kfd").exists() or os.name != "posix"

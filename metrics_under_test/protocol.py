@@ -7,8 +7,8 @@ A metric returns one finite float per image.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,3 +40,21 @@ def check_scores(name: str, images: Sequence[Image], scores: Sequence[float]) ->
     if bad:
         raise MetricError(f"metric {name!r} returned non-finite scores at batch positions {bad}")
     return values
+
+
+F = TypeVar("F", bound=Callable[[Sequence[Image]], Sequence[float]])
+
+
+def metric(
+    name: str, *, lower_better: bool, score_range: tuple[float, float], cost: str = "fast"
+) -> Callable[[F], F]:
+    """Turn a plain batch function into a `Metric` by giving it the protocol's attributes."""
+
+    def mark(fn: F) -> F:
+        fn.name = name  # type: ignore[attr-defined]
+        fn.lower_better = lower_better  # type: ignore[attr-defined]
+        fn.score_range = score_range  # type: ignore[attr-defined]
+        fn.cost = cost  # type: ignore[attr-defined]
+        return fn
+
+    return mark

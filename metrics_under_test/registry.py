@@ -52,6 +52,7 @@ class MetricSpec:
     cost: str = "neural"  # fast | slow | neural | vlm
     paper_name: str | None = None
     weights_note: str = ""  # what else it fetches at load time, when not in `weights`
+    target: str | None = None  # backend "custom": the `package.module:attr` that builds it
 
     @property
     def scale(self) -> Scale:
@@ -105,13 +106,21 @@ def lookup(name: str) -> MetricSpec:
         return catalog()[canonical]
     if key in _refused():
         raise UnknownMetric(f"{name!r} is not a no-reference image metric: {_refused()[key]}")
+    from metrics_under_test import custom
+
+    installed = {n.lower(): t for n, t in custom.entry_points().items()}
+    if key in installed:
+        return custom.spec_for(installed[key])
     raise UnknownMetric(
-        f"unknown metric {name!r}. Valid names: {', '.join(SPECIAL)}, " + ", ".join(sorted(catalog()))
+        f"unknown metric {name!r}. Valid names: {', '.join(SPECIAL)}, "
+        + ", ".join(sorted([*catalog(), *installed]))
+        + "; or package.module:attr for your own metric"
     )
 
 
 def resolve(text: str) -> list[MetricSpec]:
-    """`--metric` text → specs, in the order given, without duplicates."""
+    """`--metric` text → specs, in the order given, without duplicates. `package.module:attr`
+    and names installed in the `banana_tests.metrics` entry point group are custom metrics."""
     specs: dict[str, MetricSpec] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -124,6 +133,10 @@ def resolve(text: str) -> list[MetricSpec]:
                 for s in catalog().values()
                 if s.cost != "vlm" and not s.missing_weights() and not s.weights_note
             ]
+        elif ":" in part:
+            from metrics_under_test import custom
+
+            chosen = [custom.spec_for(part)]
         else:
             chosen = [lookup(part)]
         specs.update((s.name, s) for s in chosen)

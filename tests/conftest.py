@@ -10,9 +10,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import settings
 from PIL import Image
 
 MakeSet = Callable[..., Path]
+
+# CI stays within minutes: no per-example deadline (first calls import numpy paths), bounded examples.
+settings.register_profile("banana", deadline=None, max_examples=100)
+settings.load_profile("banana")
 
 
 def noisy_image(seed: str, run: int, step: int, size: tuple[int, int] = (96, 128)) -> Image.Image:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -108,9 +109,9 @@ def test_xdist_keeps_each_metric_on_one_worker(suite: pytest.Pytester) -> None:
     result = suite.runpytest_subprocess("--dataset=data", "--metric=piqe,entropy", "-n", "2", "-v")
     workers: dict[str, set[str]] = {}
     for line in result.outlines:
-        if "test_detects_degradation[" in line and line.startswith("[gw"):
-            worker, metric = line.split("]")[0], line.split("[")[2].split("-")[0]
-            workers.setdefault(metric, set()).add(worker)
+        m = re.match(r"^\[(gw\d+)\].*test_detects_degradation\[(\w+)-", line)
+        if m is not None:
+            workers.setdefault(m[2], set()).add(m[1])
     assert set(workers) == {"piqe", "entropy"}
     assert all(len(w) == 1 for w in workers.values()), workers
 

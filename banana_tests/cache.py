@@ -1,0 +1,215 @@
+"""The persistent score cache: a rerun scores nothing it has scored before.
+
+One SQLite file in WAL mode, shared by every xdist worker: short transactions, a busy timeout
+and INSERT OR REPLACE make concurrent writers safe. A score is keyed by the sha256 of the image
+file's bytes and the metric's identity (name, backend and its version, parameter file hashes,
+device, precision), so any change to what produces a score misses. A file that fails its
+integrity or schema check is moved aside and rebuilt, never read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from metrics_under_test.registry import MetricSpec
+
+FILE = "scores.sqlite"
+SCHEMA = {
+    "scores": "CREATE TABLE scores (image TEXT NOT NULL, metric TEXT NOT NULL, score REAL NOT NULL, "
+    "PRIMARY KEY (image, metric)) WITHOUT ROWID",
+    "file_hashes": "CREATE TABLE file_hashes (path TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+    "mtime_ns INTEGER NOT NULL, sha256 TEXT NOT NULL)",
+    "identities": "CREATE TABLE identities (metric TEXT PRIMARY KEY, description TEXT NOT NULL)",
+}
+BUSY_MS = 60_000
+_CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
+
+
+class CacheWarning(UserWarning):
+    """The cache was set aside or turned off for this run; scores are computed instead."""
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class ScoreCache:
+    """Scores by (image hash, metric identity), in `directory/scores.sqlite`."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.set_aside: Path | None = None
+        self._db: sqlite3.Connection | None = self._open()
+
+    def get(self, metric: str, images: Iterable[str]) -> dict[str, float]:
+        """The cached scores among `images` (sha256 hex) for the metric identity `metric`."""
+        wanted = list(dict.fromkeys(images))
+        found: dict[str, float] = {}
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._run(
+                f"SELECT image, score FROM scores WHERE metric = ? AND image IN ({marks})", (metric, *chunk)
+            )
+            found.update({str(image): float(score) for image, score in rows})
+        return found
+
+    def put(self, metric: str, scores: Mapping[str, float], description: Mapping[str, object]) -> None:
+        """Store scores; one short transaction, so concurrent workers wait milliseconds."""
+        if self._db is None or not scores:
+            return
+        with self._guard(), self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO identities VALUES (?, ?)",
+                (metric, json.dumps(description, sort_keys=True)),
+            )
+            self._db.executemany(
+                "INSERT OR REPLACE INTO scores VALUES (?, ?, ?)",
+                ((image, metric, score) for image, score in scores.items()),
+            )
+
+    def file_hash(self, path: Path) -> str:
+        """sha256 of a (large) parameter file, remembered by path, size and mtime across runs."""
+        real = path.resolve()
+        st = real.stat()
+        rows = self._run(
+            "SELECT sha256 FROM file_hashes WHERE path = ? AND size = ? AND mtime_ns = ?",
+            (str(real), st.st_size, st.st_mtime_ns),
+        )
+        if rows:
+            return str(rows[0][0])
+        digest = file_sha256(real)
+        if self._db is not None:
+            with self._guard(), self._db:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?)",
+                    (str(real), st.st_size, st.st_mtime_ns, digest),
+                )
+        return digest
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def _run(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        if self._db is None:
+            return []
+        with self._guard():
+            return self._db.execute(sql, params).fetchall()
+        return []  # the guard turned the cache off
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """A database error mid-run turns the cache off for this process: never trust it."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            warnings.warn(f"score cache {self.path}: {exc}; scoring without it", CacheWarning, stacklevel=3)
+            self.close()
+
+    def _open(self) -> sqlite3.Connection | None:
+        with _lock(self.path.with_suffix(".lock")):
+            try:
+                return self._connect()
+            except sqlite3.DatabaseError as exc:
+                self.set_aside = self._set_aside(exc)
+            try:
+                return self._connect()
+            except sqlite3.DatabaseError as exc:
+                warnings.warn(f"score cache {self.path}: {exc}; not used", CacheWarning, stacklevel=2)
+                return None
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+            check = db.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            tables = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
+            if not tables:
+                with db:
+                    for sql in SCHEMA.values():
+                        db.execute(sql)
+            elif tables != SCHEMA:
+                raise sqlite3.DatabaseError(f"unexpected schema: tables {sorted(tables)}")
+            db.isolation_level = "DEFERRED"  # `with db:` now opens and commits one transaction
+            return db
+        except BaseException:
+            db.close()
+            raise
+
+    def _set_aside(self, exc: sqlite3.DatabaseError) -> Path:
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{os.getpid()}")
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(f"{self.path}{suffix}")
+            if part.exists():
+                os.replace(part, f"{aside}{suffix}")
+        warnings.warn(
+            f"score cache {self.path} is unreadable ({exc}); moved it to {aside.name} and started afresh",
+            CacheWarning,
+            stacklevel=3,
+        )
+        return aside
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    """An exclusive lock while a worker checks (and maybe rebuilds) the file, where POSIX allows."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: the check runs unlocked
+        yield
+        return
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def identity(
+    spec: MetricSpec, device: str, weight_hash: Callable[[Path], str] = file_sha256
+) -> dict[str, object]:
+    """What produces a metric's scores; a change to any part is a cache miss."""
+    from importlib import metadata
+
+    if spec.backend == "custom":
+        from metrics_under_test import custom
+
+        version, precision = custom.version(spec), custom.precision(spec)
+    else:
+        version = f"{spec.backend} {metadata.version(spec.backend)}; torch {metadata.version('torch')}"
+        precision = "float32"
+    weights = {w.file: weight_hash(w.path) for w in spec.weights if w.path.exists()}
+    return {
+        "name": spec.name,
+        "backend": spec.backend,
+        "version": version,
+        "weights": weights,
+        "device": device,
+        "precision": precision,
+    }
+
+
+def identity_key(description: Mapping[str, object]) -> str:
+    return hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()

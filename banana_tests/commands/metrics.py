@@ -1,0 +1,106 @@
+"""`banana-tests metrics`: every metric on trial, and whether it can run here.
+
+Reads the registry and the installed entry points only; pyiqa and torch are never imported, so
+the listing is instant. Availability is about parameter files: present in pyiqa's cache
+(`$TORCH_HOME/hub`), or in the `--weights-dir` mirror the suite links them from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from metrics_under_test import custom
+from metrics_under_test.protocol import MetricError
+from metrics_under_test.registry import MetricSpec, catalog
+from metrics_under_test.weights import pyiqa_cache_dir
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("metrics", help="list every metric: direction, range, backend, weights here")
+    p.add_argument("--json", action="store_true", help="machine-readable output: a JSON list of metrics")
+    p.add_argument(
+        "--weights-dir",
+        default=os.environ.get("BANANA_WEIGHTS_DIR"),
+        metavar="DIR",
+        help="read-only mirror of parameter files the suite would link from (default: $BANANA_WEIGHTS_DIR)",
+    )
+    p.set_defaults(func=run)
+
+
+def rows(weights_dir: Path | None) -> list[dict[str, Any]]:
+    """One dict per metric: the catalog's pyiqa metrics, then installed custom metrics."""
+    out = [_row(spec, weights_dir) for spec in catalog().values()]
+    for name, target in sorted(custom.entry_points().items()):
+        if name.lower() in catalog():
+            continue
+        try:
+            out.append(_row(custom.spec_for(target), weights_dir, entry_point=name))
+        except MetricError as exc:
+            out.append({"name": name, "backend": "custom", "target": target, "error": str(exc)})
+    return out
+
+
+def _row(spec: MetricSpec, weights_dir: Path | None, entry_point: str | None = None) -> dict[str, Any]:
+    files = []
+    for w in spec.weights:
+        where = "cache" if w.path.exists() else None
+        if where is None and weights_dir is not None and (weights_dir / w.file).is_file():
+            where = "mirror"
+        files.append({"file": w.file, "url": w.url, "path": str(w.path), "found": where})
+    missing = [w.file for w, f in zip(spec.weights, files, strict=True) if f["found"] is None]
+    if spec.backend == "custom":
+        how = "nothing to provide: runs from its Python package"
+    elif missing:
+        how = (
+            f"put {', '.join(missing)} in {pyiqa_cache_dir()} (or a folder passed as --weights-dir / "
+            f"$BANANA_WEIGHTS_DIR), or run once with network access so pyiqa downloads them"
+        )
+    elif spec.weights_note:
+        how = f"needs network access at load time: {spec.weights_note}"
+    else:
+        how = "nothing to provide" if not spec.weights else "present"
+    return {
+        "name": spec.name,
+        "paper_name": spec.paper_name,
+        "backend": spec.backend,
+        "target": spec.target,
+        "entry_point": entry_point,
+        "lower_better": spec.lower_better,
+        "range": [spec.low, spec.high],
+        "cost": spec.cost,
+        "available": not missing and not spec.weights_note,
+        "weights": files,
+        "fetches_at_load": spec.weights_note or None,
+        "how_to_provide": how,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    weights_dir = Path(args.weights_dir) if args.weights_dir else None
+    table = rows(weights_dir)
+    if args.json:
+        print(json.dumps(table, indent=1))
+        return 0
+    print(f"{'metric':<24} {'better':<6} {'range':<16} {'backend':<7} {'cost':<6} {'here':<7} files")
+    for r in table:
+        if "error" in r:
+            print(f"{r['name']:<24} broken entry point {r['target']}: {r['error']}")
+            continue
+        via_mirror = any(w["found"] == "mirror" for w in r["weights"])
+        here = ("mirror" if via_mirror else "yes") if r["available"] else "no"
+        low, high = r["range"]
+        files = ", ".join(w["file"] for w in r["weights"]) or (
+            "(fetched at load)" if r["fetches_at_load"] else "-"
+        )
+        better = "lower" if r["lower_better"] else "higher"
+        span = f"{low:g}..{high:g}"
+        print(f"{r['name']:<24} {better:<6} {span:<16} {r['backend']:<7} {r['cost']:<6} {here:<7} {files}")
+    missing = [r for r in table if not r.get("available", True)]
+    print(f"\n{len(table) - len(missing)} of {len(table)} metrics can run here. To provide parameter files:")
+    print(f"  put them in {pyiqa_cache_dir()} or in a folder passed as --weights-dir / $BANANA_WEIGHTS_DIR;")
+    print("  `banana-tests metrics --json` gives each file's URL and path.")
+    return 0

@@ -1,0 +1,174 @@
+"""The suite's overhead, its cache and its parallelism, measured on the embedded data.
+
+    python benchmarks/bench_suite.py [--metric NAMES] [--weights-dir DIR]
+
+Prints a table of (a) a cold suite run against a bare loop calling the metrics on exactly the
+same images, (b) a warm rerun (every score cached) against the cold run, (c) `-n 2` against
+`-n 0`, and (d) the peak resident memory of the largest process (a worker). Every figure is
+the wall time of a fresh process, imports included. The machine's load average is printed
+because the figures depend on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+METRICS = "brisque,niqe,piqe,laplacian_variance,noise_sigma"
+SUITE = "banana_tests/test_degradation.py"  # the failure matrix alone, not the other test modules
+TARGETS = {"bare": 1.15, "warm": 0.10, "parallel": 1.6}
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> dict[str, float | str]:
+    """Run `cmd` in a wrapper that reports its wall time and the peak RSS of any descendant."""
+    wrapper = (
+        "import json, resource, subprocess, sys, time\n"
+        "t = time.perf_counter()\n"
+        "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "wall = time.perf_counter() - t\n"
+        "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+        "print(json.dumps({'wall': wall, 'rss_kib': rss, 'rc': p.returncode, 'tail': p.stdout[-600:]}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", wrapper, *cmd], env=env, capture_output=True, text=True, check=True
+    )
+    result: dict[str, float | str] = json.loads(out.stdout)
+    return result
+
+
+def suite(metrics: str, workers: int, cache: str | None) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        SUITE,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        f"--metric={metrics}",
+        "-n",
+        str(workers),
+    ]
+    return cmd + ([f"--cache-dir={cache}"] if cache else ["--no-cache"])
+
+
+def cases(result: dict[str, float | str]) -> int:
+    """Cases with a verdict in a run's summary line; a run with errors is not a fair figure."""
+    tail = str(result["tail"])
+    if re.search(r"\d+ error", tail):
+        raise SystemExit(f"the suite run had errors:\n{tail}")
+    return sum(int(n) for n in re.findall(r"(\d+) (?:passed|failed)", tail))
+
+
+def bare_loop(metrics: str) -> None:
+    """The baseline: build each metric and call it on every image the suite scores, one by one
+    (no batching), decoding each image with PIL as a user's own script would."""
+    import numpy as np
+    import pyiqa
+    import torch
+    from PIL import Image
+
+    from banana_tests.plan import parse_steps, plan_cases
+    from banana_tests.suite import DEFAULT_DATASET
+    from banana_tests.trajectories import read_imagefolder
+    from metrics_under_test.custom import build
+    from metrics_under_test.registry import resolve
+
+    specs = resolve(metrics)
+    records = read_imagefolder(DEFAULT_DATASET).select("replicate")
+    plans = plan_cases(records, [specs[0].name], parse_steps("5,10,20"), 1, False)
+    paths = sorted({r.path for p in plans for pair in p.pairs for r in pair})
+    for spec in specs:
+        if spec.backend == "custom":
+            metric = build(spec, "cpu")
+            for path in paths:
+                metric([np.asarray(Image.open(path).convert("RGB"))])
+            continue
+        model = pyiqa.create_metric(spec.name, device=torch.device("cpu"))
+        with torch.inference_mode():
+            for path in paths:
+                img = np.asarray(Image.open(path).convert("RGB"))
+                model(torch.from_numpy(img).permute(2, 0, 1)[None].float().div_(255.0))
+    print(f"{len(specs) * len(paths)} scores")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--metric", default=METRICS)
+    parser.add_argument(
+        "--weights-dir",
+        default=os.environ.get("BANANA_WEIGHTS_DIR", ROOT.parent / "shared" / "pyiqa-weights"),
+    )
+    parser.add_argument("--bare-loop", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.bare_loop:
+        bare_loop(args.metric)
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TORCH_HOME": f"{tmp}/torch",
+            "BANANA_WEIGHTS_DIR": str(args.weights_dir),
+        }
+        load_before = os.getloadavg()
+        # Stage the parameter files first, so no run below pays for linking them.
+        subprocess.run(
+            [*suite(args.metric, 0, None), "--collect-only"], cwd=ROOT, env=env, capture_output=True
+        )
+        os.chdir(ROOT)
+        bare = timed([sys.executable, __file__, "--bare-loop", f"--metric={args.metric}"], env)
+        cold = timed(suite(args.metric, 0, f"{tmp}/cache0"), env)
+        warm = timed(suite(args.metric, 0, f"{tmp}/cache0"), env)
+        parallel = timed(suite(args.metric, 2, f"{tmp}/cache2"), env)
+        load_after = os.getloadavg()
+
+    n = cases(cold)
+    if not (n == cases(warm) == cases(parallel)):
+        raise SystemExit("the runs disagree on the number of cases")
+    rows = [
+        (
+            "(a) cold suite / bare loop",
+            f"{cold['wall']:.1f}s / {bare['wall']:.1f}s",
+            float(cold["wall"]) / float(bare["wall"]),
+            f"≤ {TARGETS['bare']}",
+        ),
+        (
+            "(b) warm rerun / cold",
+            f"{warm['wall']:.1f}s / {cold['wall']:.1f}s",
+            float(warm["wall"]) / float(cold["wall"]),
+            f"≤ {TARGETS['warm']}",
+        ),
+        (
+            "(c) -n 0 / -n 2 (speed-up)",
+            f"{cold['wall']:.1f}s / {parallel['wall']:.1f}s",
+            float(cold["wall"]) / float(parallel["wall"]),
+            f"≥ {TARGETS['parallel']}",
+        ),
+    ]
+    load = f"load average {load_before[0]:.2f} → {load_after[0]:.2f}"
+    print(f"metrics: {args.metric}; {n} cases; {os.cpu_count()} CPUs; {load}")
+    print(f"{'figure':<30} {'times':<20} {'ratio':>6}  target  met")
+    checks = (
+        lambda r: r <= TARGETS["bare"],
+        lambda r: r <= TARGETS["warm"],
+        lambda r: r >= TARGETS["parallel"],
+    )
+    for (label, times, ratio, target), ok in zip(rows, checks, strict=True):
+        print(f"{label:<30} {times:<20} {ratio:>6.2f}  {target:<6}  {'yes' if ok(ratio) else 'NO'}")
+    mib = {k: float(v["rss_kib"]) / 1024 for k, v in (("-n 0", cold), ("-n 2", parallel), ("bare", bare))}
+    rss = f"{mib['-n 0']:.0f} MiB serial, {mib['-n 2']:.0f} MiB largest process of -n 2"
+    print(f"{'(d) peak RSS of a worker':<30} {rss} (bare loop {mib['bare']:.0f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

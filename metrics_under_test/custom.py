@@ -1,0 +1,168 @@
+"""Your own metric on trial: `--metric=package.module:attr`, or a name in the entry point group
+`banana_tests.metrics`.
+
+The target is one of:
+- a class whose class attributes are the protocol's `name`, `lower_better` and `score_range`
+  (read without building it, so its model is built once per worker, when first scored);
+- an instance, or a function marked with `metrics_under_test.protocol.metric`;
+- a factory returning an instance (called once per process to read its attributes).
+
+A class or factory that takes a `device` parameter is given the suite's device (`cpu`, `cuda`).
+Optional attributes: `cost` (fast | slow | neural | vlm, default neural), `version` and
+`precision` (both go into the score cache key). Everything is checked when the metric loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import math
+import re
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metrics_under_test.protocol import Metric, MetricError, check_scores
+from metrics_under_test.registry import MetricSpec
+
+GROUP = "banana_tests.metrics"
+COSTS = ("fast", "slow", "neural", "vlm")
+_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_NAME = re.compile(r"^[A-Za-z0-9_.+]+(-[A-Za-z0-9_.+]+)*$")
+
+
+def is_target(text: str) -> bool:
+    """`package.module:attr`, the form of an entry point's value."""
+    return bool(_TARGET.match(text.strip()))
+
+
+def entry_points() -> dict[str, str]:
+    """Metric names installed in the `banana_tests.metrics` group → their targets."""
+    return {ep.name: ep.value for ep in metadata.entry_points(group=GROUP)}
+
+
+def import_target(target: str) -> Any:
+    """The object `package.module:attr` names, or a MetricError saying which part is missing."""
+    if not is_target(target):
+        raise MetricError(f"{target!r} is not a metric target; write package.module:attribute")
+    module_name, _, attr = target.strip().partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise MetricError(f"metric {target!r}: cannot import module {module_name!r}: {exc}") from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise MetricError(f"metric {target!r}: {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def spec_for(target: str) -> MetricSpec:
+    """The spec of a custom metric, its attributes checked; classes are not built."""
+    obj = import_target(target)
+    if not _is_instance(obj) and not isinstance(obj, type):
+        obj = _build(target, obj, "cpu")
+    check_attributes(target, obj)
+    low, high = (float(v) for v in obj.score_range)
+    return MetricSpec(
+        name=obj.name,
+        backend="custom",
+        low=low,
+        high=high,
+        lower_better=obj.lower_better,
+        cost=getattr(obj, "cost", "neural"),
+        target=target.strip(),
+    )
+
+
+def build(spec: MetricSpec, device: str) -> Metric:
+    """The metric behind a custom spec, built for `device` and probed on a small batch."""
+    if spec.target is None:
+        raise MetricError(f"metric {spec.name!r} has no target")
+    obj = import_target(spec.target)
+    metric = obj if _is_instance(obj) else _build(spec.target, obj, device)
+    check_attributes(spec.target, metric)
+    if metric.name != spec.name:
+        raise MetricError(f"metric {spec.target!r}: built with name {metric.name!r}, declared {spec.name!r}")
+    probe = _probe_images()
+    check_scores(spec.name, probe, metric(probe))
+    return metric
+
+
+def check_attributes(target: str, obj: Any) -> None:
+    """The protocol's attributes, each with a message naming the target and the attribute."""
+    where = f"metric {target!r}"
+    for attr in ("name", "lower_better", "score_range"):
+        if not hasattr(obj, attr):
+            raise MetricError(f"{where}: missing attribute {attr!r} (see metrics_under_test.protocol.Metric)")
+    if not isinstance(obj.name, str) or not _NAME.match(obj.name):
+        raise MetricError(
+            f"{where}: name must be a non-empty string of letters, digits, '_', '.', '+' and "
+            f"single '-' between them, got {obj.name!r}"
+        )
+    if not isinstance(obj.lower_better, bool):
+        raise MetricError(f"{where}: lower_better must be True or False, got {obj.lower_better!r}")
+    rng = obj.score_range
+    ok = isinstance(rng, tuple | list) and len(rng) == 2
+    ok = ok and all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in rng)
+    if not ok or not rng[0] < rng[1]:
+        raise MetricError(f"{where}: score_range must be finite (low, high) with low < high, got {rng!r}")
+    cost = getattr(obj, "cost", "neural")
+    if cost not in COSTS:
+        raise MetricError(f"{where}: cost must be one of {', '.join(COSTS)}, got {cost!r}")
+    if isinstance(obj, type):
+        calls = any("__call__" in vars(c) for c in obj.__mro__ if c is not object)
+    else:
+        calls = callable(obj)
+    if not calls:
+        raise MetricError(f"{where}: a metric must be callable on a list of images (define __call__)")
+
+
+def version(spec: MetricSpec) -> str:
+    """What identifies this metric's code: its declared `version` and its module's source hash."""
+    if spec.target is None:
+        return ""
+    obj = import_target(spec.target)
+    module = inspect.getmodule(obj)
+    try:
+        source = inspect.getsourcefile(module) if module else None
+        digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16] if source else ""
+    except (OSError, TypeError):
+        digest = ""
+    return f"{getattr(obj, 'version', '')}+src.{digest}"
+
+
+def precision(spec: MetricSpec) -> str:
+    return str(getattr(import_target(spec.target), "precision", "")) if spec.target else ""
+
+
+def _is_instance(obj: Any) -> bool:
+    return not isinstance(obj, type) and all(hasattr(obj, a) for a in ("name", "lower_better", "score_range"))
+
+
+def _build(target: str, factory: Callable[..., Any], device: str) -> Any:
+    if not callable(factory):
+        raise MetricError(f"metric {target!r}: not a class, factory or metric instance: {factory!r}")
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}  # type: ignore[assignment]
+    kwargs = {"device": device} if "device" in params else {}
+    try:
+        return factory(**kwargs)
+    except TypeError as exc:
+        raise MetricError(
+            f"metric {target!r}: cannot build it with {kwargs or 'no arguments'}: {exc}"
+        ) from exc
+
+
+def _probe_images() -> list[np.ndarray]:
+    """Two small, different images of different sizes: a metric must score each."""
+    y, x = np.mgrid[0:48, 0:64]
+    ramp = np.stack([x * 4, y * 5, (x + y) * 2], axis=-1).clip(0, 255).astype(np.uint8)
+    checks = (((np.indices((40, 40)).sum(axis=0) // 4) % 2) * 255).astype(np.uint8)
+    return [ramp, np.repeat(checks[..., None], 3, axis=-1)]

@@ -1,0 +1,136 @@
+"""The score cache: hits and misses, what the key covers, concurrent writers, corrupt files."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from banana_tests.cache import FILE, CacheWarning, ScoreCache, identity, identity_key
+from banana_tests.scoring import ScoreBook
+from banana_tests.trajectories import read_imagefolder
+from metrics_under_test.registry import MetricSpec, WeightFile
+from tests.conftest import MakeSet
+
+SPEC = MetricSpec(name="mean", backend="custom", low=0.0, high=255.0, lower_better=False)
+
+
+class Mean:
+    name, lower_better, score_range = "mean", False, (0.0, 255.0)
+
+    def __call__(self, images: Sequence[np.ndarray]) -> list[float]:
+        return [float(img.mean()) for img in images]
+
+
+def test_a_stored_score_is_found_by_image_and_metric_after_reopening(tmp_path: Path) -> None:
+    cache = ScoreCache(tmp_path)
+    assert cache.get("m1", ["img-a", "img-b"]) == {}
+    cache.put("m1", {"img-a": 1.5}, {"name": "m1"})
+    cache.close()
+    again = ScoreCache(tmp_path)
+    assert again.get("m1", ["img-a", "img-b"]) == {"img-a": 1.5}
+    assert again.get("m2", ["img-a"]) == {}
+    assert again._db is not None and again._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_the_key_changes_with_weights_device_and_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    spec = MetricSpec("w", "pyiqa", 0.0, 1.0, True, weights=(WeightFile("w.pth", "https://example/w.pth"),))
+    spec.weights[0].path.parent.mkdir(parents=True)
+    spec.weights[0].path.write_bytes(b"weights v1")
+    cpu = identity_key(identity(spec, "cpu"))
+    assert cpu == identity_key(identity(spec, "cpu"))
+    assert cpu != identity_key(identity(spec, "cuda"))
+    spec.weights[0].path.write_bytes(b"weights v2")
+    assert cpu != identity_key(identity(spec, "cpu"))
+    example = MetricSpec("n", "custom", 0, 20, True, target="metrics_under_test.examples:NoiseSigma")
+    assert identity(example, "cpu")["version"].startswith("1+src.")
+
+
+def test_file_hashes_are_remembered_until_the_file_changes(tmp_path: Path) -> None:
+    cache, weights = ScoreCache(tmp_path / "c"), tmp_path / "w.bin"
+    weights.write_bytes(b"a" * 1000)
+    first = cache.file_hash(weights)
+    assert ScoreCache(tmp_path / "c").file_hash(weights) == first
+    weights.write_bytes(b"b" * 1001)
+    assert cache.file_hash(weights) != first
+
+
+def test_a_second_book_scores_nothing_and_says_so(tmp_path: Path, make_set: MakeSet) -> None:
+    records = read_imagefolder(make_set(seeds=("alpha",), runs=(0,), steps=(1, 5))).select("replicate")
+    built: list[str] = []
+
+    def loader(spec: MetricSpec, device: str) -> Mean:
+        built.append(spec.name)
+        return Mean()
+
+    first = ScoreBook("cpu", loader=loader, cache=ScoreCache(tmp_path / "c"))
+    scores = first.scores(SPEC, records)
+    assert first.cached(SPEC, records) == [False, False]
+    second = ScoreBook("cpu", loader=loader, cache=ScoreCache(tmp_path / "c"))
+    assert second.scores(SPEC, records) == scores
+    assert second.cached(SPEC, records) == [True, True]
+    assert built == ["mean"] and second.images.decodes == 0
+    third = ScoreBook("cuda", loader=loader, cache=ScoreCache(tmp_path / "c"))
+    third.scores(SPEC, records)
+    assert built == ["mean", "mean"]  # another device is another key
+
+
+def _write(directory: str, worker: int, rounds: int) -> None:
+    cache = ScoreCache(Path(directory))
+    for r in range(rounds):
+        cache.put("m", {f"w{worker}-{r}-{i}": float(i) for i in range(20)}, {"name": "m"})
+        cache.get("m", [f"w{1 - worker}-{r}-0"])
+    cache.close()
+
+
+def test_two_processes_write_at_once(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_write, args=(str(tmp_path), w, 100)) for w in (0, 1)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    cache = ScoreCache(tmp_path)
+    keys = [f"w{w}-{r}-{i}" for w in (0, 1) for r in range(100) for i in range(20)]
+    assert len(cache.get("m", keys)) == 4000
+
+
+def _filled(directory: Path) -> Path:
+    cache = ScoreCache(directory)
+    cache.put("m", {f"img{i:05d}": float(i) for i in range(5000)}, {"name": "m"})
+    cache.close()
+    return directory / FILE
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda p: p.write_bytes(b"this is not a database" * 100), id="garbage"),
+        pytest.param(lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]), id="truncated"),
+        pytest.param(
+            lambda p: p.write_bytes(p.read_bytes()[:100] + b"\xff" * 3000 + p.read_bytes()[3100:]),
+            id="scribbled",
+        ),
+        pytest.param(
+            lambda p: sqlite3.connect(p).execute("DROP TABLE identities").connection.commit(), id="schema"
+        ),
+    ],
+)
+def test_a_damaged_file_is_set_aside_and_rebuilt(tmp_path: Path, damage) -> None:  # type: ignore[no-untyped-def]
+    path = _filled(tmp_path)
+    damage(path)
+    before = path.read_bytes()
+    with pytest.warns(CacheWarning, match="moved it to scores.sqlite.corrupt-"):
+        cache = ScoreCache(tmp_path)
+    assert cache.set_aside is not None and cache.set_aside.read_bytes() == before
+    assert cache.get("m", ["img00001"]) == {}
+    cache.put("m", {"img00001": 9.0}, {"name": "m"})
+    assert ScoreCache(tmp_path).get("m", ["img00001"]) == {"img00001": 9.0}

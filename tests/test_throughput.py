@@ -1,0 +1,106 @@
+"""Throughput guarantees that a test can count: each metric's model is built once per worker."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections import Counter
+
+import pytest
+
+from banana_tests.suite import _gpu_driver
+from tests.conftest import write_set
+
+COUNTING = '''
+import os
+
+
+class Counted:
+    """Appends "<name> <pid>" to $BUILD_LOG each time it is constructed."""
+
+    lower_better = False
+    score_range = (0.0, 255.0)
+
+    def __init__(self):
+        with open(os.environ["BUILD_LOG"], "a") as log:
+            log.write(f"{self.name} {os.getpid()}\\n")
+
+    def __call__(self, images):
+        return [float(img.mean()) for img in images]
+
+
+class First(Counted):
+    name = "first"
+
+
+class Second(Counted):
+    name = "second"
+'''
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    write_set(pytester.path / "data", seeds=("alpha", "beta", "gamma"), runs=(0, 1), steps=(1, 5, 10, 20))
+    pytester.makepyfile(
+        test_suite="from banana_tests.test_degradation import test_detects_degradation\n",
+        countmetric=COUNTING,
+    )
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    monkeypatch.setenv("BUILD_LOG", str(pytester.path / "builds.log"))
+    monkeypatch.setenv("TORCH_HOME", str(pytester.path / "torch"))
+    return pytester
+
+
+def verdicts(result: pytest.RunResult) -> int:
+    """Cases with a verdict (passed or failed); errors and skips are not allowed."""
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors", 0) == outcomes.get("skipped", 0) == 0, result.stdout.str()[-2000:]
+    return outcomes.get("passed", 0) + outcomes.get("failed", 0)
+
+
+def test_each_metric_is_built_once_per_worker(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess(
+        "-n", "2", "--dataset=data", "--metric=countmetric:First,countmetric:Second", "--no-cache"
+    )
+    assert verdicts(result) == 18
+    builds = Counter(tuple(line.split()) for line in (suite.path / "builds.log").read_text().splitlines())
+    assert sorted(name for name, _ in builds) == ["first", "second"]  # once each, in one worker each
+    assert set(builds.values()) == {1}
+
+
+def test_a_rerun_from_the_cache_builds_nothing(suite: pytest.Pytester) -> None:
+    args = ("--dataset=data", "--metric=countmetric:First", "--junitxml=j.xml", "-o", "junit_family=xunit1")
+    assert verdicts(suite.runpytest_subprocess(*args)) == 9
+    (suite.path / "builds.log").unlink()
+    assert verdicts(suite.runpytest_subprocess(*args)) == 9
+    assert not (suite.path / "builds.log").exists()
+    cached = {
+        p.get("value")
+        for p in ET.parse(suite.path / "j.xml").iter("property")
+        if p.get("name") == "score_cached"
+    }
+    assert cached == {"true"}
+
+
+def _cuda() -> bool:
+    if not _gpu_driver():
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+@pytest.mark.skipif(not _cuda(), reason="CUDA is not available here")
+def test_the_torch_example_runs_on_cuda(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess(
+        "--dataset=data", "--metric=noise_sigma", "--device=cuda", "--no-cache"
+    )
+    assert verdicts(result) == 9
+
+
+def test_asking_for_cuda_where_there_is_none_is_a_clear_error(suite: pytest.Pytester) -> None:
+    if _cuda():
+        pytest.skip("CUDA is available here")
+    result = suite.runpytest_subprocess(
+        "--dataset=data", "--metric=countmetric:First", "--device=cuda", "--no-cache"
+    )
+    result.stdout.fnmatch_lines(["*--device cuda: CUDA is not available on this machine*"])
