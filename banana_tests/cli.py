@@ -18,13 +18,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="banana-tests", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"banana_tests.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"banana_tests.commands.{name}":
-                raise
-            continue
-        module.add_parser(sub)
+        importlib.import_module(f"banana_tests.commands.{name}").add_parser(sub)
     return p
 
 

@@ -126,13 +126,7 @@ def add_metric_options(addoption: AddOption) -> None:
         default="auto",
         help="where metrics run (default: auto, CUDA when available)",
     )
-    addoption(
-        "--weights-dir",
-        default=os.environ.get("BANANA_WEIGHTS_DIR"),
-        metavar="DIR",
-        help="read-only mirror of pyiqa parameter files, linked into pyiqa's cache as needed "
-        "(default: $BANANA_WEIGHTS_DIR)",
-    )
+    add_weights_option(addoption)
     addoption(
         "--cache-dir",
         default=".banana_cache",
@@ -144,6 +138,17 @@ def add_metric_options(addoption: AddOption) -> None:
         action="store_true",
         default=False,
         help="score everything afresh and leave the score cache alone",
+    )
+
+
+def add_weights_option(addoption: AddOption) -> None:
+    """Where offline parameter files come from; `banana-tests metrics` reads the same option."""
+    addoption(
+        "--weights-dir",
+        default=os.environ.get("BANANA_WEIGHTS_DIR"),
+        metavar="DIR",
+        help="read-only mirror of pyiqa parameter files, linked into pyiqa's cache as needed "
+        "(default: $BANANA_WEIGHTS_DIR)",
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,10 @@ from hypothesis import settings
 from PIL import Image
 
 MakeSet = Callable[..., Path]
+
+# These tests run suites in subprocesses beside each other under xdist: one OpenMP thread each,
+# or the threads fight over the cores (BRISQUE measured 3-20x slower).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # CI stays within minutes: no per-example deadline (first calls import numpy paths), bounded examples.
 settings.register_profile("banana", deadline=None, max_examples=100)

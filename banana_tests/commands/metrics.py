@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from banana_tests.options import add_weights_option
 from metrics_under_test import custom
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import MetricSpec, catalog
@@ -22,12 +22,7 @@ from metrics_under_test.weights import pyiqa_cache_dir
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("metrics", help="list every metric: direction, range, backend, weights here")
     p.add_argument("--json", action="store_true", help="machine-readable output: a JSON list of metrics")
-    p.add_argument(
-        "--weights-dir",
-        default=os.environ.get("BANANA_WEIGHTS_DIR"),
-        metavar="DIR",
-        help="read-only mirror of parameter files the suite would link from (default: $BANANA_WEIGHTS_DIR)",
-    )
+    add_weights_option(p.add_argument)
     p.set_defaults(func=run)
 
 
