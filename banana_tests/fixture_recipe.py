@@ -5,14 +5,13 @@ public-domain images shipped inside scikit-image (`skimage.data`) are sent throu
 `ReplicaEmulator` round after round, as a model asked for "an exact replica" would be.
 `recipe.json` records everything that decides the pixels, so
 
-    python -m banana_tests.fixture_recipe [--out DIR]
+    banana-tests fixtures refresh [--out DIR]
 
 rebuilds the same files, byte for byte, given the same numpy/scipy/Pillow/zlib.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import io
@@ -20,7 +19,6 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +27,9 @@ import numpy as np
 from PIL import Image
 
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
+from banana_tests.trajectories import EMBEDDED
 
-DEFAULT_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "emulated"
+DEFAULT_DIR = EMBEDDED
 RECIPE = "recipe.json"
 METADATA = "metadata.jsonl"
 PROMPT = "Produce an exact replica of the provided image, with no alterations."
@@ -205,23 +204,3 @@ def _write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_DIR, help="output folder (default: %(default)s)")
-    parser.add_argument(
-        "--recipe", type=Path, default=DEFAULT_DIR / RECIPE, help="recipe (default: %(default)s)"
-    )
-    args = parser.parse_args(argv)
-    if not args.recipe.is_file():
-        save_recipe(Recipe(), args.recipe)
-        print(f"wrote default recipe {args.recipe}")
-    rows = build(load_recipe(args.recipe), args.out)
-    size = sum((args.out / r["file_name"]).stat().st_size for r in rows)
-    print(f"{len(rows)} images, {size / 1e6:.1f} MB of PNG in {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from banana_tests.suite import SuiteState
-from banana_tests.trajectories import Record, read_imagefolder
+from banana_tests.trajectories import Record
 from metrics_under_test.registry import MetricSpec
 
 Scores = dict[str, float]
@@ -26,10 +26,9 @@ def score_id(record: Record) -> str:
 
 
 def score_snapshot(state: SuiteState, spec: MetricSpec) -> Scores:
-    """Raw scores of every record of the selected variant, in a stable order."""
-    records = sorted(
-        read_imagefolder(state.dataset).select(state.variant), key=lambda r: (r.seed_image, r.run, r.step)
-    )
+    """Raw scores of every selected record, in a stable order."""
+    state.collect()
+    records = sorted(state.records, key=lambda r: (r.seed_image, r.run, r.step))
     return dict(zip(map(score_id, records), state.book.scores(spec, records), strict=True))
 
 

@@ -15,7 +15,7 @@ from banana_tests.matrix import Matrix
 from banana_tests.plan import CasePlan, parse_steps, plan_cases
 from banana_tests.selection import Selection
 from banana_tests.sources import SourceOptions, from_options, load, with_problems
-from banana_tests.trajectories import DataError
+from banana_tests.trajectories import EMBEDDED, DataError, Record
 from banana_tests.trend import Trend, TrendKey, TrendPlan, measure, plan_trends
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import MetricSpec, UnknownMetric, resolve
@@ -24,37 +24,33 @@ from metrics_under_test.weights import stage
 if TYPE_CHECKING:
     from banana_tests.scoring import ScoreBook
 
-DEFAULT_DATASET = Path(__file__).resolve().parent.parent / "fixtures" / "emulated"
-
 
 @dataclass
 class SuiteState:
     """Options as resolved once per process, the case plans, and this process's scores."""
 
     metrics: dict[str, MetricSpec]
-    dataset: Path
-    steps: list[int] | None
-    reference_step: int
-    variant: str
+    source: SourceOptions
+    selection: Selection
     per_run: bool
     device: str
+    max_pixels: int
+    image_budget_mib: int
+    trend: bool = False
     cache_dir: Path | None = None  # None: --no-cache
+    records: list[Record] = field(default_factory=list)  # the selected records, read at collection
     plans: dict[CaseKey, CasePlan] = field(default_factory=dict)
+    trends: dict[TrendKey, TrendPlan] = field(default_factory=dict)
     matrix: Matrix = field(default_factory=Matrix)
     _book: ScoreBook | None = None
-    source: SourceOptions | None = None  # None: read `dataset` as a canonical folder
-    selection: Selection | None = None
-    max_pixels: int | None = None
-    image_budget_mib: int | None = None
-    trend: bool = False
-    trends: dict[TrendKey, TrendPlan] = field(default_factory=dict)
+    _needs: dict[str, list[Record]] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> SuiteState:
         opt = config.getoption
         try:
             metrics = resolve(opt("metric"))
-            steps = parse_steps(opt("steps"))
+            source, selection = from_options(opt, EMBEDDED, parse_steps(opt("steps")))
         except (UnknownMetric, MetricError, ValueError) as exc:
             raise pytest.UsageError(str(exc)) from exc
         mirror = opt("weights_dir")
@@ -62,50 +58,45 @@ class SuiteState:
             if not Path(mirror).is_dir():
                 raise pytest.UsageError(f"--weights-dir {mirror}: no such directory")
             stage(Path(mirror), ((w.file, w.path) for s in metrics for w in s.weights))
-        dataset = Path(opt("dataset")) if opt("dataset") else DEFAULT_DATASET
-        try:
-            source, selection = from_options(opt, DEFAULT_DATASET, steps)
-        except ValueError as exc:
-            raise pytest.UsageError(str(exc)) from exc
         return cls(
+            metrics={s.name: s for s in metrics},
             source=source,
             selection=selection,
+            per_run=opt("aggregate") == "per-run",
+            device=opt("device"),
             max_pixels=opt("max_pixels"),
             image_budget_mib=opt("image_budget"),
             trend=opt("trend"),
-            metrics={s.name: s for s in metrics},
-            dataset=dataset,
-            steps=steps,
-            reference_step=opt("reference_step"),
-            variant=opt("variant"),
-            per_run=opt("aggregate") == "per-run",
-            device=opt("device"),
             cache_dir=None if opt("no_cache") else config.rootpath / opt("cache_dir"),
         )
+
+    @property
+    def variant(self) -> str:
+        return self.selection.variant
+
+    @property
+    def reference_step(self) -> int:
+        return self.selection.reference_step
 
     def collect(self) -> list[CasePlan]:
         """Read the data set and plan every case; a set that cannot be read stops collection."""
         if not self.plans:
-            steps = None if self.steps is None else tuple(self.steps)
-            source = self.source or SourceOptions(str(self.dataset))
-            selection = self.selection or Selection(
-                self.variant, steps=steps, reference_step=self.reference_step
-            )
             try:
-                loaded = load(source, selection)
+                loaded = load(self.source, self.selection)
             except DataError as exc:
                 raise pytest.UsageError(f"--dataset: {exc}") from exc
             if not loaded.records and not loaded.problems:
                 raise pytest.UsageError(
-                    f"--dataset {source.source}: "
-                    + selection.describe_empty(loaded.variants, loaded.seed_images)
+                    f"--dataset {self.source.source}: "
+                    + self.selection.describe_empty(loaded.variants, loaded.seed_images)
                 )
-            metrics = list(self.metrics)
-            plans = plan_cases(loaded.records, metrics, self.steps, self.reference_step, self.per_run)
-            self.plans = {p.key: p for p in with_problems(plans, loaded.problems, selection, metrics)}
+            self.records = loaded.records
+            metrics, steps = list(self.metrics), self.selection.steps
+            plans = plan_cases(loaded.records, metrics, steps, self.reference_step, self.per_run)
+            self.plans = {p.key: p for p in with_problems(plans, loaded.problems, self.selection, metrics)}
             if self.trend:
-                means = plan_cases(loaded.records, metrics, self.steps, self.reference_step)
-                trends = plan_trends(with_problems(means, loaded.problems, selection, metrics))
+                means = plan_cases(loaded.records, metrics, steps, self.reference_step)
+                trends = plan_trends(with_problems(means, loaded.problems, self.selection, metrics))
                 self.trends = {t.key: t for t in trends}
         return list(self.plans.values())
 
@@ -117,11 +108,17 @@ class SuiteState:
             from banana_tests.scoring import ScoreBook
 
             cache = ScoreCache(self.cache_dir) if self.cache_dir is not None else None
-            images: ImageStore | None = None
-            if self.max_pixels is not None and self.image_budget_mib is not None:
-                images = ImageStore(self.image_budget_mib * 2**20, self.max_pixels)
+            images = ImageStore(self.image_budget_mib * 2**20, self.max_pixels)
             self._book = ScoreBook(resolve_device(self.device), images, cache=cache)
         return self._book
+
+    def needs(self, metric: str) -> list[Record]:
+        """Every record this metric's cases need, so they are scored in one pass."""
+        if metric not in self._needs:
+            self._needs[metric] = [
+                r for p in self.plans.values() if p.key.metric == metric for r in p.records
+            ]
+        return self._needs[metric]
 
     def score_cached(self, key: CaseKey) -> str:
         """JUnit `score_cached`: "true"/"false" when all/none of the case's scores came from the
@@ -141,8 +138,7 @@ class SuiteState:
         if plan.error:
             raise DataError(plan.error)
         spec = self.metrics[key.metric]
-        upcoming = [r for p in self.plans.values() if p.key.metric == key.metric for r in p.records]
-        refs = self.book.scores(spec, [a for a, _ in plan.pairs], upcoming)
+        refs = self.book.scores(spec, [a for a, _ in plan.pairs], self.needs(key.metric))
         steps = self.book.scores(spec, [b for _, b in plan.pairs])
         return gap(spec.scale, refs, steps)
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from banana_tests.distortions import DISTORTIONS, Array
 from banana_tests.plugin import STATE
-from banana_tests.suite import DEFAULT_DATASET
+from banana_tests.trajectories import EMBEDDED
 from metrics_under_test.protocol import Metric, check_scores
 from metrics_under_test.registry import MetricSpec
 
@@ -39,7 +39,7 @@ def clean_images() -> tuple[Array, ...]:
     """The embedded set's seed images before any edit (skimage data): clean, varied content."""
     from banana_tests.fixture_recipe import load_recipe, seed_image
 
-    recipe = load_recipe(DEFAULT_DATASET / "recipe.json")
+    recipe = load_recipe(EMBEDDED / "recipe.json")
     return tuple(np.asarray(seed_image(name, recipe.seed_long_side)) for name in recipe.seed_images)
 
 

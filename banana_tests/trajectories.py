@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 METADATA = "metadata.jsonl"
+EMBEDDED = Path(__file__).resolve().parent.parent / "fixtures" / "emulated"  # the default data set
 REQUIRED = ("file_name", "seed_image", "variant", "run", "step")
 
 

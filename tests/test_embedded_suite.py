@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.suite import DEFAULT_DATASET
-from banana_tests.trajectories import read_imagefolder
+from banana_tests.trajectories import EMBEDDED, read_imagefolder
 
 METRICS = {"brisque": (0.0, 150.0), "niqe": (0.0, 100.0), "piqe": (0.0, 100.0)}  # Table 2, lower is better
 PROPERTIES = {
@@ -54,8 +53,8 @@ def junit(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]
         "--metric=" + ",".join(METRICS),
         f"--junitxml={xml}",
         "--rootdir",
-        str(DEFAULT_DATASET.parents[1]),
-        str(DEFAULT_DATASET.parents[1] / "banana_tests" / "test_degradation.py"),
+        str(EMBEDDED.parents[1]),
+        str(EMBEDDED.parents[1] / "banana_tests" / "test_degradation.py"),
     ]
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=out)
     assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
@@ -82,7 +81,7 @@ def test_every_case_carries_every_property(junit: dict[str, dict[str, str]]) -> 
 def test_every_delta_follows_from_pyiqa_scores(junit: dict[str, dict[str, str]]) -> None:
     """Recompute each Δ with pyiqa on the image files (str paths, one at a time): 0.01 units, same sign."""
     pyiqa = pytest.importorskip("pyiqa")
-    records = read_imagefolder(DEFAULT_DATASET).records
+    records = read_imagefolder(EMBEDDED).records
     paths: dict[tuple[str, int], list[str]] = {}
     for r in records:
         paths.setdefault((r.seed_image, r.step), []).append(str(r.path))
