@@ -16,9 +16,7 @@ import dataclasses
 import hashlib
 import io
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from banana_tests.atomic import write_atomic
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
 from banana_tests.trajectories import EMBEDDED
 
@@ -123,7 +122,7 @@ def load_recipe(path: Path) -> Recipe:
 
 
 def save_recipe(recipe: Recipe, path: Path) -> None:
-    _write_atomic(Path(path), (json.dumps(recipe.to_json(), indent=2) + "\n").encode("utf-8"))
+    write_atomic(Path(path), (json.dumps(recipe.to_json(), indent=2) + "\n").encode("utf-8"))
 
 
 def seed_image(name: str, long_side: int) -> Image.Image:
@@ -156,7 +155,7 @@ def build(recipe: Recipe, out_dir: Path) -> list[dict[str, Any]]:
                     rows.append(_store(recipe, out_dir, image, name, run, step))
     _remove_stale(out_dir / "images", {out_dir / r["file_name"] for r in rows})
     lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    _write_atomic(out_dir / METADATA, lines.encode("utf-8"))
+    write_atomic(out_dir / METADATA, lines.encode("utf-8"))
     save_recipe(recipe, out_dir / RECIPE)
     return rows
 
@@ -168,7 +167,7 @@ def _store(
     image.save(buffer, format="PNG", optimize=True, compress_level=9)
     data = buffer.getvalue()
     file_name = f"images/{name}/run{run}/step{step:03d}.png"
-    _write_atomic(out_dir / file_name, data)
+    write_atomic(out_dir / file_name, data)
     return {
         "file_name": file_name,
         "seed_image": name,
@@ -191,16 +190,3 @@ def _remove_stale(images: Path, keep: set[Path]) -> None:
     for folder in sorted((p for p in images.rglob("*") if p.is_dir()), reverse=True):
         if not any(folder.iterdir()):
             folder.rmdir()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary sibling and `os.replace`, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise

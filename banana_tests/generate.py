@@ -17,7 +17,6 @@ import hashlib
 import io
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from typing import Any, TextIO
 
 from PIL import Image
 
+from banana_tests.atomic import write_atomic
 from banana_tests.editors.base import Editor, EditRequest
 from banana_tests.progress import Progress
 from banana_tests.prompts import Prompt
@@ -150,7 +150,7 @@ def generate(
                         image, row = _edit(job, editor, image, name, run, step)
                         data = _png(image)
                         row["sha256"] = _sha256(data)
-                        _write_atomic(out / row["file_name"], data)
+                        write_atomic(out / row["file_name"], data)
                         _append(fd, (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8"))
                         made, requests = made + 1, requests + row["requests"]
                         progress.advance()
@@ -202,7 +202,7 @@ def _check_settings(out: Path, settings: dict[str, Any]) -> None:
                 f"{out} holds a {METADATA} but no {SETTINGS}: it was not made by `banana-tests generate`;"
                 " choose a new --out folder"
             )
-        _write_atomic(path, (json.dumps(settings, indent=2) + "\n").encode("utf-8"))
+        write_atomic(path, (json.dumps(settings, indent=2) + "\n").encode("utf-8"))
         return
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
@@ -280,20 +280,6 @@ def _png(image: Image.Image) -> bytes:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 def _append(fd: int, line: bytes) -> None:

@@ -6,7 +6,9 @@ score, never when pytest loads this plugin.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -18,6 +20,7 @@ from banana_tests.trend import Trend
 from banana_tests.verdicts import Verdict
 
 STATE = pytest.StashKey[SuiteState]()
+Measured = TypeVar("Measured", Verdict, Trend)
 CASE_FIXTURE = "banana_case"
 TREND_FIXTURE = "banana_trend"
 TREND_MODULE = Path(__file__).resolve().parent / "test_trend.py"
@@ -65,42 +68,53 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 @pytest.fixture
 def banana_trend(request: pytest.FixtureRequest, record_property) -> Trend:  # type: ignore[no-untyped-def]
     """One (metric, seed image) trend, with its JUnit properties; skips when the metric cannot load."""
-    from metrics_under_test.pyiqa_backend import MissingWeights
-
     state = request.config.stash[STATE]
     plan = state.trends[request.param]
-    for name, value in plan.key.as_properties().items():
-        record_property(name, value)
-    record_property("reference_step", str(plan.reference_step))
-    record_property("variant", state.variant)
-    try:
-        trend = state.trend_of(plan.key)
-    except MissingWeights as exc:
-        pytest.skip(str(exc))
-    for name, value in trend.properties().items():
-        record_property(name, value)
-    return trend
+    return _measured(
+        record_property,
+        plan.key.as_properties(),
+        plan.reference_step,
+        state.variant,
+        lambda: state.trend_of(plan.key),
+    )
 
 
 @pytest.fixture
 def banana_case(request: pytest.FixtureRequest, record_property) -> Verdict:  # type: ignore[no-untyped-def]
     """The case's verdict, with its JUnit properties recorded; skips when the metric cannot load."""
-    from metrics_under_test.pyiqa_backend import MissingWeights
-
     state = request.config.stash[STATE]
     plan = state.plans[request.param]
-    for name, value in plan.key.as_properties().items():
-        record_property(name, value)
-    record_property("reference_step", str(plan.reference_step))
-    record_property("variant", state.variant)
-    try:
-        verdict = Verdict(plan.key, plan.reference_step, state.gap(plan.key))
-    except MissingWeights as exc:
-        pytest.skip(str(exc))
-    for name, value in verdict.properties().items():
-        record_property(name, value)
+    verdict = _measured(
+        record_property,
+        plan.key.as_properties(),
+        plan.reference_step,
+        state.variant,
+        lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key)),
+    )
     record_property("score_cached", state.score_cached(plan.key))
     return verdict
+
+
+def _measured(
+    record_property: Callable[[str, object], None],
+    identity: dict[str, str],
+    reference_step: int,
+    variant: str,
+    measure: Callable[[], Measured],
+) -> Measured:
+    """Record the case's identity first (so a skip or error still names it), then measure it and
+    record its figures; a metric that cannot load skips the case."""
+    from metrics_under_test.pyiqa_backend import MissingWeights
+
+    for name, value in {**identity, "reference_step": str(reference_step), "variant": variant}.items():
+        record_property(name, value)
+    try:
+        result = measure()
+    except MissingWeights as exc:
+        pytest.skip(str(exc))
+    for name, value in result.properties().items():
+        record_property(name, value)
+    return result
 
 
 class MatrixReporter:
