@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from banana_tests.fixture_recipe import DEFAULT_DIR, RECIPE
+from banana_tests.trajectories import EMBEDDED
 
 
 def add_parser(subparsers: Any) -> None:
@@ -16,18 +16,19 @@ def add_parser(subparsers: Any) -> None:
     refresh = actions.add_parser(
         "refresh", help="regenerate the set from its recorded recipe (byte for byte on the same libraries)"
     )
-    refresh.add_argument("--recipe", type=Path, default=DEFAULT_DIR / RECIPE, help="default: %(default)s")
-    refresh.add_argument("--out", type=Path, default=DEFAULT_DIR, help="default: %(default)s")
+    refresh.add_argument("--recipe", type=Path, default=None, help="default: the committed recipe.json")
+    refresh.add_argument("--out", type=Path, default=EMBEDDED, help="default: %(default)s")
     refresh.set_defaults(func=run_refresh)
 
 
 def run_refresh(args: argparse.Namespace) -> int:
-    from banana_tests.fixture_recipe import build, load_recipe
+    from banana_tests.fixture_recipe import RECIPE, build, load_recipe
 
-    if not args.recipe.is_file():
-        print(f"banana-tests fixtures refresh: error: no recipe at {args.recipe}", file=sys.stderr)
+    recipe = args.recipe or EMBEDDED / RECIPE
+    if not recipe.is_file():
+        print(f"banana-tests fixtures refresh: error: no recipe at {recipe}", file=sys.stderr)
         return 1
-    rows = build(load_recipe(args.recipe), args.out)
+    rows = build(load_recipe(recipe), args.out)
     size = sum((args.out / r["file_name"]).stat().st_size for r in rows)
     print(f"{len(rows)} images, {size / 1e6:.1f} MB of PNG in {args.out}")
     return 0
