@@ -25,15 +25,6 @@ class MissingWeights(Exception):
     """A metric's parameter files are not here and cannot be downloaded now."""
 
 
-def threads_per_worker(default: int) -> int:
-    """Split the cores between xdist workers: two workers each spinning two OpenMP threads on
-    two cores made BRISQUE 3-20x slower here than one thread each."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    if workers <= 1:
-        return default
-    return max(1, (os.cpu_count() or 1) // workers)
-
-
 def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
 
@@ -63,7 +54,6 @@ class PyiqaMetric:
         import pyiqa
         import torch
 
-        torch.set_num_threads(threads_per_worker(torch.get_num_threads()))
         self.name = spec.name
         self.lower_better = spec.lower_better
         self.score_range = (spec.low, spec.high)
