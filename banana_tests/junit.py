@@ -15,6 +15,7 @@ from pathlib import Path
 
 from banana_tests.cases import CaseKey, strip_xdist_group
 from banana_tests.matrix import Cell, Matrix
+from banana_tests.reports.trends import TrendSeries
 
 CASE_PREFIX = "test_detects_degradation["
 # Properties that vary per case; every other testcase property is run metadata (variant, ...).
@@ -59,14 +60,25 @@ class Replacement:
         )
 
 
+@dataclass(frozen=True)
+class SourcedTrend:
+    """A trend case's series, ordered like `Sourced` so the newest of a repeated trend wins."""
+
+    series: TrendSeries
+    timestamp: datetime
+    order: tuple[int, int]
+
+
 @dataclass
 class Reading:
-    """The merged matrix, the replacements made, and the run metadata found in the files."""
+    """The merged matrix, the replacements made, the run metadata found in the files, and the
+    series of any trend cases (`--trend`), newest per (metric, seed image)."""
 
     matrix: Matrix
     replaced: list[Replacement] = field(default_factory=list)
     metadata: dict[str, list[str]] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
+    trends: list[TrendSeries] = field(default_factory=list)
 
 
 def read_junit(paths: Sequence[Path]) -> Reading:
@@ -74,10 +86,14 @@ def read_junit(paths: Sequence[Path]) -> Reading:
     if not paths:
         raise JUnitError("no JUnit XML files given")
     sourced: list[Sourced] = []
+    trends: list[SourcedTrend] = []
     metadata: dict[str, set[str]] = {}
     for index, path in enumerate(paths):
         before = len(sourced)
         for item, props in _read_file(Path(path), index):
+            if isinstance(item, SourcedTrend):
+                trends.append(item)
+                continue
             sourced.append(item)
             for name, value in props.items():
                 metadata.setdefault(name, set()).add(value)
@@ -89,6 +105,8 @@ def read_junit(paths: Sequence[Path]) -> Reading:
     sourced.sort(key=lambda s: (s.timestamp, s.order))
     reading = Reading(Matrix(), metadata={k: sorted(v) for k, v in sorted(metadata.items())})
     reading.files = [Path(p) for p in paths]
+    newest = {(t.series.metric, t.series.seed_image): t.series for t in sorted(trends, key=_when)}
+    reading.trends = [newest[k] for k in sorted(newest)]
     latest: dict[CaseKey, Sourced] = {}
     for item in sourced:
         reading.matrix.add(item.cell)
@@ -99,8 +117,13 @@ def read_junit(paths: Sequence[Path]) -> Reading:
     return reading
 
 
-def _read_file(path: Path, index: int) -> Iterator[tuple[Sourced, dict[str, str]]]:
-    """Each suite case in one file, with the file's run metadata: suite and non-case properties."""
+def _when(item: SourcedTrend) -> tuple[datetime, tuple[int, int]]:
+    return item.timestamp, item.order
+
+
+def _read_file(path: Path, index: int) -> Iterator[tuple[Sourced | SourcedTrend, dict[str, str]]]:
+    """Each suite case in one file, with the file's run metadata: suite and non-case properties.
+    Trend cases come with no metadata (their Δ cases carry it)."""
     try:
         root = ET.parse(path).getroot()
     except (ET.ParseError, OSError) as exc:
@@ -115,6 +138,14 @@ def _read_file(path: Path, index: int) -> Iterator[tuple[Sourced, dict[str, str]
         for case in suite.findall("testcase"):
             name = strip_xdist_group(case.get("name", ""))
             props = _properties(case)
+            if props.get("kind") == "trend" and "trend_series" in props:
+                try:
+                    series = TrendSeries.from_properties(props)
+                except (KeyError, ValueError) as exc:
+                    raise JUnitError(f"{path}: trend testcase {name!r}: {exc}") from exc
+                yield SourcedTrend(series, stamp, (index, position)), {}
+                position += 1
+                continue
             if (not name.startswith(CASE_PREFIX) and "metric" not in props) or "kind" in props:
                 continue  # not a Δ case: another test, or a trend case (kind=trend)
             outcome, message = _outcome(case)

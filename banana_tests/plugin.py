@@ -74,7 +74,7 @@ def banana_trend(request: pytest.FixtureRequest, record_property) -> Trend:  # t
         record_property,
         plan.key.as_properties(),
         plan.reference_step,
-        state.variant,
+        _run_properties(state),
         lambda: state.trend_of(plan.key),
     )
 
@@ -88,7 +88,7 @@ def banana_case(request: pytest.FixtureRequest, record_property) -> Verdict:  # 
         record_property,
         plan.key.as_properties(),
         plan.reference_step,
-        state.variant,
+        _run_properties(state),
         lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key)),
     )
     record_property("score_cached", state.score_cached(plan.key))
@@ -99,14 +99,14 @@ def _measured(
     record_property: Callable[[str, object], None],
     identity: dict[str, str],
     reference_step: int,
-    variant: str,
+    run: dict[str, str],
     measure: Callable[[], Measured],
 ) -> Measured:
     """Record the case's identity first (so a skip or error still names it), then measure it and
     record its figures; a metric that cannot load skips the case."""
     from metrics_under_test.pyiqa_backend import MissingWeights
 
-    for name, value in {**identity, "reference_step": str(reference_step), "variant": variant}.items():
+    for name, value in {**identity, "reference_step": str(reference_step), **run}.items():
         record_property(name, value)
     try:
         result = measure()
@@ -115,6 +115,13 @@ def _measured(
     for name, value in result.properties().items():
         record_property(name, value)
     return result
+
+
+def _run_properties(state: SuiteState) -> dict[str, str]:
+    """What every case records about its run, for the report's Run table."""
+    from banana_tests.versions import package_versions
+
+    return {"variant": state.variant, "dataset": state.source.source, "versions": package_versions()}
 
 
 class MatrixReporter:

@@ -8,6 +8,7 @@ paper's "humans see it at 5-10 steps, the generator admits it at 20-37".
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,11 +53,15 @@ class TrendPlan:
 
 @dataclass(frozen=True)
 class Trend:
-    """Normalised run-mean scores by step (the reference included) and what they show."""
+    """Normalised run-mean scores by step (the reference included) and what they show.
+
+    `spread` holds each step's (min, max) normalised score over the runs, for the report's band.
+    """
 
     key: TrendKey
     reference_step: int
     points: tuple[tuple[int, float], ...]
+    spread: tuple[tuple[int, float, float], ...] = ()
 
     @property
     def reference(self) -> float:
@@ -91,12 +96,19 @@ class Trend:
             f"Spearman ρ = {self.spearman:+.3f} over {len(self.points)} steps{rows}"
         )
 
+    def series(self) -> list[tuple[int, float, float, float]]:
+        """(step, run mean, min over runs, max over runs) per step, normalised; without a spread
+        the band collapses onto the mean."""
+        spread = {s: (lo, hi) for s, lo, hi in self.spread}
+        return [(s, n, *spread.get(s, (n, n))) for s, n in sorted(self.points)]
+
     def properties(self) -> dict[str, str]:
         first = self.first_detection_step
         return {
             "spearman": repr(self.spearman),
             "first_detection_step": "none" if first is None else str(first),
             "trend_steps": ",".join(str(s) for s, _ in sorted(self.points)),
+            "trend_series": json.dumps(self.series(), separators=(",", ":")),
         }
 
 
@@ -117,17 +129,32 @@ def plan_trends(plans: Sequence[CasePlan]) -> list[TrendPlan]:
 
 
 def measure(plan: TrendPlan, spec: MetricSpec, book: ScoreBook) -> Trend:
-    """Score the plan's images (each once, in one pass) and normalise the run means by step."""
+    """Score the plan's images (each once, in one pass) and normalise the run means by step,
+    keeping each step's spread over the runs."""
     if plan.error:
         raise DataError(plan.error)
     upcoming = [r for p in plan.steps for r in p.records]
-    points = []
+    points: list[tuple[int, float]] = []
+    spread: list[tuple[int, float, float]] = []
     for p in plan.steps:
         refs = book.scores(spec, [a for a, _ in p.pairs], upcoming)
-        g = gap(spec.scale, refs, book.scores(spec, [b for _, b in p.pairs]))
+        cur = book.scores(spec, [b for _, b in p.pairs])
+        g = gap(spec.scale, refs, cur)
         points.append((p.key.step, g.norm_step))
-        reference = g.norm_reference
-    return Trend(plan.key, plan.reference_step, ((plan.reference_step, reference), *points))
+        spread.append((p.key.step, *_range(spec, cur)))
+        reference, reference_range = g.norm_reference, _range(spec, refs)
+    return Trend(
+        plan.key,
+        plan.reference_step,
+        ((plan.reference_step, reference), *points),
+        ((plan.reference_step, *reference_range), *spread),
+    )
+
+
+def _range(spec: MetricSpec, scores: Sequence[float]) -> tuple[float, float]:
+    """The lowest and highest normalised score over the runs."""
+    norms = [spec.scale.normalise(s) for s in scores]
+    return min(norms), max(norms)
 
 
 def _ranks(values: np.ndarray) -> np.ndarray:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from banana_tests.junit import JUnitError, Reading, read_junit
 from banana_tests.matrix import Matrix
+from banana_tests.reports.trends import TrendSeries
+from banana_tests.versions import RUN_PACKAGES, package_versions
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -54,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     notes: list[tuple[str, str]] = []
     summary_extra = ""
+    trends: list[TrendSeries] = []
     if args.paper_only:
         matrix = Matrix.of(paper_cells())
         metadata = {
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         except JUnitError as exc:
             print(f"banana-tests report: {exc}", file=sys.stderr)
             return 2
-        matrix, title = reading.matrix, "banana-tests failure matrix"
+        matrix, title, trends = reading.matrix, "banana-tests failure matrix", reading.trends
         metadata = _metadata(reading)
         if reading.replaced:
             lines = [r.describe() for r in reading.replaced]
@@ -75,13 +77,13 @@ def run(args: argparse.Namespace) -> int:
             for line in lines:
                 print(f"  {line}", file=sys.stderr)
             notes.append(("Cases seen twice (newest kept)", "\n".join(lines)))
-    metadata = {**metadata, **_shape(matrix), "report tool": _versions()}
+    metadata = {**metadata, **_shape(matrix), "report tool": package_versions((*RUN_PACKAGES, "matplotlib"))}
     if args.compare_paper:
         text = comparison_markdown(compare(matrix, Matrix.of(paper_cells())))
         print(text)
         notes.append(("Compared with the paper", text))
         summary_extra = text
-    written = write_report(matrix, args.out, metadata, title, notes, summary_extra)
+    written = write_report(matrix, args.out, metadata, title, notes, summary_extra, trends)
     if args.write_baseline:
         from banana_tests.baseline import write_baseline
 
@@ -107,13 +109,3 @@ def _shape(matrix: Matrix) -> dict[str, str]:
         "steps": ", ".join(str(s) for s in matrix.steps),
         "cases": str(len(matrix.cells)),
     }
-
-
-def _versions() -> str:
-    found = []
-    for name in ("banana-tests", "pyiqa", "torch", "matplotlib"):
-        try:
-            found.append(f"{name} {version(name)}")
-        except PackageNotFoundError:
-            continue
-    return ", ".join(found)

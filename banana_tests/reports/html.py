@@ -80,9 +80,10 @@ def render_html(
     metadata: Mapping[str, str],
     title: str,
     notes: Sequence[tuple[str, str]] = (),
+    trends: Sequence[Path] = (),
 ) -> str:
     """The page: run metadata, per-metric summary, figures, `notes` (heading, preformatted
-    text, e.g. the paper comparison or replaced cases), then every cell."""
+    text, e.g. the paper comparison or replaced cases), the trend figures if any, then every cell."""
     summary = _table(
         ["metric", "cases", "passed", "failed", "skipped", "error", "worst Δ"],
         (
@@ -119,5 +120,12 @@ def render_html(
         parts += [f"<h2>{escape(heading)}</h2>", f"<pre>{escape(text)}</pre>"]
     parts.append("<h2>Figures</h2>")
     parts += [_figure(p) for p in figures if p.suffix == ".png"]
+    if trends:
+        parts.append("<h2>Trends</h2>")
+        parts.append(
+            "<p>Normalised score against step per seed image: the run mean per metric, a band for "
+            "the spread over runs, and the reference score dashed.</p>"
+        )
+        parts += [_figure(p) for p in trends if p.suffix == ".png"]
     parts += ["<h2>Every case</h2>", cells, f"<script>{_SORT}</script>", "</body></html>"]
     return "\n".join(parts) + "\n"

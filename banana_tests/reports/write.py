@@ -8,6 +8,7 @@ from pathlib import Path
 from banana_tests.matrix import Matrix
 from banana_tests.reports.html import render_html
 from banana_tests.reports.tables import matrix_csv, summary_markdown
+from banana_tests.reports.trends import TrendSeries, render_trends
 
 
 def write_report(
@@ -17,9 +18,11 @@ def write_report(
     title: str,
     notes: Sequence[tuple[str, str]] = (),
     summary_extra: str = "",
+    trends: Sequence[TrendSeries] = (),
 ) -> list[Path]:
-    """matrix.csv, summary.md (with `summary_extra` below it), the figures and report.html
-    (with `notes`: a heading and preformatted text each)."""
+    """matrix.csv, summary.md (with `summary_extra` below it), the figures, a trend figure per
+    seed image when `trends` are given, and report.html (with `notes`: a heading and
+    preformatted text each)."""
     from banana_tests.reports.figures import render_figures
 
     out.mkdir(parents=True, exist_ok=True)
@@ -28,6 +31,7 @@ def write_report(
     summary = summary_markdown(matrix, title)
     written[1].write_text(summary + (f"\n{summary_extra}" if summary_extra else ""), encoding="utf-8")
     figures = render_figures(matrix, out)
+    trend_figures = render_trends(trends, out)
     page = out / "report.html"
-    page.write_text(render_html(matrix, figures, metadata, title, notes), encoding="utf-8")
-    return [*written, *figures, page]
+    page.write_text(render_html(matrix, figures, metadata, title, notes, trend_figures), encoding="utf-8")
+    return [*written, *figures, *trend_figures, page]

@@ -1,0 +1,82 @@
+"""Trend figures: normalised score against step per seed image, read back from trend cases.
+
+Each `--trend` case records its series as the JUnit property `trend_series`: a JSON list of
+`[step, run mean, min over runs, max over runs]`, normalised. The figure draws the run mean per
+metric with a band for the spread over runs, so a falling score stands out from run-to-run noise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from banana_tests.reports.figures import _pyplot, _save
+
+UNSAFE = re.compile(r"[^\w.-]")  # characters a seed image name may not bring into a file name
+
+
+@dataclass(frozen=True)
+class TrendSeries:
+    """One (metric, seed image) trend: (step, mean, low, high) rows, sorted by step."""
+
+    metric: str
+    seed_image: str
+    reference_step: int
+    rows: tuple[tuple[int, float, float, float], ...]
+
+    @property
+    def reference(self) -> float:
+        """The run-mean normalised score at the reference step."""
+        return next(mean for step, mean, _, _ in self.rows if step == self.reference_step)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> TrendSeries:
+        """From a trend case's properties; ValueError (naming the property) when malformed."""
+        text = props["trend_series"]
+        try:
+            rows = tuple((int(s), float(mean), float(lo), float(hi)) for s, mean, lo, hi in json.loads(text))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"trend_series {text!r} is not a JSON list of [step, mean, min, max]") from exc
+        reference_step = int(props["reference_step"])
+        if reference_step not in {r[0] for r in rows}:
+            raise ValueError(f"trend_series has no row for the reference step {reference_step}")
+        return cls(props["metric"], props["seed_image"], reference_step, tuple(sorted(rows)))
+
+
+def trend_figure(seed_image: str, series: Sequence[TrendSeries], stem: Path) -> list[Path]:
+    """Normalised score against step on one seed image: a line per metric (run mean), a band for
+    the min–max over runs, and a dashed line at each metric's reference score."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    colours = plt.get_cmap("tab10")
+    for i, s in enumerate(sorted(series, key=lambda s: s.metric)):
+        colour = colours(i % 10)
+        steps = [r[0] for r in s.rows]
+        ax.fill_between(steps, [r[2] for r in s.rows], [r[3] for r in s.rows], color=colour, alpha=0.2, lw=0)
+        ax.plot(steps, [r[1] for r in s.rows], marker="o", color=colour, label=s.metric)
+        ax.axhline(s.reference, color=colour, ls="--", lw=0.8)
+    all_steps = sorted({r[0] for s in series for r in s.rows})
+    ax.set_xticks(all_steps)
+    ax.set_xlabel("editing step")
+    ax.set_ylabel("normalised score (higher = better)")
+    ax.set_title(f"{seed_image}: run mean, band = min–max over runs, dashed = reference", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    try:
+        return _save(fig, stem)
+    finally:
+        plt.close(fig)
+
+
+def render_trends(trends: Sequence[TrendSeries], out: Path) -> list[Path]:
+    """trend_<seed image>.png/.svg for every seed image with trend data."""
+    by_seed: dict[str, list[TrendSeries]] = {}
+    for t in trends:
+        by_seed.setdefault(t.seed_image, []).append(t)
+    paths: list[Path] = []
+    for seed in sorted(by_seed):
+        paths += trend_figure(seed, by_seed[seed], out / ("trend_" + UNSAFE.sub("_", seed)))
+    return paths
