@@ -63,6 +63,16 @@ def write_set(
     return root
 
 
+SUITE_MODULE = "from banana_tests.test_degradation import test_detects_degradation  # noqa: F401\n"
+
+
+def offline(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
+    """What a fresh machine without a network has: no downloads, an empty pyiqa cache, no mirror."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TORCH_HOME", str(root / "torch"))
+    monkeypatch.delenv("BANANA_WEIGHTS_DIR", raising=False)
+
+
 @pytest.fixture
 def make_set(tmp_path: Path) -> MakeSet:
     def make(name: str = "set", **kwargs: Any) -> Path:

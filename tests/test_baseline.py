@@ -15,7 +15,7 @@ from banana_tests.matrix import Cell, Matrix
 from banana_tests.paper import paper_cells
 from banana_tests.paper_baseline import FIXTURE
 from metrics_under_test.table2 import PAPER_METRICS
-from tests.conftest import write_set
+from tests.conftest import SUITE_MODULE, offline, write_set
 
 # The paper's published failure counts (Δ ≥ 0 out of 36 cells), by paper name.
 PUBLISHED = {
@@ -66,17 +66,12 @@ def test_paper_baseline_is_the_figure5_sign_matrix() -> None:
     assert CaseKey("brisque", "Dongpo", 5) in load_baseline(FIXTURE)  # Δ = 5.2 in Figure 4
 
 
-SUITE = "from banana_tests.test_degradation import test_detects_degradation  # noqa: F401\n"
-
-
 @pytest.fixture
 def gated(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A tiny set where step-1 cases fail (Δ1 = 0 exactly) and step-20 cases (heavy noise) pass."""
     write_set(pytester.path / "data", seeds=("alpha", "beta"), runs=(0,), steps=(1, 20))
-    pytester.makepyfile(test_suite=SUITE)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TORCH_HOME", str(pytester.path / "torch"))
-    monkeypatch.delenv("BANANA_WEIGHTS_DIR", raising=False)
+    pytester.makepyfile(test_suite=SUITE_MODULE)
+    offline(monkeypatch, pytester.path)
     return pytester
 
 

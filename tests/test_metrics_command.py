@@ -12,6 +12,7 @@ import pytest
 from banana_tests.cli import main
 from metrics_under_test.registry import CATALOG, catalog
 from metrics_under_test.weights import stage
+from tests.conftest import offline
 
 MIRROR = Path(__file__).resolve().parents[2] / "shared" / "pyiqa-weights"
 
@@ -23,8 +24,7 @@ def listing(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, dict]: 
 
 @pytest.fixture(autouse=True)
 def empty_torch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
-    monkeypatch.delenv("BANANA_WEIGHTS_DIR", raising=False)
+    offline(monkeypatch, tmp_path)
     return tmp_path / "torch"
 
 

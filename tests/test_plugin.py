@@ -11,19 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_set
-
-SUITE = "from banana_tests.test_degradation import test_detects_degradation  # noqa: F401\n"
+from tests.conftest import SUITE_MODULE, offline, write_set
 
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester folder with a tiny trajectory set and the suite's test module."""
     write_set(pytester.path / "data", seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
-    pytester.makepyfile(test_suite=SUITE)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TORCH_HOME", str(pytester.path / "torch"))
-    monkeypatch.delenv("BANANA_WEIGHTS_DIR", raising=False)
+    pytester.makepyfile(test_suite=SUITE_MODULE)
+    offline(monkeypatch, pytester.path)
     return pytester
 
 

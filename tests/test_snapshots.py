@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_set
+from tests.conftest import offline, write_set
 
 pytest.importorskip("syrupy")
 
@@ -21,9 +21,7 @@ MODULE = (
 def snapped(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     write_set(pytester.path / "data", seeds=("alpha", "beta"), runs=(0,), steps=(1, 5))
     pytester.makepyfile(test_snap=MODULE)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TORCH_HOME", str(pytester.path / "torch"))
-    monkeypatch.delenv("BANANA_WEIGHTS_DIR", raising=False)
+    offline(monkeypatch, pytester.path)
     return pytester
 
 
