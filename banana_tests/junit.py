@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -156,10 +156,7 @@ def _read_file(path: Path, index: int) -> Iterator[tuple[Sourced | SourcedTrend,
                     f"{path}: testcase {name!r} lacks the suite's properties ({exc}); "
                     "was it written by banana-tests with junit_family xunit1 or xunit2?"
                 ) from exc
-            if cell.delta is not None:
-                # As in the terminal matrix: a case with a gap keeps its verdict, even where a
-                # baseline turned it into xfail (<skipped>) or a strict XPASS (<failure>).
-                cell = replace(cell, outcome="failed" if cell.delta >= 0 else "passed")
+            cell = cell.as_verdict()  # xfail (<skipped>) or strict XPASS (<failure>) under a baseline
             meta = {**suite_props, **{k: v for k, v in props.items() if k not in CASE_PROPERTIES}}
             yield Sourced(cell, path, stamp, (index, position)), meta
             position += 1

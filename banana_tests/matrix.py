@@ -7,7 +7,7 @@ Cells are built from a case's JUnit properties, whether they come from live test
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from banana_tests.cases import CaseKey
 
@@ -48,6 +48,13 @@ class Cell:
             None if runs in (None, "") else int(runs),
             message,
         )
+
+    def as_verdict(self) -> Cell:
+        """The cell as its Δ decides it. Under --baseline a report says xfail or XPASS; the
+        matrix (terminal and `report` alike) keeps the verdict: failed when Δ ≥ 0."""
+        if self.delta is None:
+            return self
+        return replace(self, outcome="failed" if self.delta >= 0 else "passed")
 
 
 @dataclass
@@ -102,10 +109,11 @@ class Matrix:
     def steps(self) -> list[int]:
         return sorted({k.step for k in self.cells})
 
-    def counts(self, metric: str, seed_image: str) -> OutcomeCounts:
+    def counts(self, metric: str, seed_image: str | None = None) -> OutcomeCounts:
+        """Outcomes of one metric's cells: on one seed image, or on all of them."""
         c = OutcomeCounts()
         for k, cell in self.cells.items():
-            if k.metric == metric and k.seed_image == seed_image:
+            if k.metric == metric and seed_image in (None, k.seed_image):
                 c.add(cell.outcome)
         return c
 
@@ -121,13 +129,6 @@ class Matrix:
         for seed in seeds:
             row = [self.counts(m, seed).label().rjust(width) for m in metrics]
             lines.append(seed.ljust(first) + " " + " ".join(row))
-        totals = [self.total(m).label().rjust(width) for m in metrics]
+        totals = [self.counts(m).label().rjust(width) for m in metrics]
         lines.append("total".ljust(first) + " " + " ".join(totals))
         return lines
-
-    def total(self, metric: str) -> OutcomeCounts:
-        c = OutcomeCounts()
-        for k, cell in self.cells.items():
-            if k.metric == metric:
-                c.add(cell.outcome)
-        return c

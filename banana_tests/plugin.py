@@ -136,10 +136,7 @@ class MatrixReporter:
         if "metric" not in props or "step" not in props or not final:
             return  # trend cases (no `step`) are not matrix cells
         outcome = "error" if report.when == "setup" and report.failed else report.outcome
-        if report.when == "call" and props.get("delta"):
-            # Under --baseline, xfail/XPASS change the report's outcome; the cell keeps its verdict.
-            outcome = "failed" if float(props["delta"]) >= 0 else "passed"
-        self.state.matrix.add(Cell.from_properties(outcome, props))
+        self.state.matrix.add(Cell.from_properties(outcome, props).as_verdict())
 
     def pytest_terminal_summary(self, terminalreporter) -> None:  # type: ignore[no-untyped-def]
         lines = self.state.matrix.render()

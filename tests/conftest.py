@@ -63,6 +63,10 @@ def write_set(
     return root
 
 
+# The JUnit properties issue 2 requires on every Δ case: together they rebuild the matrix.
+CASE_PROPERTIES = frozenset(
+    {"metric", "seed_image", "step", "reference_step", "delta", "score_reference", "score_step", "runs"}
+)
 SUITE_MODULE = "from banana_tests.test_degradation import test_detects_degradation  # noqa: F401\n"
 
 

@@ -16,18 +16,9 @@ from pathlib import Path
 import pytest
 
 from banana_tests.trajectories import EMBEDDED, read_imagefolder
+from tests.conftest import CASE_PROPERTIES
 
 METRICS = {"brisque": (0.0, 150.0), "niqe": (0.0, 100.0), "piqe": (0.0, 100.0)}  # Table 2, lower is better
-PROPERTIES = {
-    "metric",
-    "seed_image",
-    "step",
-    "reference_step",
-    "delta",
-    "score_reference",
-    "score_step",
-    "runs",
-}
 MIRROR = os.environ.get("BANANA_WEIGHTS_DIR", "")
 
 
@@ -104,7 +95,7 @@ def test_control_degradations_give_a_verdict_for_every_metric(suite_run: Cases) 
 
 def test_every_case_carries_every_property(junit: dict[str, dict[str, str]]) -> None:
     for name, props in junit.items():
-        assert set(props) >= PROPERTIES, (name, sorted(PROPERTIES - set(props)))
+        assert set(props) >= CASE_PROPERTIES, (name, sorted(CASE_PROPERTIES - set(props)))
 
 
 def test_every_delta_follows_from_pyiqa_scores(junit: dict[str, dict[str, str]]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SUITE_MODULE, offline, write_set
+from tests.conftest import CASE_PROPERTIES, SUITE_MODULE, offline, write_set
 
 
 @pytest.fixture
@@ -48,16 +48,7 @@ def test_one_case_per_metric_seed_and_step(suite: pytest.Pytester) -> None:
 def test_junit_properties_rebuild_the_case(suite: pytest.Pytester) -> None:
     suite.runpytest_subprocess("--dataset=data", "--metric=piqe", "--steps=20", "--junitxml=j.xml")
     for name, (outcome, props) in cases(suite.path / "j.xml").items():
-        assert set(props) >= {
-            "metric",
-            "seed_image",
-            "step",
-            "reference_step",
-            "delta",
-            "score_reference",
-            "score_step",
-            "runs",
-        }, name
+        assert set(props) >= CASE_PROPERTIES, name
         assert props["step"] == "20" and props["reference_step"] == "1" and props["runs"] == "2"
         lo, hi = 0.0, 100.0  # PIQE, lower is better
         ref, cur = float(props["score_reference"]), float(props["score_step"])

@@ -131,7 +131,7 @@ def failure_counts(matrix: Matrix, stem: Path) -> list[Path]:
     cmap = plt.get_cmap("Reds")
     labels = []
     for col in cols:
-        t = matrix.total(col)
+        t = matrix.counts(col)
         labels.append(f"{col} ({t.failed}/{t.passed + t.failed})")
     fig, ax = _axes(plt, rows, cols, labels)
     counts: dict[tuple[str, str], list[Cell]] = {}

@@ -88,7 +88,7 @@ class MetricSummary:
 def summarise(matrix: Matrix) -> list[MetricSummary]:
     out = []
     for metric in matrix.metrics:
-        t = matrix.total(metric)
+        t = matrix.counts(metric)
         deltas = [
             c.delta
             for k, c in matrix.cells.items()
