@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import gc
-import os
-import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from banana_tests.cache import ScoreCache, file_sha256, identity, identity_key
 from banana_tests.images import ImageStore
+from banana_tests.process_tuning import (
+    freeze_heap_at_exit,
+    keep_freed_memory,
+    release_freed_memory,
+    share_cores,
+)
 from banana_tests.trajectories import DataError, Record
 from metrics_under_test.protocol import Image, Metric, check_scores
 from metrics_under_test.registry import MetricSpec
 
 BATCH = 16
+# NIQE's largest buffer is ~400 B per pixel: this keeps it below process_tuning.MMAP_THRESHOLD.
+BATCH_PIXELS = 2**19
 WINDOW_BYTES = 64 * 2**20  # decoded images per window, scored after the whole window is decoded
 
 Loader = Callable[[MetricSpec, str], Metric]
@@ -32,18 +38,28 @@ def load_metric(spec: MetricSpec, device: str) -> Metric:
 
         metric = PyiqaMetric(spec, device)
     share_cores()
+    keep_freed_memory()
+    freeze_heap_at_exit()
     return metric
 
 
-def share_cores() -> None:
-    """Under xdist, give torch this worker's share of the cores. Each worker's torch otherwise
-    starts one thread per core, and n workers × n spinning threads made `-n 2` slower than `-n 0`
-    on two cores. An explicit OMP_NUM_THREADS is left alone; without torch loaded there is nothing to do."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
-    torch = sys.modules.get("torch")
-    if workers < 2 or torch is None or "OMP_NUM_THREADS" in os.environ:
-        return
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+def batches(window: list[tuple[Record, Image]]) -> Iterator[list[tuple[Record, Image]]]:
+    """Images of one size together, at most BATCH images and BATCH_PIXELS pixels in a batch (an
+    image bigger than that alone). On the embedded data, batches of 8 scored NIQE 1.8× and BRISQUE
+    1.6× faster than one image at a time; batches of 16 were no faster and doubled NIQE's buffers."""
+    batch: list[tuple[Record, Image]] = []
+    pixels = 0
+    for item in sorted(window, key=lambda item: item[1].shape):
+        shape = item[1].shape
+        if batch and (
+            len(batch) == BATCH or pixels + shape[0] * shape[1] > BATCH_PIXELS or shape != batch[0][1].shape
+        ):
+            yield batch
+            batch, pixels = [], 0
+        batch.append(item)
+        pixels += shape[0] * shape[1]
+    if batch:
+        yield batch
 
 
 class ScoreBook:
@@ -153,8 +169,7 @@ class ScoreBook:
         self._score_window(spec, metric, window)
 
     def _score_window(self, spec: MetricSpec, metric: Metric, window: list[tuple[Record, Image]]) -> None:
-        for start in range(0, len(window), BATCH):
-            chunk = window[start : start + BATCH]
+        for chunk in batches(window):
             images = [image for _, image in chunk]
             values = check_scores(spec.name, images, metric(images))
             self._scores.update(((spec.name, r.path), v) for (r, _), v in zip(chunk, values, strict=True))
@@ -167,6 +182,7 @@ class ScoreBook:
         if self._current is not None:
             self._current = None  # drop the previous model before building the next
             gc.collect()  # a full pass costs ~0.25 s with torch loaded: only when a model is dropped
+            release_freed_memory()
         try:
             metric = self._loader(spec, self.device)
         except Exception as exc:

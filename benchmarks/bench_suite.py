@@ -1,11 +1,12 @@
 """The suite's overhead, its cache and its parallelism, measured on the embedded data.
 
-    python benchmarks/bench_suite.py [--metric NAMES] [--weights-dir DIR]
+    python benchmarks/bench_suite.py [--metric NAMES] [--weights-dir DIR] [--repeat N]
 
 Prints a table of (a) a cold suite run against a bare loop calling the metrics on exactly the
 same images, (b) a warm rerun (every score cached) against the cold run, (c) `-n 2` against
 `-n 0`, and (d) the peak resident memory of the largest process (a worker). Every figure is
-the wall time of a fresh process, imports included. The machine's load average is printed
+the wall time of a fresh process, imports included, the fastest of `--repeat` runs; the last
+line bounds (c) by what each process pays whatever it scores. The machine's load average is printed
 because the figures depend on it. hypothesis's pytest plugin is switched off in every run: it
 imports all of hypothesis at the end of each session, which is not the suite's cost.
 """
@@ -101,6 +102,12 @@ def bare_loop(metrics: str) -> None:
     print(f"{len(specs) * len(paths)} scores")
 
 
+def best(runs: list[dict[str, float | str]]) -> dict[str, float | str]:
+    """The fastest of repeated runs (as timeit reports), with the highest peak RSS of them all."""
+    fastest = min(runs, key=lambda r: float(r["wall"]))
+    return {**fastest, "rss_kib": max(float(r["rss_kib"]) for r in runs)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--metric", default=METRICS)
@@ -108,12 +115,14 @@ def main() -> int:
         "--weights-dir",
         default=os.environ.get("BANANA_WEIGHTS_DIR", ROOT.parent / "shared" / "pyiqa-weights"),
     )
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each kind; the fastest counts")
     parser.add_argument("--bare-loop", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare_loop:
         bare_loop(args.metric)
         return 0
 
+    runs: dict[str, list[dict[str, float | str]]] = {k: [] for k in ("bare", "cold", "warm", "n2", "fixed")}
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         env = {
             **os.environ,
@@ -127,48 +136,50 @@ def main() -> int:
             [*suite(args.metric, 0, None), "--collect-only"], cwd=ROOT, env=env, capture_output=True
         )
         os.chdir(ROOT)
-        bare = timed([sys.executable, __file__, "--bare-loop", f"--metric={args.metric}"], env)
-        cold = timed(suite(args.metric, 0, f"{tmp}/cache0"), env)
-        warm = timed(suite(args.metric, 0, f"{tmp}/cache0"), env)
-        parallel = timed(suite(args.metric, 2, f"{tmp}/cache2"), env)
+        for i in range(args.repeat):  # interleaved, so a burst of load hits every kind alike
+            runs["bare"].append(
+                timed([sys.executable, __file__, "--bare-loop", f"--metric={args.metric}"], env)
+            )
+            runs["cold"].append(timed(suite(args.metric, 0, f"{tmp}/cold{i}"), env))
+            runs["warm"].append(timed(suite(args.metric, 0, f"{tmp}/cold{i}"), env))
+            runs["n2"].append(timed(suite(args.metric, 2, f"{tmp}/n2-{i}"), env))
+            # What every process pays before and after scoring: start-up, imports, one case, exit.
+            runs["fixed"].append(timed([*suite("piqe", 0, None), "-k", "astronaut and step5"], env))
         load_after = os.getloadavg()
 
+    bare, cold, warm, parallel, fixed = (best(runs[k]) for k in ("bare", "cold", "warm", "n2", "fixed"))
     n = cases(cold)
     if not (n == cases(warm) == cases(parallel)):
         raise SystemExit("the runs disagree on the number of cases")
+    c, f = float(cold["wall"]), float(fixed["wall"])
     rows = [
-        (
-            "(a) cold suite / bare loop",
-            f"{cold['wall']:.1f}s / {bare['wall']:.1f}s",
-            float(cold["wall"]) / float(bare["wall"]),
-            f"≤ {TARGETS['bare']}",
-        ),
-        (
-            "(b) warm rerun / cold",
-            f"{warm['wall']:.1f}s / {cold['wall']:.1f}s",
-            float(warm["wall"]) / float(cold["wall"]),
-            f"≤ {TARGETS['warm']}",
-        ),
+        ("(a) cold suite / bare loop", f"{c:.1f}s / {float(bare['wall']):.1f}s", c / float(bare["wall"])),
+        ("(b) warm rerun / cold", f"{float(warm['wall']):.1f}s / {c:.1f}s", float(warm["wall"]) / c),
         (
             "(c) -n 0 / -n 2 (speed-up)",
-            f"{cold['wall']:.1f}s / {parallel['wall']:.1f}s",
-            float(cold["wall"]) / float(parallel["wall"]),
-            f"≥ {TARGETS['parallel']}",
+            f"{c:.1f}s / {float(parallel['wall']):.1f}s",
+            c / float(parallel["wall"]),
         ),
     ]
     load = f"load average {load_before[0]:.2f} → {load_after[0]:.2f}"
-    print(f"metrics: {args.metric}; {n} cases; {os.cpu_count()} CPUs; {load}")
+    print(f"metrics: {args.metric}; {n} cases; {os.cpu_count()} CPUs; {load}; best of {args.repeat}")
     print(f"{'figure':<30} {'times':<20} {'ratio':>6}  target  met")
+    targets = (f"≤ {TARGETS['bare']}", f"≤ {TARGETS['warm']}", f"≥ {TARGETS['parallel']}")
     checks = (
         lambda r: r <= TARGETS["bare"],
         lambda r: r <= TARGETS["warm"],
         lambda r: r >= TARGETS["parallel"],
     )
-    for (label, times, ratio, target), ok in zip(rows, checks, strict=True):
+    for (label, times, ratio), target, ok in zip(rows, targets, checks, strict=True):
         print(f"{label:<30} {times:<20} {ratio:>6.2f}  {target:<6}  {'yes' if ok(ratio) else 'NO'}")
     mib = {k: float(v["rss_kib"]) / 1024 for k, v in (("-n 0", cold), ("-n 2", parallel), ("bare", bare))}
     rss = f"{mib['-n 0']:.0f} MiB serial, {mib['-n 2']:.0f} MiB largest process of -n 2"
     print(f"{'(d) peak RSS of a worker':<30} {rss} (bare loop {mib['bare']:.0f} MiB)")
+    # Each worker pays the fixed cost again; with the rest split perfectly over 2 workers:
+    ceiling = c / (f + (c - f) / 2)
+    print(
+        f"(c) ceiling here: each process's fixed cost is {f:.1f}s of the {c:.1f}s, so -n 2 ≤ {ceiling:.2f}×"
+    )
     return 0
 
 

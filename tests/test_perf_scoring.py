@@ -1,9 +1,7 @@
-"""How ScoreBook spends memory and cores: windows decoded before scoring, torch threads per worker."""
+"""How ScoreBook spends memory: windows decoded before scoring."""
 
 from __future__ import annotations
 
-import sys
-import types
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,7 +11,7 @@ from PIL import Image as PILImage
 
 from banana_tests import scoring
 from banana_tests.images import ImageStore
-from banana_tests.scoring import ScoreBook, share_cores
+from banana_tests.scoring import ScoreBook
 from banana_tests.trajectories import DataError, Record, read_imagefolder
 from metrics_under_test.protocol import Image
 from metrics_under_test.registry import MetricSpec, lookup
@@ -67,22 +65,23 @@ def test_a_bad_image_in_a_window_is_reported_and_the_rest_scored(make_set) -> No
         book.scores(spec, [rows[1]])
 
 
-@pytest.mark.parametrize(
-    ("workers", "omp", "expected"),
-    [("2", None, [1]), ("4", None, [1]), ("", None, []), ("2", "2", [])],
-)
-def test_torch_gets_its_share_of_the_cores_under_xdist(
-    monkeypatch: pytest.MonkeyPatch, workers: str, omp: str | None, expected: list[int]
-) -> None:
-    calls: list[int] = []
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(set_num_threads=calls.append))
-    monkeypatch.setattr(scoring.os, "cpu_count", lambda: 2)
-    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", workers)
-    if omp is None:
-        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    else:
-        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+def test_batches_hold_one_image_size_and_a_bounded_number_of_pixels(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scoring, "BATCH", 4)
+    monkeypatch.setattr(scoring, "BATCH_PIXELS", 10 * 10 * 3)
+    sizes = [(10, 10)] * 6 + [(5, 5)] * 5 + [(20, 20)] * 2
+    window = [
+        (Record("s", "replicate", 0, i, Path(f"{i}.png"), "test"), np.zeros((*hw, 3), np.uint8))
+        for i, hw in enumerate(sizes)
+    ]
 
-    share_cores()
+    shapes = [[image.shape[:2] for _, image in batch] for batch in scoring.batches(window)]
 
-    assert calls == expected
+    assert shapes == [
+        [(5, 5)] * 4,  # the count cap
+        [(5, 5)],
+        [(10, 10)] * 3,  # the pixel cap
+        [(10, 10)] * 3,
+        [(20, 20)],  # bigger than the cap: alone
+        [(20, 20)],
+    ]
+    assert sorted(r.step for batch in scoring.batches(window) for r, _ in batch) == list(range(13))

@@ -1,0 +1,104 @@
+"""Tuning the scoring process: torch threads per xdist worker, and glibc keeping freed buffers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from banana_tests import process_tuning
+from banana_tests.process_tuning import keep_freed_memory, share_cores
+
+GLIBC = process_tuning._glibc() is not None
+
+
+@pytest.mark.parametrize(
+    ("workers", "omp", "expected"),
+    [("2", None, [1]), ("4", None, [1]), ("", None, []), ("2", "2", [])],
+)
+def test_torch_gets_its_share_of_the_cores_under_xdist(
+    monkeypatch: pytest.MonkeyPatch, workers: str, omp: str | None, expected: list[int]
+) -> None:
+    calls: list[int] = []
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(set_num_threads=calls.append))
+    monkeypatch.setattr(process_tuning.os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", workers)
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+
+    share_cores()
+
+    assert calls == expected
+
+
+CHURN = """
+import ctypes, ctypes.util, resource, sys
+from banana_tests.process_tuning import keep_freed_memory
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.malloc.restype = ctypes.c_void_p
+size = 64 * 2**20  # one batch's buffer: above glibc's 32 MiB mmap ceiling
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    p = libc.malloc(size)
+    ctypes.memset(p, 1, size)
+    libc.free(ctypes.c_void_p(p))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def page_faults(mode: str) -> int:
+    """Minor page faults of a fresh process that fills and frees a 64 MiB buffer 20 times."""
+    env = {k: v for k, v in os.environ.items() if k not in process_tuning.USER_SETTINGS}
+    cmd = [sys.executable, "-c", CHURN, mode]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    return int(out.stdout)
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's mallopt only")
+def test_freed_buffers_are_reused_instead_of_faulted_in_again() -> None:
+    pages = 64 * 2**20 // 4096
+
+    kept, default = page_faults("keep"), page_faults("default")
+
+    assert default > 15 * pages  # every round maps and faults in the buffer afresh
+    assert kept < 3 * pages  # the first round faults it in; the rest reuse it
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's mallopt only")
+def test_a_users_own_malloc_tuning_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
+
+    assert keep_freed_memory() is False
+
+
+def test_nothing_to_tune_off_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(process_tuning, "_glibc", lambda: None)
+
+    assert keep_freed_memory() is False
+    process_tuning.release_freed_memory()  # a no-op, not an error
+
+
+FREEZE = """
+import atexit, gc
+from banana_tests.process_tuning import freeze_heap_at_exit
+before = atexit._ncallbacks()
+freeze_heap_at_exit()
+freeze_heap_at_exit()
+assert atexit._ncallbacks() == before + 1, "registered once"
+assert gc.get_freeze_count() == 0
+atexit._run_exitfuncs()
+print(gc.get_freeze_count())
+"""
+
+
+def test_the_heap_is_frozen_at_exit_so_teardown_skips_its_collections() -> None:
+    out = subprocess.run([sys.executable, "-c", FREEZE], capture_output=True, text=True, check=True)
+
+    assert int(out.stdout) > 10_000  # every live object, out of the collector's view
