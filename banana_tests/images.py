@@ -1,4 +1,7 @@
-"""Decoding trajectory images: checked, RGB uint8, each decoded once per worker."""
+"""Decoding trajectory images: checked, RGB uint8, each decoded once per worker.
+
+numpy and PIL are imported on the first decode, so a run whose scores are all cached skips them.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +9,22 @@ import hashlib
 import io
 from collections import OrderedDict
 from pathlib import Path
-
-import numpy as np
-from numpy.typing import NDArray
-from PIL import Image, UnidentifiedImageError
+from typing import TYPE_CHECKING
 
 from banana_tests.trajectories import DataError, Record
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 DEFAULT_MAX_PIXELS = 64_000_000  # above this, refuse to decode (decompression bombs)
 
 
 def decode(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> NDArray[np.uint8]:
     """The record's image as (H, W, 3) uint8, or a DataError naming the record and file."""
+    import numpy as np
+    from PIL import Image, UnidentifiedImageError
+
     where = f"{record.source} ({record.path})"
     try:
         data = record.path.read_bytes()

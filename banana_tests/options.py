@@ -172,5 +172,6 @@ def add_gate_options(addoption: AddOption) -> None:
         type=float,
         default=1e-3,
         metavar="RTOL",
-        help="relative tolerance of score snapshots (default: 1e-3)",
+        help="relative tolerance of score snapshots (default: 1e-3); scores within 0.01 normalised "
+        "points of the snapshot match too",
     )

@@ -14,7 +14,7 @@ pytest.importorskip("syrupy")
 
 from banana_tests.plugin import STATE
 from banana_tests.snapshot_selection import PARAM, recorded_metrics
-from banana_tests.snapshots import ScoreSnapshotExtension, score_snapshot
+from banana_tests.snapshots import ScoreSnapshotExtension, abs_tolerance, score_snapshot
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -32,9 +32,11 @@ def test_scores_match_snapshot(request: pytest.FixtureRequest, snapshot_metric: 
     from metrics_under_test.pyiqa_backend import MissingWeights
 
     state = request.config.stash[STATE]
-    extension = ScoreSnapshotExtension.with_rtol(request.config.getoption("snapshot_rtol"))
+    spec = state.metrics[snapshot_metric]
+    rtol = request.config.getoption("snapshot_rtol")
+    extension = ScoreSnapshotExtension.with_tolerance(rtol, abs_tolerance(spec))
     try:
-        scores = score_snapshot(state, state.metrics[snapshot_metric])
+        scores = score_snapshot(state, spec)
     except MissingWeights as exc:
         pytest.skip(str(exc))
     assert scores == snapshot.use_extension(extension)

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from banana_tests.gaps import gap
 from banana_tests.plan import CasePlan
@@ -70,9 +69,12 @@ class Trend:
     @property
     def spearman(self) -> float:
         """Rank correlation of score against step; nan when the scores do not vary."""
-        steps = np.array([s for s, _ in self.points], dtype=float)
-        scores = np.array([n for _, n in self.points], dtype=float)
-        return _pearson(_ranks(steps), _ranks(scores))
+        try:
+            return statistics.correlation(
+                _ranks([s for s, _ in self.points]), _ranks([n for _, n in self.points])
+            )
+        except statistics.StatisticsError:  # a constant series
+            return math.nan
 
     @property
     def first_detection_step(self) -> int | None:
@@ -157,18 +159,16 @@ def _range(spec: MetricSpec, scores: Sequence[float]) -> tuple[float, float]:
     return min(norms), max(norms)
 
 
-def _ranks(values: np.ndarray) -> np.ndarray:
+def _ranks(values: Sequence[float]) -> list[float]:
     """Ranks from 1, ties sharing their mean rank (as Spearman's ρ needs)."""
-    order = values.argsort(kind="stable")
-    ranks = np.empty(len(values))
-    ranks[order] = np.arange(1, len(values) + 1)
-    for v in np.unique(values):
-        tied = values == v
-        ranks[tied] = ranks[tied].mean()
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start  # the run of ties order[start..end]
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for k in range(start, end + 1):
+            ranks[order[k]] = (start + end) / 2 + 1
+        start = end + 1
     return ranks
-
-
-def _pearson(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a - a.mean(), b - b.mean()
-    denom = math.sqrt(float((a * a).sum() * (b * b).sum()))
-    return float((a * b).sum()) / denom if denom else math.nan

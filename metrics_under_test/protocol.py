@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar, runtime_checkable
 
-import numpy as np
-from numpy.typing import NDArray
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
-Image = NDArray[np.uint8]
+# A forward reference (PEP 613), so that a run whose scores are all cached never imports numpy.
+Image: TypeAlias = "NDArray[np.uint8]"
 
 
 @runtime_checkable

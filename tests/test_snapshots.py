@@ -43,13 +43,27 @@ def test_a_drifted_score_fails_naming_the_image_step_and_amount(snapped: pytest.
     drifted.assert_outcomes(failed=1)
     drifted.stdout.fnmatch_lines(
         [
-            "*1 score(s) moved beyond rtol=0.001 (snapshot → now):*",
+            "*1 score(s) moved beyond rtol=0.001 and atol=0.01 (snapshot → now):*",
             "*beta/run0/step5: * → *, moved -* (-0.99%)*",
         ]
     )
     assert "alpha/run0/step5" not in drifted.stdout.str()
     tolerant = snapped.runpytest_subprocess("--dataset=data", "--metric=piqe", "--snapshot-rtol=0.02")
     tolerant.assert_outcomes(passed=1)
+
+
+def test_scores_near_zero_match_within_a_hundredth_of_a_normalised_point() -> None:
+    from banana_tests.snapshots import abs_tolerance, drift
+    from metrics_under_test.registry import lookup
+
+    spec = lookup("brisque")
+    atol = abs_tolerance(spec)
+    span = spec.scale.high - spec.scale.low
+
+    assert atol == pytest.approx(span / 10_000)
+    assert drift({"a": -2.8082}, {"a": -2.8082 + 0.9 * atol}, 1e-3, atol) == []
+    moved = drift({"a": -2.8082}, {"a": -2.8082 + 1.1 * atol}, 1e-3, atol)
+    assert len(moved) == 1 and moved[0].startswith("a: -2.8082 → ")
 
 
 def test_a_subset_run_keeps_other_metrics_snapshots(snapped: pytest.Pytester) -> None:
