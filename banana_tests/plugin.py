@@ -47,6 +47,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(gate, "banana-tests-baseline")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """Module-level, since xdist asks before pytest_configure registers XdistHooks."""
+    from banana_tests.scheduler import auto_workers
+
+    return auto_workers(config)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if CASE_FIXTURE in metafunc.fixturenames:
         keys = [p.key for p in metafunc.config.stash[STATE].collect()]

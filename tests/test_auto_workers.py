@@ -1,0 +1,73 @@
+"""`-n auto` for the suite: a worker per metric with at least two cores each, else serial;
+other projects in the same environment keep xdist's own count."""
+
+from __future__ import annotations
+
+import pytest
+
+from banana_tests import scheduler
+from banana_tests.scheduler import SUITE_DIR, auto_workers
+from tests.conftest import SUITE_MODULE, offline, write_set
+
+pytest.importorskip("xdist")
+
+
+def workers(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cores: int, *args: str) -> int | None:
+    monkeypatch.setattr(scheduler.os, "cpu_count", lambda: cores)
+    return auto_workers(pytester.parseconfig("-n", "auto", *args))
+
+
+@pytest.mark.parametrize(
+    ("cores", "metrics", "expected"),
+    [
+        (2, "brisque,niqe,piqe", 0),  # one worker of 2 cores: serial, which uses both through torch
+        (4, "brisque,niqe,piqe", 2),
+        (8, "brisque,niqe,piqe", 3),  # a metric stays on one worker: a 4th would idle
+        (64, "brisque", 0),
+        (16, "brisque,niqe,piqe,laplacian_variance,noise_sigma", 5),
+    ],
+)
+def test_a_worker_per_metric_with_two_cores_each(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cores: int, metrics: str, expected: int
+) -> None:
+    assert workers(pytester, monkeypatch, cores, f"--metric={metrics}") == expected
+
+
+def test_the_suite_folder_without_metric_option_counts_as_a_suite_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert workers(pytester, monkeypatch, 2, str(SUITE_DIR)) == 0
+    assert workers(pytester, monkeypatch, 2, str(SUITE_DIR.parent)) == 0
+    assert (
+        workers(pytester, monkeypatch, 2, f"{SUITE_DIR / 'test_degradation.py'}::test_detects_degradation")
+        == 0
+    )
+
+
+def test_another_projects_run_keeps_xdists_count(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_other="def test_x(): pass")
+
+    assert workers(pytester, monkeypatch, 64, str(pytester.path)) is None
+
+
+def test_an_unknown_metric_is_left_to_the_usage_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert workers(pytester, monkeypatch, 8, "--metric=no_such_metric") is None
+
+
+def test_n_auto_runs_the_suite_serially_on_two_cores(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_set(pytester.path / "data", seeds=("alpha",), runs=(0,), steps=(1, 5, 10, 20))
+    pytester.makepyfile(test_suite=SUITE_MODULE)
+    pytester.makeconftest("import os\nos.cpu_count = lambda: 2\n")  # this machine's size, wherever it runs
+    offline(monkeypatch, pytester.path)
+
+    result = pytester.runpytest_subprocess("--dataset=data", "--metric=piqe,laplacian_variance", "-n", "auto")
+
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 6
+    assert "created:" not in result.stdout.str()  # xdist started no workers
