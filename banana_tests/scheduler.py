@@ -15,8 +15,9 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 from banana_tests.cases import CaseKey
+from banana_tests.suite import selected_metrics
 from metrics_under_test.protocol import MetricError
-from metrics_under_test.registry import UnknownMetric, resolve
+from metrics_under_test.registry import UnknownMetric
 
 SUITE_DIR = Path(__file__).resolve().parent
 CORES_PER_WORKER = 2
@@ -31,7 +32,7 @@ def auto_workers(config: pytest.Config) -> int | None:
     if not runs_the_suite(config):
         return None
     try:
-        metrics = len(resolve(config.getoption("metric")))
+        metrics = len(selected_metrics(config))
     except (UnknownMetric, MetricError, ValueError):
         return None  # pytest_configure reports it as a usage error
     workers = min(metrics, (os.cpu_count() or 1) // CORES_PER_WORKER)

@@ -49,7 +49,7 @@ class SuiteState:
     def from_config(cls, config: pytest.Config) -> SuiteState:
         opt = config.getoption
         try:
-            metrics = resolve(opt("metric"))
+            metrics = selected_metrics(config)
             source, selection = from_options(opt, EMBEDDED, parse_steps(opt("steps")))
         except (UnknownMetric, MetricError, ValueError) as exc:
             raise pytest.UsageError(str(exc)) from exc
@@ -141,6 +141,17 @@ class SuiteState:
         refs = self.book.scores(spec, [a for a, _ in plan.pairs], self.needs(key.metric))
         steps = self.book.scores(spec, [b for _, b in plan.pairs])
         return gap(spec.scale, refs, steps)
+
+
+SELECTED = pytest.StashKey[list[MetricSpec]]()
+
+
+def selected_metrics(config: pytest.Config) -> list[MetricSpec]:
+    """`--metric` resolved once per session: xdist's `-n auto` asks for the count before
+    pytest_configure, and resolving builds custom metrics given as factories."""
+    if SELECTED not in config.stash:
+        config.stash[SELECTED] = resolve(config.getoption("metric"))
+    return config.stash[SELECTED]
 
 
 def resolve_device(device: str) -> str:

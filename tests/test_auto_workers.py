@@ -3,6 +3,8 @@ other projects in the same environment keep xdist's own count."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from banana_tests import scheduler
@@ -71,3 +73,31 @@ def test_n_auto_runs_the_suite_serially_on_two_cores(
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 6
     assert "created:" not in result.stdout.str()  # xdist started no workers
+
+
+FACTORY = """
+from metrics_under_test.examples import laplacian_variance
+
+BUILDS = []
+
+
+def make():
+    BUILDS.append(1)
+    return laplacian_variance
+"""
+
+
+def test_a_factory_metric_is_built_once_for_the_count_and_the_session(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from banana_tests.suite import SuiteState
+
+    pytester.makepyfile(counted_factory=FACTORY)
+    monkeypatch.syspath_prepend(pytester.path)
+    config = pytester.parseconfig("-n", "auto", "--metric=piqe,counted_factory:make")
+
+    auto_workers(config)
+    state = SuiteState.from_config(config)
+
+    assert list(state.metrics) == ["piqe", "laplacian_variance"]
+    assert sys.modules["counted_factory"].BUILDS == [1]
