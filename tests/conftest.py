@@ -77,6 +77,20 @@ def offline(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
     monkeypatch.delenv("BANANA_WEIGHTS_DIR", raising=False)
 
 
+def suite_folder(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    module: str = SUITE_MODULE,
+    **trajectories: Any,
+) -> pytest.Pytester:
+    """A pytester folder as a fresh offline machine sees it: a trajectory set in `data/` (the
+    arguments of write_set) and `test_suite.py` holding `module`, by default the suite's Δ cases."""
+    write_set(pytester.path / "data", **trajectories)
+    pytester.makepyfile(test_suite=module)
+    offline(monkeypatch, pytester.path)
+    return pytester
+
+
 @pytest.fixture
 def make_set(tmp_path: Path) -> MakeSet:
     def make(name: str = "set", **kwargs: Any) -> Path:

@@ -9,7 +9,7 @@ import pytest
 
 from banana_tests import scheduler
 from banana_tests.scheduler import SUITE_DIR, auto_workers
-from tests.conftest import SUITE_MODULE, offline, write_set
+from tests.conftest import suite_folder
 
 pytest.importorskip("xdist")
 
@@ -63,10 +63,8 @@ def test_an_unknown_metric_is_left_to_the_usage_error(
 def test_n_auto_runs_the_suite_serially_on_two_cores(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_set(pytester.path / "data", seeds=("alpha",), runs=(0,), steps=(1, 5, 10, 20))
-    pytester.makepyfile(test_suite=SUITE_MODULE)
+    suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5, 10, 20))
     pytester.makeconftest("import os\nos.cpu_count = lambda: 2\n")  # this machine's size, wherever it runs
-    offline(monkeypatch, pytester.path)
 
     result = pytester.runpytest_subprocess("--dataset=data", "--metric=piqe,laplacian_variance", "-n", "auto")
 

@@ -15,7 +15,7 @@ from banana_tests.matrix import Cell, Matrix
 from banana_tests.paper import paper_cells
 from banana_tests.paper_baseline import FIXTURE
 from metrics_under_test.table2 import PAPER_METRICS
-from tests.conftest import SUITE_MODULE, offline, write_set
+from tests.conftest import suite_folder
 
 # The paper's published failure counts (Δ ≥ 0 out of 36 cells), by paper name.
 PUBLISHED = {
@@ -69,10 +69,7 @@ def test_paper_baseline_is_the_figure5_sign_matrix() -> None:
 @pytest.fixture
 def gated(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A tiny set where step-1 cases fail (Δ1 = 0 exactly) and step-20 cases (heavy noise) pass."""
-    write_set(pytester.path / "data", seeds=("alpha", "beta"), runs=(0,), steps=(1, 20))
-    pytester.makepyfile(test_suite=SUITE_MODULE)
-    offline(monkeypatch, pytester.path)
-    return pytester
+    return suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0,), steps=(1, 20))
 
 
 def matrix_of(xml: Path) -> Matrix:

@@ -15,7 +15,7 @@ from metrics_under_test import custom
 from metrics_under_test.examples import NoiseSigma, laplacian_variance
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric, resolve
-from tests.conftest import write_set
+from tests.conftest import suite_folder
 
 GOOD = """
 class Tiny:
@@ -163,9 +163,10 @@ def test_noise_sigma_estimates_gaussian_noise(sigma: float) -> None:
     assert estimate == pytest.approx(sigma, rel=0.1)
 
 
-def test_an_example_runs_through_the_suite_and_junit(pytester: pytest.Pytester) -> None:
-    write_set(pytester.path / "data", seeds=("alpha",), runs=(0,), steps=(1, 20))
-    pytester.makepyfile(test_suite="from banana_tests.test_degradation import test_detects_degradation\n")
+def test_an_example_runs_through_the_suite_and_junit(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 20))
     result = pytester.runpytest_subprocess(
         "--dataset=data",
         "--steps=20",

@@ -11,16 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CASE_PROPERTIES, SUITE_MODULE, offline, write_set
+from tests.conftest import CASE_PROPERTIES, suite_folder
 
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """A pytester folder with a tiny trajectory set and the suite's test module."""
-    write_set(pytester.path / "data", seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
-    pytester.makepyfile(test_suite=SUITE_MODULE)
-    offline(monkeypatch, pytester.path)
-    return pytester
+    return suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
 
 
 def cases(xml: Path) -> dict[str, tuple[str, dict[str, str]]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import offline, write_set
+from tests.conftest import suite_folder
 
 pytest.importorskip("syrupy")
 
@@ -19,14 +19,11 @@ MODULE = (
 
 @pytest.fixture
 def snapped(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    write_set(pytester.path / "data", seeds=("alpha", "beta"), runs=(0,), steps=(1, 5))
-    pytester.makepyfile(test_snap=MODULE)
-    offline(monkeypatch, pytester.path)
-    return pytester
+    return suite_folder(pytester, monkeypatch, MODULE, seeds=("alpha", "beta"), runs=(0,), steps=(1, 5))
 
 
 def snapshot_file(pytester: pytest.Pytester, metric: str) -> Path:
-    return pytester.path / "__snapshots__" / "test_snap" / f"test_scores_match_snapshot[{metric}].json"
+    return pytester.path / "__snapshots__" / "test_suite" / f"test_scores_match_snapshot[{metric}].json"
 
 
 def test_a_drifted_score_fails_naming_the_image_step_and_amount(snapped: pytest.Pytester) -> None:

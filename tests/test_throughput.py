@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from banana_tests.suite import _gpu_driver
-from tests.conftest import write_set
+from tests.conftest import suite_folder
 
 COUNTING = '''
 import os
@@ -39,14 +39,10 @@ class Second(Counted):
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    write_set(pytester.path / "data", seeds=("alpha", "beta", "gamma"), runs=(0, 1), steps=(1, 5, 10, 20))
-    pytester.makepyfile(
-        test_suite="from banana_tests.test_degradation import test_detects_degradation\n",
-        countmetric=COUNTING,
-    )
+    suite_folder(pytester, monkeypatch, seeds=("alpha", "beta", "gamma"), runs=(0, 1), steps=(1, 5, 10, 20))
+    pytester.makepyfile(countmetric=COUNTING)
     monkeypatch.setenv("PYTHONPATH", str(pytester.path))
     monkeypatch.setenv("BUILD_LOG", str(pytester.path / "builds.log"))
-    monkeypatch.setenv("TORCH_HOME", str(pytester.path / "torch"))
     return pytester
 
 

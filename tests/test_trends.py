@@ -10,7 +10,7 @@ import pytest
 from banana_tests.cases import CaseKey
 from banana_tests.plan import CasePlan
 from banana_tests.trend import Trend, TrendKey, plan_trends
-from tests.conftest import write_set
+from tests.conftest import SUITE_MODULE, suite_folder
 
 KEY = TrendKey("piqe", "alpha")
 
@@ -51,11 +51,17 @@ def test_a_trend_with_a_bad_step_carries_its_error() -> None:
     assert "a trend needs 2 or more steps" in str(by_key[TrendKey("piqe", "beta")].error)
 
 
-def test_trend_cases_record_their_properties_beside_the_matrix(pytester: pytest.Pytester) -> None:
-    write_set(pytester.path / "data", seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
-    pytester.makepyfile(
-        test_suite="from banana_tests.test_degradation import test_detects_degradation  # noqa: F401\n"
-        "from banana_tests.test_trend import test_trend_detects_degradation  # noqa: F401\n"
+def test_trend_cases_record_their_properties_beside_the_matrix(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trend_module = "from banana_tests.test_trend import test_trend_detects_degradation  # noqa: F401\n"
+    suite_folder(
+        pytester,
+        monkeypatch,
+        SUITE_MODULE + trend_module,
+        seeds=("alpha", "beta"),
+        runs=(0, 1),
+        steps=(1, 5, 10, 20),
     )
     args = ("--dataset=data", "--metric=piqe", "--steps=all", "--trend", "--no-cache", "--junitxml=j.xml")
     result = pytester.runpytest_subprocess(*args)
