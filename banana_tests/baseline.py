@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from banana_tests.cases import CaseKey
+from banana_tests.cases import CaseKey, sort_key
 from banana_tests.matrix import Matrix
 
 FORMAT = "banana-tests-baseline/1"
@@ -30,7 +30,7 @@ def _entry(key: CaseKey) -> dict[str, Any]:
 
 def dump_baseline(keys: Iterable[CaseKey], path: Path) -> None:
     """Write failing cells sorted and one per line, so a refreshed baseline reviews as a short diff."""
-    entries = [json.dumps(_entry(k)) for k in sorted(set(keys), key=_sort_key)]
+    entries = [json.dumps(_entry(k)) for k in sorted(set(keys), key=sort_key)]
     failures = "[\n" + ",\n".join("    " + e for e in entries) + "\n  ]" if entries else "[]"
     body = f'{{\n  "format": "{FORMAT}",\n  "failures": {failures}\n}}\n'
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -65,7 +65,3 @@ def load_baseline(path: Path) -> frozenset[CaseKey]:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(f"baseline {path}: failure entry {i} {entry!r} is malformed: {exc}") from exc
     return frozenset(keys)
-
-
-def _sort_key(key: CaseKey) -> tuple[str, str, int, int]:
-    return (key.metric, key.seed_image, key.step, -1 if key.run is None else key.run)

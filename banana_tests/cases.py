@@ -11,6 +11,9 @@ _RUN = re.compile(r"^(?P<head>.+)-run(?P<run>\d+)$")
 _XDIST_GROUP = re.compile(r"@[^\]@]+$")
 
 
+CASE_FIXTURE = "banana_case"  # the indirect parameter that carries a case's key
+
+
 @dataclass(frozen=True, order=True)
 class CaseKey:
     """One verdict: does `metric` score `seed_image` at `step` below the reference step?
@@ -62,3 +65,8 @@ class CaseKey:
 def strip_xdist_group(name: str) -> str:
     """Drop the `@group` suffix xdist's loadgroup adds to test names."""
     return _XDIST_GROUP.sub("", name)
+
+
+def sort_key(key: CaseKey) -> tuple[str, str, int, int]:
+    """A total order on keys, also when run-mean (run None) and per-run cells mix."""
+    return key.metric, key.seed_image, key.step, -1 if key.run is None else key.run

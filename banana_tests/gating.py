@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from banana_tests.baseline import BaselineError, load_baseline
-from banana_tests.cases import CaseKey
-
-CASE_PARAM = "banana_case"
+from banana_tests.cases import CASE_FIXTURE, CaseKey
 
 
 class BaselineGate:
@@ -36,7 +34,7 @@ class BaselineGate:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
             callspec = getattr(item, "callspec", None)
-            key = callspec.params.get(CASE_PARAM) if callspec is not None else None
+            key = callspec.params.get(CASE_FIXTURE) if callspec is not None else None
             if isinstance(key, CaseKey) and self.expected_failure(key):
                 reason = f"fails in baseline {self.path.name}"
                 item.add_marker(pytest.mark.xfail(raises=AssertionError, strict=self.strict, reason=reason))

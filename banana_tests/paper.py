@@ -17,7 +17,6 @@ from metrics_under_test.table2 import PAPER_METRICS
 PAPER_CSV = Path(__file__).resolve().parent.parent / "fixtures" / "paper" / "paper_fig5_gaps.csv"
 PAPER_REFERENCE_STEP = 1
 _PYIQA_NAME = {m.paper_name: m.pyiqa_name for m in PAPER_METRICS}
-PAPER_NAME = {m.pyiqa_name: m.paper_name for m in PAPER_METRICS}
 
 
 def paper_cells(path: Path = PAPER_CSV) -> list[Cell]:

@@ -12,6 +12,7 @@ from typing import TypeVar
 
 import pytest
 
+from banana_tests.cases import CASE_FIXTURE
 from banana_tests.matrix import Cell
 from banana_tests.options import add_data_options, add_gate_options, add_metric_options
 from banana_tests.snapshot_selection import SnapshotSelection
@@ -21,7 +22,6 @@ from banana_tests.verdicts import Verdict
 
 STATE = pytest.StashKey[SuiteState]()
 Measured = TypeVar("Measured", Verdict, Trend)
-CASE_FIXTURE = "banana_case"
 TREND_FIXTURE = "banana_trend"
 TREND_MODULE = Path(__file__).resolve().parent / "test_trend.py"
 

@@ -29,7 +29,7 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
 
 
-def how_to_provide(spec: MetricSpec) -> str:
+def how_to_provide() -> str:
     return (
         f"put the file(s) in {pyiqa_cache_dir()} (or pass --weights-dir DIR holding them), "
         f"or run once with network access so pyiqa downloads them"
@@ -41,7 +41,7 @@ def check_weights(spec: MetricSpec) -> None:
     missing = spec.missing_weights()
     if missing and offline():
         files = ", ".join(f"{w.file} ({w.url})" for w in missing)
-        raise MissingWeights(f"{spec.name}: missing parameter file(s) {files}; {how_to_provide(spec)}")
+        raise MissingWeights(f"{spec.name}: missing parameter file(s) {files}; {how_to_provide()}")
 
 
 class PyiqaMetric:
@@ -65,7 +65,7 @@ class PyiqaMetric:
             what = _unreachable_download(exc)
             if what is None:
                 raise
-            raise MissingWeights(f"{spec.name}: cannot fetch {what} ({exc}); {how_to_provide(spec)}") from exc
+            raise MissingWeights(f"{spec.name}: cannot fetch {what} ({exc}); {how_to_provide()}") from exc
 
     def __call__(self, images: Sequence[Image]) -> list[float]:
         torch = self._torch

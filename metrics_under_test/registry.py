@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from banana_tests.gaps import Scale
 from metrics_under_test.table2 import PAPER_METRICS
@@ -63,9 +64,15 @@ class MetricSpec:
 
 
 @cache
+def _catalog_file() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(CATALOG.read_text(encoding="utf-8"))
+    return data
+
+
+@cache
 def catalog() -> dict[str, MetricSpec]:
     """Every selectable metric by canonical name: pyiqa's NR metrics, Table 2 ranges on top."""
-    data = json.loads(CATALOG.read_text(encoding="utf-8"))
+    data = _catalog_file()
     paper = {p.pyiqa_name: p for p in PAPER_METRICS}
     specs: dict[str, MetricSpec] = {}
     for row in data["metrics"]:
@@ -95,7 +102,7 @@ def _aliases() -> dict[str, str]:
 
 @cache
 def _refused() -> dict[str, str]:
-    return {k.lower(): v for k, v in json.loads(CATALOG.read_text(encoding="utf-8"))["refused"].items()}
+    return {k.lower(): v for k, v in _catalog_file()["refused"].items()}
 
 
 def lookup(name: str) -> MetricSpec:

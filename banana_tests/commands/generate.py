@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             options=_options(args.option),
         )
         editor = base.create(args.editor, config)
-        asked = {"seed": args.seed, "temperature": args.temperature, "resolution": args.resolution}
+        asked = {k: getattr(args, k) for k in base.PARAMETERS}
         unused = sorted(k for k, v in asked.items() if v is not None and k not in editor.accepts)
         if unused:
             raise ValueError(f"editor {args.editor!r} does not take --{', --'.join(unused)}")

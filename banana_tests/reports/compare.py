@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from banana_tests.cases import CaseKey
+from banana_tests.cases import CaseKey, sort_key
 from banana_tests.matrix import Cell, Matrix
-from banana_tests.reports.tables import sort_key
 
 VERDICTS = ("passed", "failed")
 

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from banana_tests.cases import sort_key
 from banana_tests.matrix import Cell, Matrix
-from banana_tests.reports.tables import row_label, sort_key
+from banana_tests.reports.tables import row_label
 
 SKIPPED = "#d0d0d0"
 ERROR = "#f2b84b"

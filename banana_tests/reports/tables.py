@@ -6,7 +6,7 @@ import csv
 import io
 from dataclasses import dataclass
 
-from banana_tests.cases import CaseKey
+from banana_tests.cases import CaseKey, sort_key
 from banana_tests.matrix import Cell, Matrix
 
 CSV_COLUMNS = (
@@ -21,11 +21,6 @@ CSV_COLUMNS = (
     "reference_step",
     "runs",
 )
-
-
-def sort_key(key: CaseKey) -> tuple[str, str, int, int]:
-    """A total order on keys, also when run-mean (run None) and per-run cells mix."""
-    return key.metric, key.seed_image, key.step, -1 if key.run is None else key.run
 
 
 def row_label(key: CaseKey) -> str:
