@@ -6,6 +6,7 @@ set tested at three steps costs three steps' worth of images.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,9 +61,10 @@ class Selection:
         """Keep each seed image's first `runs` runs (by run number)."""
         if self.runs is None:
             return records
-        first: dict[str, set[int]] = {}
-        for seed in {r.seed_image for r in records}:
-            first[seed] = set(sorted({r.run for r in records if r.seed_image == seed})[: self.runs])
+        runs: dict[str, set[int]] = defaultdict(set)
+        for r in records:
+            runs[r.seed_image].add(r.run)
+        first = {seed: set(sorted(numbers)[: self.runs]) for seed, numbers in runs.items()}
         return [r for r in records if r.run in first[r.seed_image]]
 
     def describe_empty(self, variants: Sequence[str], seed_images: Sequence[str]) -> str:

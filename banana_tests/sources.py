@@ -185,6 +185,7 @@ def _through_datasets(options: SourceOptions, fmt: str, selection: Selection) ->
     problems: list[Problem] = []
     variants: set[str] = set()
     seeds: set[str] = set()
+    mapped = {fmap.image, "sha256", *fmap.columns.values()}  # the rest of a row is `extra`
     for number, row in enumerate(_rows(ds, label), start=1):
         where = f"{label} row {number}"
         seed = variant = None
@@ -196,7 +197,6 @@ def _through_datasets(options: SourceOptions, fmt: str, selection: Selection) ->
             run, step = _integer(keys, "run"), _integer(keys, "step")
             variants.add(variant)
             seeds.add(seed)
-            mapped = {fmap.image, "sha256", *fmap.columns.values()}
             extra = {k: v for k, v in row.items() if k not in mapped and _scalar(v)}
             if not selection.keeps(seed, variant, step, extra):
                 continue

@@ -92,11 +92,15 @@ class SuiteState:
                 )
             self.records = loaded.records
             metrics, steps = list(self.metrics), self.selection.steps
-            plans = plan_cases(loaded.records, metrics, steps, self.reference_step, self.per_run)
-            self.plans = {p.key: p for p in with_problems(plans, loaded.problems, self.selection, metrics)}
-            if self.trend:
-                means = plan_cases(loaded.records, metrics, steps, self.reference_step)
-                trends = plan_trends(with_problems(means, loaded.problems, self.selection, metrics))
+
+            def planned(per_run: bool) -> list[CasePlan]:
+                plans = plan_cases(loaded.records, metrics, steps, self.reference_step, per_run)
+                return with_problems(plans, loaded.problems, self.selection, metrics)
+
+            cases = planned(self.per_run)
+            self.plans = {p.key: p for p in cases}
+            if self.trend:  # trends follow the run means, which are the cases unless per run
+                trends = plan_trends(planned(False) if self.per_run else cases)
                 self.trends = {t.key: t for t in trends}
         return list(self.plans.values())
 
