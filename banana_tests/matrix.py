@@ -6,6 +6,7 @@ Cells are built from a case's JUnit properties, whether they come from live test
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -111,11 +112,16 @@ class Matrix:
 
     def counts(self, metric: str, seed_image: str | None = None) -> OutcomeCounts:
         """Outcomes of one metric's cells: on one seed image, or on all of them."""
-        c = OutcomeCounts()
+        return self.tally()[(metric, seed_image)]
+
+    def tally(self) -> defaultdict[tuple[str, str | None], OutcomeCounts]:
+        """Outcome counts by (metric, seed image) and by (metric, None) for all its images, in one
+        pass over the cells; an absent group counts nothing."""
+        groups: defaultdict[tuple[str, str | None], OutcomeCounts] = defaultdict(OutcomeCounts)
         for k, cell in self.cells.items():
-            if k.metric == metric and seed_image in (None, k.seed_image):
-                c.add(cell.outcome)
-        return c
+            groups[(k.metric, k.seed_image)].add(cell.outcome)
+            groups[(k.metric, None)].add(cell.outcome)
+        return groups
 
     def render(self) -> list[str]:
         """Rows are seed images, columns metrics; a cell counts failing steps out of those run.
@@ -126,9 +132,8 @@ class Matrix:
         width = max(7, *(len(m) for m in metrics))
         first = max(10, *(len(s) for s in seeds))
         lines = [" " * first + " " + " ".join(m.rjust(width) for m in metrics)]
-        for seed in seeds:
-            row = [self.counts(m, seed).label().rjust(width) for m in metrics]
-            lines.append(seed.ljust(first) + " " + " ".join(row))
-        totals = [self.counts(m).label().rjust(width) for m in metrics]
-        lines.append("total".ljust(first) + " " + " ".join(totals))
+        tally = self.tally()
+        for seed in [*seeds, None]:
+            row = [tally[(m, seed)].label().rjust(width) for m in metrics]
+            lines.append(("total" if seed is None else seed).ljust(first) + " " + " ".join(row))
         return lines
