@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,12 +22,19 @@ from banana_tests.cases import CaseKey
 from banana_tests.mapping import image_column, parse_map, resolve
 from banana_tests.plan import CasePlan
 from banana_tests.selection import Selection, parse_where
-from banana_tests.trajectories import METADATA, REQUIRED, DataError, Record, read_imagefolder, resolve_inside
+from banana_tests.trajectories import (
+    METADATA,
+    REQUIRED,
+    DataError,
+    Problem,
+    Record,
+    read_imagefolder,
+    resolve_inside,
+)
 
 HUB = "hf:"
 FORMATS = ("auto", "canonical", "imagefolder", "parquet", "csv", "json")
 _SUFFIX_FORMAT = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
-_PROBLEM = re.compile(r"^(?P<file>.+):(?P<line>\d+): ")
 
 
 def default_cache_dir() -> Path:
@@ -49,19 +55,6 @@ class SourceOptions:
     field_map: Mapping[str, str] = field(default_factory=dict)
     path_pattern: str | None = None
     cache_dir: Path = field(default_factory=default_cache_dir)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A record that could not be used; `seed_image` names the cases it touches, when known."""
-
-    where: str
-    message: str
-    seed_image: str | None = None
-    variant: str | None = None
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -140,30 +133,13 @@ def detect_format(root: Path) -> str:
 
 def _canonical(root: Path, selection: Selection) -> Loaded:
     trajectories = read_imagefolder(root)
-    problems = [_attribute(p) for p in trajectories.problems]
+    problems = list(trajectories.problems)
     records = trajectories.records
     return Loaded(
         selection.apply(records),
         problems,
         trajectories.variants,
         sorted({r.seed_image for r in records}),
-    )
-
-
-def _attribute(problem: str) -> Problem:
-    """A metadata.jsonl problem, with the seed image of its line when the line says."""
-    m = _PROBLEM.match(problem)
-    if m is None:
-        return Problem("metadata", problem)
-    row: Any = None
-    try:
-        with open(m["file"], encoding="utf-8") as lines:
-            row = json.loads(next(text for n, text in enumerate(lines, start=1) if n == int(m["line"])))
-    except (OSError, StopIteration, json.JSONDecodeError):
-        pass
-    keys = {k: str(row[k]) for k in ("seed_image", "variant") if k in row} if isinstance(row, dict) else {}
-    return Problem(
-        f"{m['file']}:{m['line']}", problem[m.end() :], keys.get("seed_image"), keys.get("variant")
     )
 
 

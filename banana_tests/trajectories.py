@@ -40,12 +40,25 @@ class Record:
 
 
 @dataclass(frozen=True)
+class Problem:
+    """A record that could not be used; `seed_image` names the cases it touches, when known."""
+
+    where: str
+    message: str
+    seed_image: str | None = None
+    variant: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass(frozen=True)
 class TrajectorySet:
     """All records of a set, plus the lines that could not become records."""
 
     root: Path
     records: tuple[Record, ...]
-    problems: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
 
     def select(self, variant: str) -> list[Record]:
         return [r for r in self.records if r.variant == variant]
@@ -62,19 +75,28 @@ def read_imagefolder(root: Path) -> TrajectorySet:
     if not meta.is_file():
         raise DataError(f"{root}: no {METADATA}; a trajectory set is an imagefolder with one line per image")
     records: list[Record] = []
-    problems: list[str] = []
+    problems: list[Problem] = []
     with meta.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             where = f"{meta}:{number}"
+            row: Any = None
             try:
-                records.append(_record(root, json.loads(line), where))
+                row = json.loads(line)
+                records.append(_record(root, row, where))
             except (DataError, json.JSONDecodeError) as exc:
-                problems.append(f"{where}: {exc}")
+                problems.append(_problem(where, exc, row))
     if not records:
         raise DataError(f"{meta}: no usable records" + "".join(f"\n  {p}" for p in problems[:5]))
     return TrajectorySet(root, tuple(records), tuple(problems))
+
+
+def _problem(where: str, exc: Exception, row: Any) -> Problem:
+    """A bad line, with the seed image and variant it names when it parsed, so the cases it
+    touches can show it."""
+    keys = {k: str(row[k]) for k in ("seed_image", "variant") if k in row} if isinstance(row, dict) else {}
+    return Problem(where, str(exc), keys.get("seed_image"), keys.get("variant"))
 
 
 def _record(root: Path, row: Mapping[str, Any], where: str) -> Record:

@@ -25,8 +25,8 @@ def test_bad_lines_become_problems_and_the_rest_loads(make_set: MakeSet) -> None
     ts = read_imagefolder(root)
     assert len(ts.records) == 16
     assert len(ts.problems) == 2
-    assert "missing field(s) variant, run, step" in ts.problems[0]
-    assert ":18:" in ts.problems[1]
+    assert "missing field(s) variant, run, step" in str(ts.problems[0])
+    assert ":18:" in str(ts.problems[1])
 
 
 def test_file_names_may_not_escape_the_root(tmp_path: Path) -> None:
