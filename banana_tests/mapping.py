@@ -71,7 +71,6 @@ def resolve(
     """A FieldMap for a set with `columns`; a DataError that shows what was found if keys are missing."""
     compiled = _compile(pattern) if pattern else None
     from_pattern = set(compiled.groupindex) if compiled else set()
-    lower = {c.lower(): c for c in columns}
     unknown = [c for c in explicit.values() if c not in columns]
     if unknown:
         raise _mapping_error(
@@ -81,7 +80,7 @@ def resolve(
     for key in KEYS:
         if key in chosen or key in from_pattern:
             continue
-        found = next((lower[n] for n in COMMON_NAMES[key] if n in lower), None)
+        found = _common_column(columns, key)
         if found is not None:
             chosen[key] = found
     if compiled is None and not {"seed_image", "step"} <= set(chosen):
@@ -100,12 +99,13 @@ def image_column(
     columns: Sequence[str], explicit: Mapping[str, str], image_features: Sequence[str]
 ) -> str | None:
     """The column holding images: mapped, else the first Image feature, else a common name."""
+    return explicit.get("image") or next(iter(image_features), None) or _common_column(columns, "image")
+
+
+def _common_column(columns: Sequence[str], key: str) -> str | None:
+    """The column under one of `key`'s common names, matched case-insensitively, in their order."""
     lower = {c.lower(): c for c in columns}
-    return (
-        explicit.get("image")
-        or next(iter(image_features), None)
-        or next((lower[n] for n in COMMON_NAMES["image"] if n in lower), None)
-    )
+    return next((lower[n] for n in COMMON_NAMES[key] if n in lower), None)
 
 
 def _compile(pattern: str) -> re.Pattern[str]:
