@@ -30,7 +30,8 @@ def noisy_image(seed: str, run: int, step: int, size: tuple[int, int] = (96, 128
     h, w = size
     y, x = np.mgrid[0:h, 0:w]
     base = np.stack([x / w, y / h, (x + y) / (w + h)], axis=-1) * 200 + 20
-    rng = np.random.default_rng(abs(hash((seed, run, step))) % 2**32)
+    digest = hashlib.sha256(f"{seed}/{run}/{step}".encode()).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))  # the same pixels in every process
     noisy = base + rng.normal(0, 3.0 * step, base.shape)
     return Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8))
 
