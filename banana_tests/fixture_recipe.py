@@ -5,9 +5,10 @@ public-domain images shipped inside scikit-image (`skimage.data`) are sent throu
 `ReplicaEmulator` round after round, as a model asked for "an exact replica" would be.
 `recipe.json` records everything that decides the pixels, so
 
-    banana-tests fixtures refresh [--out DIR]
+    banana-tests fixtures refresh [--out DIR] [--seeds-out DIR]
 
-rebuilds the same files, byte for byte, given the same numpy/scipy/Pillow/zlib.
+rebuilds the same files, byte for byte, given the same numpy/scipy/Pillow/zlib. The step-0
+images go to `fixtures/seeds/`, so the control family runs from a wheel without scikit-image.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import numpy as np
 from PIL import Image
 
 from banana_tests.atomic import write_atomic
+from banana_tests.data import EMBEDDED
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
-from banana_tests.trajectories import EMBEDDED
 
 DEFAULT_DIR = EMBEDDED
 RECIPE = "recipe.json"
@@ -140,6 +141,15 @@ def seed_image(name: str, long_side: int) -> Image.Image:
     return image.resize(size, Image.Resampling.LANCZOS)
 
 
+def write_seeds(recipe: Recipe, out_dir: Path) -> list[Path]:
+    """The step-0 images as `<seed image>.png`, the clean crops the control family draws from."""
+    paths = []
+    for name in sorted(recipe.seed_images):
+        paths.append(Path(out_dir) / f"{name}.png")
+        write_atomic(paths[-1], _png(seed_image(name, recipe.seed_long_side)))
+    return paths
+
+
 def build(recipe: Recipe, out_dir: Path) -> list[dict[str, Any]]:
     """Write the images, `metadata.jsonl` and `recipe.json` under `out_dir`; return the rows."""
     out_dir = Path(out_dir)
@@ -163,9 +173,7 @@ def build(recipe: Recipe, out_dir: Path) -> list[dict[str, Any]]:
 def _store(
     recipe: Recipe, out_dir: Path, image: Image.Image, name: str, run: int, step: int
 ) -> dict[str, Any]:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG", optimize=True, compress_level=9)
-    data = buffer.getvalue()
+    data = _png(image)
     file_name = f"images/{name}/run{run}/step{step:03d}.png"
     write_atomic(out_dir / file_name, data)
     return {
@@ -178,6 +186,12 @@ def _store(
         "prompt": recipe.prompt,
         "sha256": hashlib.sha256(data).hexdigest(),
     }
+
+
+def _png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", optimize=True, compress_level=9)
+    return buffer.getvalue()
 
 
 def _remove_stale(images: Path, keep: set[Path]) -> None:

@@ -11,10 +11,10 @@ import csv
 from pathlib import Path
 
 from banana_tests.cases import CaseKey
+from banana_tests.data import PAPER_CSV
 from banana_tests.matrix import Cell
 from metrics_under_test.table2 import PAPER_METRICS
 
-PAPER_CSV = Path(__file__).resolve().parent.parent / "fixtures" / "paper" / "paper_fig5_gaps.csv"
 PAPER_REFERENCE_STEP = 1
 _PYIQA_NAME = {m.paper_name: m.pyiqa_name for m in PAPER_METRICS}
 

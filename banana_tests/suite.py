@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from banana_tests.cases import CaseKey
+from banana_tests.data import EMBEDDED
 from banana_tests.gaps import Gap, gap
 from banana_tests.matrix import Matrix
 from banana_tests.plan import CasePlan, parse_steps, plan_cases
 from banana_tests.selection import Selection
 from banana_tests.sources import SourceOptions, from_options, load, with_problems
-from banana_tests.trajectories import EMBEDDED, DataError, Record
+from banana_tests.trajectories import DataError, Record
 from banana_tests.trend import Trend, TrendKey, TrendPlan, measure, plan_trends
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import MetricSpec, UnknownMetric, resolve

@@ -11,16 +11,12 @@ from functools import cache
 
 import numpy as np
 import pytest
-
-pytest.importorskip("hypothesis")
-pytest.importorskip("skimage")  # the clean seed images
-
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from banana_tests.data import SEEDS
 from banana_tests.distortions import DISTORTIONS, Array
 from banana_tests.plugin import STATE
-from banana_tests.trajectories import EMBEDDED
 from metrics_under_test.protocol import Metric, check_scores
 from metrics_under_test.registry import MetricSpec
 
@@ -36,11 +32,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @cache
 def clean_images() -> tuple[Array, ...]:
-    """The embedded set's seed images before any edit (skimage data): clean, varied content."""
-    from banana_tests.fixture_recipe import load_recipe, seed_image
+    """The embedded set's seed images before any edit (shipped PNGs): clean, varied content."""
+    from PIL import Image
 
-    recipe = load_recipe(EMBEDDED / "recipe.json")
-    return tuple(np.asarray(seed_image(name, recipe.seed_long_side)) for name in recipe.seed_images)
+    paths = sorted(SEEDS.glob("*.png"))
+    if not paths:
+        raise FileNotFoundError(f"{SEEDS}: no seed images; rebuild them with `banana-tests fixtures refresh`")
+    return tuple(np.asarray(Image.open(p).convert("RGB")) for p in paths)
 
 
 @cache

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from banana_tests.data import SEEDS
 
 from banana_tests.cli import main
 from banana_tests.fixture_recipe import DEFAULT_DIR
@@ -14,10 +15,15 @@ from banana_tests.fixture_recipe import DEFAULT_DIR
 def test_refresh_reproduces_the_committed_sha256(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("skimage")
     committed = [json.loads(line) for line in (DEFAULT_DIR / "metadata.jsonl").read_text().splitlines()]
-    assert main(["fixtures", "refresh", "--out", str(tmp_path)]) == 0
+    seeds = tmp_path / "seeds"
+    assert main(["fixtures", "refresh", "--out", str(tmp_path), "--seeds-out", str(seeds)]) == 0
     fresh = [json.loads(line) for line in (tmp_path / "metadata.jsonl").read_text().splitlines()]
     assert {r["file_name"]: r["sha256"] for r in fresh} == {r["file_name"]: r["sha256"] for r in committed}
-    assert f"{len(committed)} images" in capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in seeds.iterdir()} == {
+        p.name: p.read_bytes() for p in SEEDS.iterdir()
+    }
+    out = capsys.readouterr().out
+    assert f"{len(committed)} images" in out and "8 clean seed images" in out
 
 
 def test_refresh_without_a_recipe_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from banana_tests.trajectories import EMBEDDED
+from banana_tests.data import EMBEDDED, SEEDS
 
 
 def add_parser(subparsers: Any) -> None:
@@ -18,17 +18,26 @@ def add_parser(subparsers: Any) -> None:
     )
     refresh.add_argument("--recipe", type=Path, default=None, help="default: the committed recipe.json")
     refresh.add_argument("--out", type=Path, default=EMBEDDED, help="default: %(default)s")
+    refresh.add_argument(
+        "--seeds-out",
+        type=Path,
+        default=SEEDS,
+        help="the clean step-0 images (default: %(default)s)",
+    )
     refresh.set_defaults(func=run_refresh)
 
 
 def run_refresh(args: argparse.Namespace) -> int:
-    from banana_tests.fixture_recipe import RECIPE, build, load_recipe
+    from banana_tests.fixture_recipe import RECIPE, build, load_recipe, write_seeds
 
     recipe = args.recipe or EMBEDDED / RECIPE
     if not recipe.is_file():
         print(f"banana-tests fixtures refresh: error: no recipe at {recipe}", file=sys.stderr)
         return 1
-    rows = build(load_recipe(recipe), args.out)
+    loaded = load_recipe(recipe)
+    rows = build(loaded, args.out)
     size = sum((args.out / r["file_name"]).stat().st_size for r in rows)
     print(f"{len(rows)} images, {size / 1e6:.1f} MB of PNG in {args.out}")
+    seeds = write_seeds(loaded, args.seeds_out)
+    print(f"{len(seeds)} clean seed images in {args.seeds_out}")
     return 0
