@@ -45,7 +45,8 @@ def check_weights(spec: MetricSpec) -> None:
 
 
 class PyiqaMetric:
-    """A pyiqa NR metric behind the suite's protocol: batches grouped by image size."""
+    """A pyiqa NR metric behind the suite's protocol: batches grouped by image size, each handed
+    to pyiqa as one contiguous (B, C, H, W) float tensor in [0, 1], the layout its metrics assume."""
 
     backend = "pyiqa"
 
@@ -75,8 +76,10 @@ class PyiqaMetric:
             by_shape.setdefault(img.shape, []).append(i)
         with torch.inference_mode():
             for positions in by_shape.values():
-                batch = torch.from_numpy(np.stack([images[i] for i in positions]))
-                batch = batch.permute(0, 3, 1, 2).float().div_(255.0)
+                batch = torch.from_numpy(np.stack([images[i] for i in positions])).permute(0, 3, 1, 2)
+                # A contiguous NCHW copy: pyiqa reshapes with .view (ILNIQE's MATLAB-style resize),
+                # which raised on the permuted channels-last batch whenever it held 2+ images.
+                batch = batch.to(torch.float32, memory_format=torch.contiguous_format).div_(255.0)
                 out = self._model(batch).reshape(-1).tolist()
                 for i, s in zip(positions, out, strict=True):
                     scores[i] = float(s)
