@@ -52,10 +52,11 @@ class Cell:
 
     def as_verdict(self) -> Cell:
         """The cell as its Δ decides it. Under --baseline a report says xfail or XPASS; the
-        matrix (terminal and `report` alike) keeps the verdict: failed when Δ ≥ 0."""
+        matrix (terminal and `report` alike) keeps the verdict: passed only when Δ < 0, as the
+        suite asserts, so a nan Δ (a metric that returned nan) stays a failure."""
         if self.delta is None:
             return self
-        return replace(self, outcome="failed" if self.delta >= 0 else "passed")
+        return replace(self, outcome="passed" if self.delta < 0 else "failed")
 
 
 @dataclass
@@ -71,12 +72,12 @@ class OutcomeCounts:
         setattr(self, outcome, getattr(self, outcome) + 1)
 
     def label(self) -> str:
-        if self.error:
-            return f"E{self.error}"
+        """`failed/verdicts`, then `E<n>` when some cases errored: an error never hides failures."""
         verdicts = self.passed + self.failed
-        if not verdicts:
-            return "s" if self.skipped else ""
-        return f"{self.failed}/{verdicts}"
+        parts = [f"{self.failed}/{verdicts}" if verdicts else "s" if self.skipped else ""]
+        if self.error:
+            parts.append(f"E{self.error}")
+        return " ".join(p for p in parts if p)
 
 
 @dataclass
@@ -125,15 +126,16 @@ class Matrix:
 
     def render(self) -> list[str]:
         """Rows are seed images, columns metrics; a cell counts failing steps out of those run.
-        `s` marks an all-skipped cell, `E` one with errors."""
+        `s` marks an all-skipped cell, `E<n>` the cases with errors beside the failures."""
         metrics, seeds = self.metrics, self.seed_images
         if not metrics:
             return []
-        width = max(7, *(len(m) for m in metrics))
+        tally = self.tally()
+        labels = {(m, s): tally[(m, s)].label() for m in metrics for s in [*seeds, None]}
+        width = max(7, *(len(m) for m in metrics), *(len(x) for x in labels.values()))
         first = max(10, *(len(s) for s in seeds))
         lines = [" " * first + " " + " ".join(m.rjust(width) for m in metrics)]
-        tally = self.tally()
         for seed in [*seeds, None]:
-            row = [tally[(m, seed)].label().rjust(width) for m in metrics]
+            row = [labels[(m, seed)].rjust(width) for m in metrics]
             lines.append(("total" if seed is None else seed).ljust(first) + " " + " ".join(row))
         return lines

@@ -7,16 +7,18 @@ same file.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from banana_tests.cases import sort_key
-from banana_tests.matrix import Cell, Matrix
+from banana_tests.matrix import Cell, Matrix, OutcomeCounts
 from banana_tests.reports.tables import row_label
 
 SKIPPED = "#d0d0d0"
 ERROR = "#f2b84b"
+NAN = "#b39ddb"
 MISSING = "#ffffff"
 
 
@@ -84,6 +86,8 @@ def gap_heatmap(matrix: Matrix, step: int, stem: Path, limit: float | None = Non
             colour, text = SKIPPED, "s"
         elif cell is not None and cell.outcome == "error":
             colour, text = ERROR, "E"
+        elif cell is not None and cell.delta is not None and math.isnan(cell.delta):
+            colour, text = NAN, "nan"
         elif cell is not None and cell.delta is not None:
             colour, text = cmap(norm(cell.delta)), f"{cell.delta:.1f}"
             ink = "white" if abs(cell.delta) > 0.6 * limit else "black"
@@ -118,12 +122,13 @@ def colour_limit(matrix: Matrix) -> float:
     """The 90th percentile of |Δ|: a few huge gaps saturate instead of washing out the rest."""
     import numpy as np
 
-    gaps = [abs(c.delta) for c in matrix.cells.values() if c.delta is not None]
+    gaps = [abs(c.delta) for c in matrix.cells.values() if c.delta is not None and math.isfinite(c.delta)]
     return float(np.percentile(gaps, 90)) if gaps and max(gaps) > 0 else 1.0
 
 
 def failure_counts(matrix: Matrix, stem: Path) -> list[Path]:
-    """Failing steps per (seed image, metric), out of the steps with a verdict, with totals."""
+    """Failing steps per (seed image, metric), out of the steps with a verdict, with totals; the
+    labels are the terminal matrix's, so errors show beside the failures."""
     plt = _pyplot()
     from matplotlib.patches import Rectangle
 
@@ -132,20 +137,21 @@ def failure_counts(matrix: Matrix, stem: Path) -> list[Path]:
     cmap = plt.get_cmap("Reds")
     labels = []
     for col in cols:
-        t = matrix.counts(col)
-        labels.append(f"{col} ({t.failed}/{t.passed + t.failed})")
+        labels.append(f"{col} ({matrix.counts(col).label()})")
     fig, ax = _axes(plt, rows, cols, labels)
     counts: dict[tuple[str, str], list[Cell]] = {}
     for cell in matrix.cells.values():
         counts.setdefault((row_label(cell.key), cell.key.metric), []).append(cell)
     for (r, row), (c, col) in ((a, b) for a in enumerate(rows) for b in enumerate(cols)):
         group = counts.get((row, col), [])
-        failed = sum(x.outcome == "failed" for x in group)
-        verdicts = sum(x.outcome in ("passed", "failed") for x in group)
+        tally = OutcomeCounts()
+        for x in group:
+            tally.add(x.outcome)
+        failed, verdicts, text = tally.failed, tally.passed + tally.failed, tally.label()
         if not verdicts:
-            colour, text = (SKIPPED, "s") if group else (MISSING, "")
+            colour = (ERROR if tally.error else SKIPPED) if group else MISSING
         else:
-            colour, text = cmap(0.08 + 0.8 * failed / steps), f"{failed}/{verdicts}"
+            colour = cmap(0.08 + 0.8 * failed / steps)
         ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor=colour, edgecolor="white", lw=1))
         ink = "white" if verdicts and failed / steps > 0.6 else "black"
         ax.text(c, r, text, ha="center", va="center", fontsize=8, color=ink)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from dataclasses import dataclass
 
 from banana_tests.cases import CaseKey, sort_key
@@ -89,10 +90,10 @@ def summarise(matrix: Matrix) -> list[MetricSummary]:
             for k, c in matrix.cells.items()
             if k.metric == metric and c.delta is not None and c.outcome in ("passed", "failed")
         ]
+        # a nan Δ is a failure without a size: the worst Δ is nan only when every Δ is
+        worst = max((d for d in deltas if not math.isnan(d)), default=math.nan if deltas else None)
         cases = t.passed + t.failed + t.skipped + t.error
-        out.append(
-            MetricSummary(metric, cases, t.passed, t.failed, t.skipped, t.error, max(deltas, default=None))
-        )
+        out.append(MetricSummary(metric, cases, t.passed, t.failed, t.skipped, t.error, worst))
     return out
 
 
