@@ -1,67 +1,138 @@
-"""Failure baselines: the cells a team already knows fail, kept as a small sorted JSON file.
+"""Failure baselines: the cases a team already knows fail, kept as a small sorted JSON file.
 
-Under `pytest --baseline FILE` those cells are expected failures, so CI stays quiet about them
-and speaks up on a new failure (or, with `--strict-baseline`, on a fixed one).
+Under `pytest --baseline FILE` those cases are expected failures, so CI stays quiet about them
+and speaks up on a new failure (or, with `--strict-baseline`, on a fixed one). A baseline lists
+every kind of case the suite can fail: Δ cells, trend cases and control degradations, so a
+baseline written from a run makes that same run pass.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from banana_tests.cases import CaseKey, sort_key
+from banana_tests.atomic import write_atomic
+from banana_tests.cases import CaseKey
 from banana_tests.matrix import Matrix
+from banana_tests.trend import TrendKey
 
-FORMAT = "banana-tests-baseline/1"
+FORMAT = "banana-tests-baseline/2"
+READABLE = frozenset({"banana-tests-baseline/1", FORMAT})  # /1 files (Δ cells only) still load
+TOP_KEYS = frozenset({"format", "failures"})
+
+
+@dataclass(frozen=True, order=True)
+class ControlKey:
+    """One control case, `test_detects_control_degradation[<metric>-<distortion>]`."""
+
+    metric: str
+    distortion: str
+
+    PARAMS = ("control_metric", "distortion")
+    """The parameter names `banana_tests/test_control.py` parametrizes its cases with."""
+
+    @property
+    def test_id(self) -> str:
+        return f"{self.metric}-{self.distortion}"
+
+    @classmethod
+    def from_test_id(cls, test_id: str) -> ControlKey:
+        """Distortion names hold no '-', so the last '-' splits; metric names may hold one."""
+        metric, sep, distortion = test_id.rpartition("-")
+        if not sep or not metric or not distortion:
+            raise ValueError(f"not a control case id: {test_id!r}")
+        return cls(metric, distortion)
+
+
+Known = CaseKey | TrendKey | ControlKey
+"""Any case a baseline can list."""
+
+# Entry keys by kind: a Δ cell has no `kind` (the /1 format), the others name theirs.
+ENTRY_KEYS = {
+    None: ({"metric", "seed_image", "step"}, {"run"}),
+    "trend": ({"kind", "metric", "seed_image"}, set()),
+    "control": ({"kind", "metric", "distortion"}, set()),
+}
 
 
 class BaselineError(ValueError):
     """A baseline file that cannot be read; the message names the file and the entry."""
 
 
-def _entry(key: CaseKey) -> dict[str, Any]:
+def _entry(key: Known) -> dict[str, Any]:
+    if isinstance(key, TrendKey):
+        return {"kind": "trend", "metric": key.metric, "seed_image": key.seed_image}
+    if isinstance(key, ControlKey):
+        return {"kind": "control", "metric": key.metric, "distortion": key.distortion}
     entry: dict[str, Any] = {"metric": key.metric, "seed_image": key.seed_image, "step": key.step}
     if key.run is not None:
         entry["run"] = key.run
     return entry
 
 
-def dump_baseline(keys: Iterable[CaseKey], path: Path) -> None:
-    """Write failing cells sorted and one per line, so a refreshed baseline reviews as a short diff."""
-    entries = [json.dumps(_entry(k)) for k in sorted(set(keys), key=sort_key)]
+def _order(key: Known) -> tuple[str, int, str, int, int]:
+    """A metric's entries together: its Δ cells (as `cases.sort_key`), then trends, then controls."""
+    if isinstance(key, TrendKey):
+        return key.metric, 1, key.seed_image, 0, 0
+    if isinstance(key, ControlKey):
+        return key.metric, 2, key.distortion, 0, 0
+    return key.metric, 0, key.seed_image, key.step, -1 if key.run is None else key.run
+
+
+def dump_baseline(keys: Iterable[Known], path: Path) -> None:
+    """Write failing cases sorted and one per line, so a refreshed baseline reviews as a short
+    diff; atomically, so an interrupted refresh leaves the old file whole."""
+    entries = [json.dumps(_entry(k)) for k in sorted(set(keys), key=_order)]
     failures = "[\n" + ",\n".join("    " + e for e in entries) + "\n  ]" if entries else "[]"
     body = f'{{\n  "format": "{FORMAT}",\n  "failures": {failures}\n}}\n'
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(body, encoding="utf-8")
+    write_atomic(Path(path), body.encode("utf-8"))
 
 
-def write_baseline(matrix: Matrix, path: Path) -> None:
-    """The matrix's failing cells (Δ ≥ 0) as a baseline file."""
-    dump_baseline([k for k, cell in matrix.cells.items() if cell.outcome == "failed"], path)
+def write_baseline(matrix: Matrix, path: Path, others: Iterable[TrendKey | ControlKey] = ()) -> None:
+    """The matrix's failing cells (Δ ≥ 0), and the failing trend and control cases, as a baseline.
+    A cell that failed without a Δ (its metric named but not loadable) is no verdict to expect."""
+    cells = [k for k, cell in matrix.cells.items() if cell.outcome == "failed" and cell.delta is not None]
+    dump_baseline([*cells, *others], path)
 
 
-def load_baseline(path: Path) -> frozenset[CaseKey]:
-    """The failing cells a baseline file lists."""
+def load_baseline(path: Path) -> frozenset[Known]:
+    """The failing cases a baseline file lists; a BaselineError names the file and entry."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BaselineError(f"baseline {path}: {exc}") from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    if not isinstance(data, dict) or data.get("format") not in READABLE:
         raise BaselineError(f"baseline {path}: not a {FORMAT} file (missing or wrong 'format')")
+    unknown = sorted(set(data) - TOP_KEYS)
+    failures = data.get("failures", [])
+    if unknown or not isinstance(failures, list):
+        what = f"unknown key(s) {', '.join(map(repr, unknown))}" if unknown else "'failures' is not a list"
+        raise BaselineError(f"baseline {path}: {what}; a baseline holds only {sorted(TOP_KEYS)}")
     keys = []
-    for i, entry in enumerate(data.get("failures", [])):
+    for i, entry in enumerate(failures):
         try:
-            run = entry.get("run")
-            keys.append(
-                CaseKey(
-                    str(entry["metric"]),
-                    str(entry["seed_image"]),
-                    int(entry["step"]),
-                    None if run is None else int(run),
-                )
-            )
+            keys.append(_key(entry))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(f"baseline {path}: failure entry {i} {entry!r} is malformed: {exc}") from exc
     return frozenset(keys)
+
+
+def _key(entry: dict[str, Any]) -> Known:
+    kind = entry.get("kind")
+    if kind not in ENTRY_KEYS:
+        raise ValueError(f"unknown kind {kind!r} (known: trend, control, or none for a Δ cell)")
+    required, optional = ENTRY_KEYS[kind]
+    unknown = sorted(set(entry) - required - optional)
+    if unknown:
+        raise ValueError(f"unknown key(s) {', '.join(map(repr, unknown))}")
+    if kind == "trend":
+        return TrendKey(str(entry["metric"]), str(entry["seed_image"]))
+    if kind == "control":
+        return ControlKey(str(entry["metric"]), str(entry["distortion"]))
+    run = entry.get("run")
+    return CaseKey(
+        str(entry["metric"]), str(entry["seed_image"]), int(entry["step"]), None if run is None else int(run)
+    )

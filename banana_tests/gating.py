@@ -1,7 +1,9 @@
-"""`--baseline`: cells that failed before are expected failures, so CI only flags what changed.
+"""`--baseline`: cases that failed before are expected failures, so CI only flags what changed.
 
-A baseline cell that fails again is XFAIL; a new failure is a real failure; a baseline cell that
+A baseline case that fails again is XFAIL; a new failure is a real failure; a baseline case that
 now passes is XPASS, and a failure under `--strict-baseline`, so the baseline gets refreshed.
+Δ cells, trend cases and control degradations are all gated: a baseline written from a run
+makes that run pass. Errors (bad data) and snapshot drift are never expected: fix those.
 """
 
 from __future__ import annotations
@@ -11,8 +13,25 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.baseline import BaselineError, load_baseline
+from banana_tests.baseline import BaselineError, ControlKey, Known, load_baseline
 from banana_tests.cases import CASE_FIXTURE, CaseKey
+from banana_tests.plugin import TREND_FIXTURE
+from banana_tests.trend import TrendKey
+
+
+def item_key(item: pytest.Item) -> Known | None:
+    """The suite case an item runs, from its parameters; None for any other test."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    params = callspec.params
+    key = params.get(CASE_FIXTURE, params.get(TREND_FIXTURE))
+    if isinstance(key, CaseKey | TrendKey):
+        return key
+    metric, distortion = (params.get(name) for name in ControlKey.PARAMS)
+    if isinstance(metric, str) and isinstance(distortion, str):
+        return ControlKey(metric, distortion)
+    return None
 
 
 class BaselineGate:
@@ -26,19 +45,18 @@ class BaselineGate:
         self.path = path
         self.strict = strict
 
-    def expected_failure(self, key: CaseKey) -> bool:
-        """A baseline entry without a run covers every run of its cell."""
-        return key in self.keys or replace(key, run=None) in self.keys
+    def expected_failure(self, key: Known) -> bool:
+        """A baseline Δ entry without a run covers every run of its cell."""
+        return key in self.keys or (isinstance(key, CaseKey) and replace(key, run=None) in self.keys)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
-            callspec = getattr(item, "callspec", None)
-            key = callspec.params.get(CASE_FIXTURE) if callspec is not None else None
-            if isinstance(key, CaseKey) and self.expected_failure(key):
+            key = item_key(item)
+            if key is not None and self.expected_failure(key):
                 reason = f"fails in baseline {self.path.name}"
                 item.add_marker(pytest.mark.xfail(raises=AssertionError, strict=self.strict, reason=reason))
 
     def pytest_report_header(self) -> str:
-        mode = "strict: a fixed cell fails" if self.strict else "a fixed cell is XPASS"
+        mode = "strict: a fixed case fails" if self.strict else "a fixed case is XPASS"
         return f"banana-tests baseline: {self.path} ({len(self.keys)} expected failures; {mode})"

@@ -13,16 +13,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from banana_tests.baseline import ControlKey
 from banana_tests.cases import CaseKey, strip_xdist_group
 from banana_tests.matrix import Cell, Matrix
 from banana_tests.reports.trends import TrendSeries
+from banana_tests.trend import TrendKey
 
 CASE_PREFIX = "test_detects_degradation["
+CONTROL_PREFIX = "test_detects_control_degradation["
 # Properties that vary per case; every other testcase property is run metadata (variant, ...).
 CASE_PROPERTIES = frozenset(
     {"metric", "seed_image", "step", "run", "delta", "score_reference", "score_step"}
     | {"norm_reference", "norm_step", "runs", "score_cached"}
 )
+MAX_INPUT_MB = 256
+"""Default cap on one file's size: a suite run of 21 metrics with `--steps all` stays well under it."""
+MAX_ATTRIBUTE = 1 << 20
+"""Cap on one attribute value (property value, message): the suite writes at most a few KiB."""
 _OLDEST = datetime.min.replace(tzinfo=UTC)
 
 
@@ -69,44 +76,69 @@ class SourcedTrend:
     order: tuple[int, int]
 
 
+@dataclass(frozen=True)
+class SourcedOther:
+    """The outcome of a case outside the matrix (a trend or control case), ordered like `Sourced`."""
+
+    key: TrendKey | ControlKey
+    outcome: str
+    timestamp: datetime
+    order: tuple[int, int]
+
+
+Item = Sourced | SourcedTrend | SourcedOther
+
+
 @dataclass
 class Reading:
-    """The merged matrix, the replacements made, the run metadata found in the files, and the
-    series of any trend cases (`--trend`), newest per (metric, seed image)."""
+    """The merged matrix, the replacements made, the run metadata found in the files, the
+    series of any trend cases (`--trend`), newest per (metric, seed image), and the newest
+    outcome of each trend and control case, for baselines."""
 
     matrix: Matrix
     replaced: list[Replacement] = field(default_factory=list)
     metadata: dict[str, list[str]] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
     trends: list[TrendSeries] = field(default_factory=list)
+    others: dict[TrendKey | ControlKey, str] = field(default_factory=dict)
+
+    def failing_others(self) -> list[TrendKey | ControlKey]:
+        """Trend and control cases that failed (under a baseline: xfailed or still failing)."""
+        return [k for k, outcome in self.others.items() if outcome == "failed"]
 
 
-def read_junit(paths: Sequence[Path]) -> Reading:
-    """Merge the suite's cases from `paths`; newest wins, ties go to the later file."""
+def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
+    """Merge the suite's cases from `paths`; newest wins, ties go to the later file. Every file
+    is read before anything is returned, and one over `max_mb` MiB is refused unread."""
     if not paths:
         raise JUnitError("no JUnit XML files given")
     sourced: list[Sourced] = []
     trends: list[SourcedTrend] = []
+    others: list[SourcedOther] = []
     metadata: dict[str, set[str]] = {}
     for index, path in enumerate(paths):
-        before = len(sourced)
-        for item, props in _read_file(Path(path), index):
+        found = 0
+        for item, props in _read_file(Path(path), index, max_mb):
+            found += 1
             if isinstance(item, SourcedTrend):
                 trends.append(item)
-                continue
-            sourced.append(item)
-            for name, value in props.items():
-                metadata.setdefault(name, set()).add(value)
-        if len(sourced) == before:
+            elif isinstance(item, SourcedOther):
+                others.append(item)
+            else:
+                sourced.append(item)
+                for name, value in props.items():
+                    metadata.setdefault(name, set()).add(value)
+        if not found:
             raise JUnitError(
-                f"{path}: JUnit XML without banana-tests cases (no {CASE_PREFIX}...] testcase "
-                "and no testcase with a 'metric' property)"
+                f"{path}: JUnit XML without banana-tests cases (no {CASE_PREFIX}...], "
+                f"{CONTROL_PREFIX}...] or trend testcase and no testcase with a 'metric' property)"
             )
-    sourced.sort(key=lambda s: (s.timestamp, s.order))
+    sourced.sort(key=_when)
     reading = Reading(Matrix(), metadata={k: sorted(v) for k, v in sorted(metadata.items())})
     reading.files = [Path(p) for p in paths]
     newest = {(t.series.metric, t.series.seed_image): t.series for t in sorted(trends, key=_when)}
     reading.trends = [newest[k] for k in sorted(newest)]
+    reading.others = {o.key: o.outcome for o in sorted(others, key=_when)}
     latest: dict[CaseKey, Sourced] = {}
     for item in sourced:
         reading.matrix.add(item.cell)
@@ -117,49 +149,102 @@ def read_junit(paths: Sequence[Path]) -> Reading:
     return reading
 
 
-def _when(item: SourcedTrend) -> tuple[datetime, tuple[int, int]]:
+def _when(item: Item) -> tuple[datetime, tuple[int, int]]:
     return item.timestamp, item.order
 
 
-def _read_file(path: Path, index: int) -> Iterator[tuple[Sourced | SourcedTrend, dict[str, str]]]:
+def _read_file(path: Path, index: int, max_mb: float) -> Iterator[tuple[Item, dict[str, str]]]:
     """Each suite case in one file, with the file's run metadata: suite and non-case properties.
-    Trend cases come with no metadata (their Δ cases carry it)."""
+    Trend and control cases come with no metadata (the Δ cases carry it). The file is parsed
+    incrementally, each testcase dropped once read, so memory follows the cases, not the XML."""
     try:
-        root = ET.parse(path).getroot()
-    except (ET.ParseError, OSError) as exc:
-        raise JUnitError(f"{path}: not a readable JUnit XML file ({exc})") from exc
-    if root.tag not in ("testsuites", "testsuite"):
-        raise JUnitError(f"{path}: not JUnit XML (root element <{root.tag}>, expected <testsuites>)")
-    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-    position = 0
-    for suite in suites:
-        stamp = _timestamp(path, suite.get("timestamp"))
-        suite_props = _properties(suite)
-        for case in suite.findall("testcase"):
-            name = strip_xdist_group(case.get("name", ""))
-            props = _properties(case)
-            if props.get("kind") == "trend" and "trend_series" in props:
-                try:
-                    series = TrendSeries.from_properties(props)
-                except (KeyError, ValueError) as exc:
-                    raise JUnitError(f"{path}: trend testcase {name!r}: {exc}") from exc
-                yield SourcedTrend(series, stamp, (index, position)), {}
-                position += 1
+        size = path.stat().st_size
+    except OSError as exc:
+        raise JUnitError(f"{path}: cannot read this file ({exc})") from exc
+    if size > max_mb * 2**20:
+        raise JUnitError(
+            f"{path}: {size / 2**20:.1f} MiB is over the {max_mb:g} MiB limit for one JUnit XML file;"
+            " if it really is one suite run, raise the limit with --max-input-mb"
+        )
+    stack: list[ET.Element] = []
+    stamp, position = _OLDEST, 0
+    suite_props: dict[str, str] = {}
+    try:
+        for event, node in ET.iterparse(path, events=("start", "end")):
+            if event == "start":
+                if not stack and node.tag not in ("testsuites", "testsuite"):
+                    raise JUnitError(
+                        f"{path}: not JUnit XML (root element <{node.tag}>, expected <testsuites>)"
+                    )
+                _check_attributes(path, node)
+                if node.tag == "testsuite":
+                    stamp, suite_props = _timestamp(path, node.get("timestamp")), {}
+                stack.append(node)
                 continue
-            if (not name.startswith(CASE_PREFIX) and "metric" not in props) or "kind" in props:
-                continue  # not a Δ case: another test, or a trend case (kind=trend)
-            outcome, message = _outcome(case)
-            try:
-                cell = Cell.from_properties(outcome, props, message)
-            except (KeyError, ValueError) as exc:
-                raise JUnitError(
-                    f"{path}: testcase {name!r} lacks the suite's properties ({exc}); "
-                    "was it written by banana-tests with junit_family xunit1 or xunit2?"
-                ) from exc
-            cell = cell.as_verdict()  # xfail (<skipped>) or strict XPASS (<failure>) under a baseline
-            meta = {**suite_props, **{k: v for k, v in props.items() if k not in CASE_PROPERTIES}}
-            yield Sourced(cell, path, stamp, (index, position)), meta
-            position += 1
+            stack.pop()
+            parent = stack[-1] if stack else None
+            if node.tag == "properties" and parent is not None and parent.tag == "testsuite":
+                suite_props = _properties(parent)
+            elif node.tag == "testcase":
+                for found in _case(path, node, suite_props, stamp, (index, position)):
+                    yield found
+                    position += 1
+                if parent is not None:
+                    del parent[-1]  # read: free it
+    except ET.ParseError as exc:
+        raise JUnitError(f"{path}: not a readable JUnit XML file ({exc})") from exc
+    except OSError as exc:
+        raise JUnitError(f"{path}: cannot read this file ({exc})") from exc
+
+
+def _check_attributes(path: Path, node: ET.Element) -> None:
+    for name, value in node.attrib.items():
+        if len(value) > MAX_ATTRIBUTE:
+            where = node.get("name") or node.tag
+            raise JUnitError(
+                f"{path}: attribute {name!r} of <{node.tag}> {where!r} holds {len(value):,} characters,"
+                f" over the {MAX_ATTRIBUTE:,} the suite ever writes; not a banana-tests JUnit XML file"
+            )
+
+
+def _case(
+    path: Path, case: ET.Element, suite_props: dict[str, str], stamp: datetime, order: tuple[int, int]
+) -> list[tuple[Item, dict[str, str]]]:
+    """One testcase as suite cases with their run metadata (a measured trend gives its series
+    and its outcome); none for another test."""
+    name = strip_xdist_group(case.get("name", ""))
+    props = _properties(case)
+    outcome, message = _outcome(case)
+    # The gate expects only a failed assertion (the verdict): any other failure is no verdict.
+    verdict = "error" if outcome == "failed" and not _asserted(case) else outcome
+    if props.get("kind") == "trend":
+        try:
+            found: list[tuple[Item, dict[str, str]]] = [
+                (SourcedOther(TrendKey(props["metric"], props["seed_image"]), verdict, stamp, order), {})
+            ]
+            if "trend_series" in props:
+                found.append((SourcedTrend(TrendSeries.from_properties(props), stamp, order), {}))
+        except (KeyError, ValueError) as exc:
+            raise JUnitError(f"{path}: trend testcase {name!r}: {exc}") from exc
+        return found
+    if name.startswith(CONTROL_PREFIX):
+        try:
+            control = ControlKey.from_test_id(name[len(CONTROL_PREFIX) : -1])
+        except ValueError as exc:
+            raise JUnitError(f"{path}: control testcase {name!r}: {exc}") from exc
+        return [(SourcedOther(control, verdict, stamp, order), {})]
+    if (not name.startswith(CASE_PREFIX) and "metric" not in props) or "kind" in props:
+        return []  # not a Δ case: another test
+    try:
+        cell = Cell.from_properties(outcome, props, message)
+    except (KeyError, ValueError) as exc:
+        raise JUnitError(
+            f"{path}: testcase {name!r} lacks the suite's properties ({exc}); "
+            "was it written by banana-tests with junit_family xunit1 or xunit2?"
+        ) from exc
+    cell = cell.as_verdict()  # xfail (<skipped>) or strict XPASS (<failure>) under a baseline
+    meta = {**suite_props, **{k: v for k, v in props.items() if k not in CASE_PROPERTIES}}
+    return [(Sourced(cell, path, stamp, order), meta)]
 
 
 def _properties(node: ET.Element) -> dict[str, str]:
@@ -170,12 +255,26 @@ def _properties(node: ET.Element) -> dict[str, str]:
 
 
 def _outcome(case: ET.Element) -> tuple[str, str]:
-    """passed/failed/skipped/error from the testcase's children, with the message if any."""
+    """passed/failed/skipped/error from the testcase's children, with the message if any. Under
+    a baseline an xfail is a failure still there, and a strict XPASS a case that now passes."""
     for tag, outcome in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
         node = case.find(tag)
         if node is not None:
-            return outcome, node.get("message", "") or (node.text or "")
+            message = node.get("message", "") or (node.text or "")
+            if tag == "skipped" and node.get("type") == "pytest.xfail":
+                return "failed", message
+            if tag == "failure" and message.startswith("[XPASS(strict)]"):
+                return "passed", message
+            return outcome, message
     return "passed", ""
+
+
+def _asserted(case: ET.Element) -> bool:
+    """The case failed on its assertion, or xfailed (which a baseline allows only for that)."""
+    failure, skipped = case.find("failure"), case.find("skipped")
+    if skipped is not None:
+        return skipped.get("type") == "pytest.xfail"
+    return failure is not None and failure.get("message", "").startswith("AssertionError")
 
 
 def _timestamp(path: Path, text: str | None) -> datetime:

@@ -48,7 +48,7 @@ def test_a_malformed_baseline_names_the_file_and_entry(tmp_path: Path) -> None:
     with pytest.raises(BaselineError, match=r"b\.json: failure entry 0 .*seed_image"):
         load_baseline(path)
     path.write_text("[]")
-    with pytest.raises(BaselineError, match="not a banana-tests-baseline/1 file"):
+    with pytest.raises(BaselineError, match="not a banana-tests-baseline/2 file"):
         load_baseline(path)
 
 

@@ -6,9 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from banana_tests.junit import JUnitError, Reading, read_junit
+from banana_tests.baseline import ControlKey, write_baseline
+from banana_tests.junit import MAX_INPUT_MB, JUnitError, Reading, read_junit
 from banana_tests.matrix import Matrix
 from banana_tests.reports.trends import TrendSeries
+from banana_tests.trend import TrendKey
 from banana_tests.versions import RUN_PACKAGES, package_versions
 
 
@@ -38,7 +40,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--write-baseline",
         type=Path,
         metavar="FILE",
-        help="also write the matrix's failing cases as a baseline file (known failures)",
+        help="also write the run's failing cases (Δ, trend and control) as a baseline file (known failures)",
+    )
+    p.add_argument(
+        "--max-input-mb",
+        type=float,
+        default=MAX_INPUT_MB,
+        metavar="MB",
+        help=f"refuse a JUnit XML file larger than this (default: {MAX_INPUT_MB} MiB)",
     )
     p.set_defaults(func=run)
 
@@ -46,7 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 def run(args: argparse.Namespace) -> int:
     from banana_tests.paper import PAPER_CSV, paper_cells
     from banana_tests.reports.compare import compare, comparison_markdown
-    from banana_tests.reports.write import write_report
+    from banana_tests.reports.write import staged, write_report
 
     if args.paper_only == bool(args.junit):
         print(
@@ -56,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     notes: list[tuple[str, str]] = []
     summary_extra = ""
     trends: list[TrendSeries] = []
+    failing_others: list[TrendKey | ControlKey] = []
     if args.paper_only:
         matrix = Matrix.of(paper_cells())
         metadata = {
@@ -65,11 +75,12 @@ def run(args: argparse.Namespace) -> int:
         title = "Banana100 paper: Figure 5 failure matrix"
     else:
         try:
-            reading = read_junit(args.junit)
+            reading = read_junit(args.junit, args.max_input_mb)
         except JUnitError as exc:
             print(f"banana-tests report: {exc}", file=sys.stderr)
             return 2
         matrix, title, trends = reading.matrix, "banana-tests failure matrix", reading.trends
+        failing_others = reading.failing_others()
         metadata = _metadata(reading)
         if reading.replaced:
             lines = [r.describe() for r in reading.replaced]
@@ -83,12 +94,16 @@ def run(args: argparse.Namespace) -> int:
         print(text)
         notes.append(("Compared with the paper", text))
         summary_extra = text
-    written = write_report(matrix, args.out, metadata, title, notes, summary_extra, trends)
-    if args.write_baseline:
-        from banana_tests.baseline import write_baseline
-
-        write_baseline(matrix, args.write_baseline)
-        written.append(args.write_baseline)
+    try:
+        with staged(args.out) as stage:
+            written = write_report(matrix, stage, metadata, title, notes, summary_extra, trends)
+            written = [args.out / p.name for p in written]
+            if args.write_baseline:
+                write_baseline(matrix, args.write_baseline, failing_others)
+                written.append(args.write_baseline)
+    except OSError as exc:
+        print(f"banana-tests report: cannot write the report: {exc}", file=sys.stderr)
+        return 1
     for line in matrix.render():
         print(line)
     print(f"wrote {len(written)} files to {args.out}")

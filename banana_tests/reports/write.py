@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+import secrets
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from banana_tests.matrix import Matrix
@@ -35,3 +39,22 @@ def write_report(
     page = out / "report.html"
     page.write_text(render_html(matrix, figures, metadata, title, notes, trend_figures), encoding="utf-8")
     return [*written, *figures, *trend_figures, page]
+
+
+@contextmanager
+def staged(out: Path) -> Iterator[Path]:
+    """A hidden sibling folder to write a report into. On success its files move into `out`
+    (the whole folder when `out` is new, else file by file, each an atomic rename); on any
+    failure it is removed. So `out` never holds half a report, and other files in it stay."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = out.parent / f".{out.name}.partial-{secrets.token_hex(6)}"
+    stage.mkdir()  # not mkdtemp: the report folder gets the umask's mode, not 0700
+    try:
+        yield stage
+        if out.exists():
+            for path in stage.iterdir():
+                os.replace(path, out / path.name)
+        else:
+            os.rename(stage, out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
