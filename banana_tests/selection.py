@@ -1,17 +1,17 @@
 """Which records a run uses: variant, seed images, metadata filters, a cap on runs, the steps.
 
 Selection happens on metadata alone, before any image is fetched or decoded, so a 28,000-image
-set tested at three steps costs three steps' worth of images.
+set tested at three steps costs three steps' worth of images. Bad records are selected the same
+way, on whatever part of their identity they still show.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from banana_tests.trajectories import Record
+from banana_tests.trajectories import Problem
 
 
 def parse_where(items: Sequence[str] | None) -> dict[str, str]:
@@ -45,27 +45,33 @@ class Selection:
     steps: tuple[int, ...] | None = None
     reference_step: int = 1
 
-    def keeps(self, seed_image: str, variant: str, step: int, extra: Mapping[str, Any]) -> bool:
-        """Whether a record with these keys is wanted (the run cap is applied afterwards)."""
+    def matches(self, seed_image: str, variant: str, extra: Mapping[str, Any]) -> bool:
+        """Whether a record with these keys is wanted, whatever its step (and before the run cap)."""
         if variant != self.variant or (self.seed_images and seed_image not in self.seed_images):
             return False
-        if self.steps is not None and step not in self.steps and step != self.reference_step:
+        return self._fits(extra)
+
+    def wants_step(self, step: int) -> bool:
+        return self.steps is None or step in self.steps or step == self.reference_step
+
+    def concerns(self, problem: Problem) -> bool:
+        """Whether a bad record could be one this selection wants: each part of it that is known
+        must match, and the parts that are not known could."""
+        p = problem
+        if p.variant not in (None, self.variant) or (p.step is not None and not self.wants_step(p.step)):
             return False
+        if p.seed_image is not None and self.seed_images and p.seed_image not in self.seed_images:
+            return False
+        return p.extra is None or self._fits(p.extra)
+
+    def _fits(self, extra: Mapping[str, Any]) -> bool:
         return all(key in extra and _same(extra[key], value) for key, value in self.where.items())
 
-    def apply(self, records: Iterable[Record]) -> list[Record]:
-        kept = [r for r in records if self.keeps(r.seed_image, r.variant, r.step, r.extra)]
-        return self.cap_runs(kept)
-
-    def cap_runs(self, records: list[Record]) -> list[Record]:
-        """Keep each seed image's first `runs` runs (by run number)."""
+    def first_runs(self, runs: Mapping[str, Iterable[int]]) -> dict[str, set[int]] | None:
+        """Each seed image's first `runs` runs (by run number) among those given; None: no cap."""
         if self.runs is None:
-            return records
-        runs: dict[str, set[int]] = defaultdict(set)
-        for r in records:
-            runs[r.seed_image].add(r.run)
-        first = {seed: set(sorted(numbers)[: self.runs]) for seed, numbers in runs.items()}
-        return [r for r in records if r.run in first[r.seed_image]]
+            return None
+        return {seed: set(sorted(set(numbers))[: self.runs]) for seed, numbers in runs.items()}
 
     def describe_empty(self, variants: Sequence[str], seed_images: Sequence[str]) -> str:
         """Why nothing was selected, with what the set does hold."""

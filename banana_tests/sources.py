@@ -11,23 +11,30 @@ Remote code is never run: the loader passes no `trust_remote_code`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from banana_tests.cases import CaseKey
+from banana_tests.cases import CaseKey, sort_key
 from banana_tests.mapping import image_column, parse_map, resolve
 from banana_tests.plan import CasePlan
 from banana_tests.selection import Selection, parse_where
 from banana_tests.trajectories import (
+    BOM,
     METADATA,
     REQUIRED,
     DataError,
+    DataWarning,
     Problem,
     Record,
+    check_file_name,
+    check_sha256,
+    identity,
     read_imagefolder,
     resolve_inside,
 )
@@ -59,12 +66,14 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class Loaded:
-    """The selected records, every problem met on the way, and what the set holds overall."""
+    """The selected records, the problems that could concern them, what the set holds overall,
+    and the steps each selected (seed image, run) holds before the steps are selected."""
 
     records: list[Record]
     problems: list[Problem]
     variants: list[str]
     seed_images: list[str]
+    held: Mapping[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
 
 
 def from_options(
@@ -117,29 +126,85 @@ def detect_format(root: Path) -> str:
             raise DataError(f"{root}: cannot tell the format; use --dataset-format {'|'.join(FORMATS[2:])}")
         return fmt
     meta = root / METADATA
-    if meta.is_file():
-        with meta.open(encoding="utf-8") as lines:
-            first = next((line for line in lines if line.strip()), "{}")
-        try:
-            if set(REQUIRED) <= set(json.loads(first)):
-                return "canonical"
-        except json.JSONDecodeError:
-            return "canonical"  # the fast reader names the bad line
+    if meta.is_file() and _ours(meta):
+        return "canonical"
     for suffix, fmt in _SUFFIX_FORMAT.items():
         if suffix != ".jsonl" and next(root.rglob(f"*{suffix}"), None) is not None:
             return fmt
     return "imagefolder"
 
 
+def _ours(meta: Path, lines: int = 20) -> bool:
+    """Whether a metadata.jsonl is for the fast reader: one of its first objects has all our
+    fields, or none of its first lines is an object at all (empty, blank or garbled: the reader
+    then names the file or the lines). Objects without our fields are a foreign imagefolder's."""
+    try:
+        with meta.open("rb") as text:
+            head = list(itertools.islice((line for line in text if line.strip()), lines))
+    except OSError as exc:
+        raise DataError(f"{meta}: cannot read it: {exc.strerror or exc}") from exc
+    objects = []
+    for raw in head:
+        try:
+            row = json.loads(raw.removeprefix(BOM).decode("utf-8"))
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(row, dict):
+            objects.append(row)
+    return not objects or any(set(REQUIRED) <= set(row) for row in objects)
+
+
 def _canonical(root: Path, selection: Selection) -> Loaded:
     trajectories = read_imagefolder(root)
-    problems = list(trajectories.problems)
     records = trajectories.records
-    return Loaded(
-        selection.apply(records),
-        problems,
+    return _selected(
+        [r for r in records if selection.matches(r.seed_image, r.variant, r.extra)],
+        [
+            (r.seed_image, r.run, r.step)
+            for r in records
+            if selection.matches(r.seed_image, r.variant, r.extra)
+        ],
+        trajectories.problems,
+        selection,
         trajectories.variants,
         sorted({r.seed_image for r in records}),
+    )
+
+
+def _selected(
+    records: Sequence[Record],
+    keys: Sequence[tuple[str, int, int]],
+    problems: Sequence[Problem],
+    selection: Selection,
+    variants: list[str],
+    seed_images: list[str],
+) -> Loaded:
+    """Cap the runs and select the steps of `records` (all steps or the wanted ones, with the
+    keys of every step matching the rest of the selection), keeping the problems that could
+    concern them. The run cap counts the runs bad records name too: a run whose every record
+    is bad is still one of the first runs, and its cases say why."""
+    concerned = [p for p in problems if selection.concerns(p)]
+    runs: dict[str, set[int]] = {}
+    for seed, run, _ in keys:
+        runs.setdefault(seed, set()).add(run)
+    for p in concerned:
+        if p.seed_image is not None and p.run is not None:
+            runs.setdefault(p.seed_image, set()).add(p.run)
+    first = selection.first_runs(runs)
+
+    def kept(seed: str | None, run: int | None) -> bool:
+        return first is None or seed is None or run is None or run in first[seed]
+
+    held: dict[tuple[str, int], set[int]] = {}
+    for seed, run, step in keys:
+        if kept(seed, run):
+            held.setdefault((seed, run), set()).add(step)
+    return Loaded(
+        [r for r in records if kept(r.seed_image, r.run) and selection.wants_step(r.step)],
+        [p for p in concerned if kept(p.seed_image, p.run)],
+        variants,
+        seed_images,
+        {key: tuple(sorted(steps)) for key, steps in held.items()},
     )
 
 
@@ -158,30 +223,36 @@ def _through_datasets(options: SourceOptions, fmt: str, selection: Selection) ->
     samples = [_image_ref(row[image], root)[0] for row in head if image in row]
     fmap = resolve(columns, samples, options.field_map, options.path_pattern, image)
     records: list[Record] = []
+    keys: list[tuple[str, int, int]] = []
     problems: list[Problem] = []
     variants: set[str] = set()
     seeds: set[str] = set()
     mapped = {fmap.image, "sha256", *fmap.columns.values()}  # the rest of a row is `extra`
     for number, row in enumerate(_rows(ds, label), start=1):
         where = f"{label} row {number}"
-        seed = variant = None
+        known: dict[str, Any] = {}
+        extra: dict[str, Any] | None = None
         try:
             shown, data = _image_ref(row.get(fmap.image), root)
             where = f"{where} ({shown})"
-            keys = fmap.fields(row, shown)
-            seed, variant = str(keys["seed_image"]), str(keys["variant"])
-            run, step = _integer(keys, "run"), _integer(keys, "step")
+            extra = {k: v for k, v in row.items() if k not in mapped and _scalar(v)}
+            known, errors = identity(fmap.fields(row, shown), digits=True)
+            if errors:
+                raise DataError("; ".join(errors))
+            seed, variant, run, step = (known[k] for k in ("seed_image", "variant", "run", "step"))
             variants.add(variant)
             seeds.add(seed)
-            extra = {k: v for k, v in row.items() if k not in mapped and _scalar(v)}
-            if not selection.keeps(seed, variant, step, extra):
+            if not selection.matches(seed, variant, extra):
+                continue
+            keys.append((seed, run, step))
+            if not selection.wants_step(step):
                 continue
             path, digest = _materialise(shown, data, root, options.cache_dir)
-            digest = digest or row.get("sha256")
+            digest = digest or check_sha256(row.get("sha256"))
             records.append(Record(seed, variant, run, step, path, where, digest, extra))
         except DataError as exc:
-            problems.append(Problem(where, str(exc), seed, variant))
-    return Loaded(selection.cap_runs(records), problems, sorted(variants), sorted(seeds))
+            problems.append(Problem(where, str(exc), **known, extra=extra))
+    return _selected(records, keys, problems, selection, sorted(variants), sorted(seeds))
 
 
 def _open(datasets: Any, options: SourceOptions, fmt: str) -> tuple[Any, str, Path | None]:
@@ -244,7 +315,7 @@ def _image_ref(value: Any, root: Path | None) -> tuple[str, bytes | None]:
     if isinstance(value, bytes):
         return "<bytes>", value
     if isinstance(value, str):
-        return _shown(value, root), None
+        return _shown(check_file_name(value), root), None
     raise DataError(f"image column holds {type(value).__name__}, not a path or image bytes")
 
 
@@ -273,14 +344,6 @@ def _materialise(shown: str, data: bytes | None, root: Path | None, cache: Path)
     return resolve_inside(root, shown), None
 
 
-def _integer(keys: Mapping[str, Any], name: str) -> int:
-    value = keys[name]
-    try:
-        return int(value)
-    except (TypeError, ValueError) as exc:
-        raise DataError(f"{name} must be an integer, got {value!r}") from exc
-
-
 def _scalar(value: Any) -> bool:
     return isinstance(value, str | int | float | bool) or value is None
 
@@ -288,38 +351,77 @@ def _scalar(value: Any) -> bool:
 def with_problems(
     plans: list[CasePlan], problems: list[Problem], selection: Selection, metrics: list[str]
 ) -> list[CasePlan]:
-    """Problems as errors on the cases they touch: their seed image's, or every case when the bad
-    record cannot say which seed image it belongs to. A seed image whose every record is bad gets
-    error cases of its own, at the steps the others are tested at. Problems outside the selection
-    are dropped."""
-    touching = _touching(problems, selection)
-    out = [_with_errors(plan, touching) for plan in plans]
-    steps = sorted({p.key.step for p in plans}) or [selection.reference_step]
-    seeds = {p.key.seed_image for p in plans}
-    for seed in sorted(s for s in touching if s is not None and s not in seeds):
-        for metric in metrics:
-            out += [
-                _with_errors(CasePlan(CaseKey(metric, seed, step), selection.reference_step), touching)
-                for step in steps
-            ]
-    return out
+    """Problems (those within the selection, as `load` returns them) as errors on the cases they
+    could touch, and on no other case:
 
-
-def _touching(problems: list[Problem], selection: Selection) -> dict[str | None, list[str]]:
-    touching: dict[str | None, list[str]] = {}
-    for p in problems:
-        if p.variant not in (None, selection.variant):
+    - a problem whose whole identity is known (seed image, variant, run, step; and its other
+      fields under --where) errors the cases that use that record: its step's cases and, at the
+      reference step, every case of its run (of its seed image, for run means);
+    - one that shows only part of its identity errors the cases that lack a record it could be;
+    - a known record that no case uses gets error cases of its own: at its step, or at the
+      steps tested when it is a reference (a seed image whose every record is bad, a run of its
+      own under per-run cases, a step of its own under --steps all); so does any problem of a
+      seed image that has no case at all;
+    - any other is a DataWarning naming its file and line: no case lacks a record it could be.
+    """
+    found = _Attached(problems, selection)
+    out = [found.on(plan) for plan in plans]
+    planned = {p.key.seed_image for p in plans}
+    per_run = any(p.key.run is not None for p in plans)
+    tested = sorted({p.key.step for p in plans}) if selection.steps is None else list(selection.steps)
+    reference = selection.reference_step
+    own: dict[CaseKey, list[Problem]] = {}
+    for p in found.orphans():
+        if p.seed_image is None or (p.seed_image in planned and not found.definite(p)):
+            warnings.warn(DataWarning(f"{p} (no case lacks the record it could be)"), stacklevel=2)
             continue
-        if p.seed_image is not None and selection.seed_images and p.seed_image not in selection.seed_images:
-            continue
-        touching.setdefault(p.seed_image, []).append(str(p))
-    return touching
+        steps = [p.step] if p.step is not None and (p.step != reference or not tested) else tested
+        for step in steps or [reference]:
+            for metric in metrics:
+                own.setdefault(CaseKey(metric, p.seed_image, step, p.run if per_run else None), []).append(p)
+    return out + [CasePlan(key, reference, error=_unusable(own[key])) for key in sorted(own, key=sort_key)]
 
 
-def _with_errors(plan: CasePlan, touching: dict[str | None, list[str]]) -> CasePlan:
-    found = touching.get(None, []) + touching.get(plan.key.seed_image, [])
-    if not found:
-        return plan
-    errors = [plan.error] if plan.error else []
-    errors.append("unusable record(s): " + "; ".join(found))
-    return replace(plan, error="; ".join(errors))
+class _Attached:
+    """The problems indexed so each case finds those that touch it; remembers which found one."""
+
+    def __init__(self, problems: Sequence[Problem], selection: Selection) -> None:
+        self.problems = problems
+        self.where = bool(selection.where)
+        self.by_step: dict[tuple[str, int], list[Problem]] = {}  # whole identities
+        self.partial: dict[str | None, list[Problem]] = {}  # by seed image, None when unknown
+        for p in problems:
+            if p.key is not None and self.definite(p):
+                self.by_step.setdefault((p.key[0], p.key[2]), []).append(p)
+            else:
+                self.partial.setdefault(p.seed_image, []).append(p)
+        self.used: set[Problem] = set()
+
+    def definite(self, p: Problem) -> bool:
+        """The record is known: all of its identity, and its other fields when --where asks."""
+        return p.key is not None and (p.extra is not None or not self.where)
+
+    def on(self, plan: CasePlan) -> CasePlan:
+        key, reference = plan.key, plan.reference_step
+        candidates = self.by_step.get((key.seed_image, key.step), [])
+        if reference != key.step:
+            candidates = candidates + self.by_step.get((key.seed_image, reference), [])
+        touching = [p for p in candidates if key.run in (None, p.run)]
+        if plan.missing:
+            loose = self.partial.get(key.seed_image, []) + self.partial.get(None, [])
+            touching += [p for p in loose if any(_could_be(p, run, step) for run, step in plan.missing)]
+        if not touching:
+            return plan
+        self.used.update(touching)
+        return replace(plan, pairs=(), error="; ".join([*filter(None, [plan.error]), _unusable(touching)]))
+
+    def orphans(self) -> list[Problem]:
+        return [p for p in self.problems if p not in self.used]
+
+
+def _unusable(problems: Sequence[Problem]) -> str:
+    return "unusable record(s): " + "; ".join(map(str, problems))
+
+
+def _could_be(p: Problem, run: int, step: int) -> bool:
+    return p.run in (None, run) and p.step in (None, step)

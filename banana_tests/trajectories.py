@@ -6,23 +6,44 @@ A set is a folder with `metadata.jsonl`, one JSON object per image:
 `datasets.load_dataset("imagefolder", data_dir=...)` reads the same folder; this module reads
 `metadata.jsonl` directly because the suite needs only paths and keys at collection time,
 and must not decode (or copy) a single image there.
+
+Every line is checked as it is read and nothing is coerced: a line that is not a usable record
+becomes a `Problem` that keeps whatever part of its identity (seed image, variant, run, step)
+it still shows, so that only the cases it could touch carry it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
 METADATA = "metadata.jsonl"
 EMBEDDED = Path(__file__).resolve().parent.parent / "fixtures" / "emulated"  # the default data set
 REQUIRED = ("file_name", "seed_image", "variant", "run", "step")
+IDENTITY = ("seed_image", "variant", "run", "step")
+MAX_INDEX = 100_000  # the largest run or step number taken at its word; beyond it is a typo or garbage
+BOM = b"\xef\xbb\xbf"
+_JSON_BLANK = b" \t\r\n"  # the only whitespace JSON knows
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+_RECOVER = {  # a key of a line that is not JSON, where its text still shows it
+    "seed_image": re.compile(r'[{,]\s*"seed_image"\s*:\s*("(?:[^"\\]|\\.)*")'),
+    "variant": re.compile(r'[{,]\s*"variant"\s*:\s*("(?:[^"\\]|\\.)*")'),
+    "run": re.compile(r'[{,]\s*"run"\s*:\s*([0-9]+)(?![0-9.eE])'),
+    "step": re.compile(r'[{,]\s*"step"\s*:\s*([0-9]+)(?![0-9.eE])'),
+}
 
 
 class DataError(Exception):
     """A trajectory set, or one record of it, cannot be used as it is."""
+
+
+class DataWarning(UserWarning):
+    """A bad record that no case can carry: it is reported once instead of as an error."""
 
 
 @dataclass(frozen=True)
@@ -41,15 +62,26 @@ class Record:
 
 @dataclass(frozen=True)
 class Problem:
-    """A record that could not be used; `seed_image` names the cases it touches, when known."""
+    """A record that could not be used, with each part of its identity that it still shows
+    (None where it does not); `extra` is its other fields, None when the line did not parse."""
 
     where: str
     message: str
     seed_image: str | None = None
     variant: str | None = None
+    run: int | None = None
+    step: int | None = None
+    extra: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}"
+
+    @property
+    def key(self) -> tuple[str, int, int] | None:
+        """(seed_image, run, step) when the whole identity, variant included, is known."""
+        if self.seed_image is None or self.variant is None or self.run is None or self.step is None:
+            return None
+        return self.seed_image, self.run, self.step
 
 
 @dataclass(frozen=True)
@@ -69,57 +101,133 @@ class TrajectorySet:
 
 
 def read_imagefolder(root: Path) -> TrajectorySet:
-    """Read a canonical trajectory folder. A bad line becomes a problem, not a lost set."""
+    """Read a canonical trajectory folder. A bad line becomes a problem, not a lost set; only a
+    file that cannot be read or holds no usable record at all is a DataError."""
     root = Path(root)
     meta = root / METADATA
     if not meta.is_file():
         raise DataError(f"{root}: no {METADATA}; a trajectory set is an imagefolder with one line per image")
     records: list[Record] = []
     problems: list[Problem] = []
-    with meta.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            where = f"{meta}:{number}"
-            row: Any = None
-            try:
-                row = json.loads(line)
-                records.append(_record(root, row, where))
-            except (DataError, json.JSONDecodeError) as exc:
-                problems.append(_problem(where, exc, row))
+    try:
+        with meta.open("rb") as lines:  # bytes: one bad byte spoils its line, not the file
+            for number, raw in enumerate(lines, start=1):
+                raw = raw.removeprefix(BOM) if number == 1 else raw  # utf-8-sig, as editors write it
+                if raw.strip(_JSON_BLANK):
+                    item = read_line(root, raw, f"{meta}:{number}")
+                    (records if isinstance(item, Record) else problems).append(item)
+    except OSError as exc:
+        raise DataError(f"{meta}: cannot read it: {exc.strerror or exc}") from exc
     if not records:
-        raise DataError(f"{meta}: no usable records" + "".join(f"\n  {p}" for p in problems[:5]))
+        shown = "".join(f"\n  {p}" for p in problems[:5])
+        more = f"\n  ... and {len(problems) - 5} more" if len(problems) > 5 else ""
+        raise DataError(f"{meta}: no usable records" + (shown + more if problems else " (no lines)"))
     return TrajectorySet(root, tuple(records), tuple(problems))
 
 
-def _problem(where: str, exc: Exception, row: Any) -> Problem:
-    """A bad line, with the seed image and variant it names when it parsed, so the cases it
-    touches can show it."""
-    keys = {k: str(row[k]) for k in ("seed_image", "variant") if k in row} if isinstance(row, dict) else {}
-    return Problem(where, str(exc), keys.get("seed_image"), keys.get("variant"))
+def read_line(root: Path, raw: bytes, where: str) -> Record | Problem:
+    """One line of metadata.jsonl as a record, or the problem that keeps it from being one."""
+    torn = "" if raw.endswith(b"\n") else " (the last line has no newline: was its write cut short?)"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}"
+        return _unparsed(where, bad, raw.decode("utf-8", "replace"))
+    try:
+        row = json.loads(text, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        return _unparsed(where, "not JSON: nested too deeply", text)
+    except ValueError as exc:  # JSONDecodeError, a repeated key, an integer too long to convert
+        return _unparsed(where, f"not JSON: {exc}{torn}", text)
+    if not isinstance(row, dict):
+        return _unparsed(where, f"a line must be a JSON object, got {_cut(text.strip())}", text)
+    return _record(root, row, where)
 
 
-def _record(root: Path, row: Mapping[str, Any], where: str) -> Record:
+def _record(root: Path, row: dict[str, Any], where: str) -> Record | Problem:
+    known, errors = identity(row)
     missing = [k for k in REQUIRED if k not in row]
     if missing:
-        raise DataError(f"missing field(s) {', '.join(missing)} (has {', '.join(sorted(row))})")
-    try:
-        run, step = int(row["run"]), int(row["step"])
-    except (TypeError, ValueError) as exc:
-        raise DataError(
-            f"run and step must be integers, got run={row['run']!r} step={row['step']!r}"
-        ) from exc
-    path = resolve_inside(root, str(row["file_name"]))
+        errors.insert(0, f"missing field(s) {', '.join(missing)} (has {', '.join(sorted(row)) or 'none'})")
+    for name, check in (("file_name", check_file_name), ("sha256", check_sha256)):
+        try:
+            if name in row:
+                check(row[name])
+        except DataError as exc:
+            errors.append(str(exc))
     extra = {k: v for k, v in row.items() if k not in (*REQUIRED, "sha256")}
-    return Record(
-        str(row["seed_image"]), str(row["variant"]), run, step, path, where, row.get("sha256"), extra
-    )
+    path = None
+    try:
+        path = None if errors else resolve_inside(root, row["file_name"])
+    except DataError as exc:
+        errors.append(str(exc))
+    if path is None:
+        return Problem(where, "; ".join(errors), **known, extra=extra)
+    return Record(**known, path=path, source=where, sha256=row.get("sha256"), extra=extra)
+
+
+def identity(row: Mapping[str, Any], digits: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """The seed_image, variant, run and step that `row` names, each kept only when it is valid,
+    and what is wrong with the others. `digits`: a run or step may be a string of digits (CSV
+    cells, path patterns), as JSON never needs."""
+    known: dict[str, Any] = {}
+    errors: list[str] = []
+    for name in IDENTITY:
+        try:
+            if name in ("run", "step") and name in row:
+                known[name] = check_index(name, row[name], digits)
+            elif name in row:
+                known[name] = check_name(name, row[name])
+        except DataError as exc:
+            errors.append(str(exc))
+    return known, errors
+
+
+def check_name(name: str, value: Any) -> str:
+    """seed_image and variant: a non-empty string; never null or a number turned into one."""
+    if not isinstance(value, str) or not value:
+        raise DataError(f"{name} must be a non-empty string, got {_short(value)}")
+    return value
+
+
+def check_index(name: str, value: Any, digits: bool = False) -> int:
+    """run and step: a whole number from 0 to MAX_INDEX; never a bool, a float or a string
+    (a string of digits only where the source cannot say integer, see `identity`)."""
+    integral = isinstance(value, Integral) and not isinstance(value, bool)
+    text = digits and isinstance(value, str) and value.isascii() and value.isdigit()
+    if not (integral or text):
+        kind = "an integer or a string of digits" if digits else "a JSON integer"
+        raise DataError(f"{name} must be {kind}, got {_short(value)}")
+    if (text and len(value.lstrip("0")) > len(str(MAX_INDEX))) or not 0 <= int(value) <= MAX_INDEX:
+        raise DataError(f"{name} must be between 0 and {MAX_INDEX:,}, got {_short(value)}")
+    return int(value)
+
+
+def check_file_name(value: Any) -> str:
+    """A non-empty string without NUL (no file system takes one); where it points is checked by
+    `resolve_inside`."""
+    if not isinstance(value, str) or not value:
+        raise DataError(f"file_name must be a non-empty string, got {_short(value)}")
+    if "\0" in value:
+        raise DataError(f"file_name {_short(value)} contains a NUL character")
+    return value
+
+
+def check_sha256(value: Any) -> str | None:
+    """Absent or null, or 64 hex digits: anything else could never match and would blame the image."""
+    if value is not None and not (isinstance(value, str) and _SHA256.fullmatch(value)):
+        raise DataError(f"sha256 must be 64 hexadecimal digits, got {_short(value)}")
+    return value
 
 
 def resolve_inside(root: Path, file_name: str) -> Path:
-    """The image path, refusing names that escape the set's root (`../`, absolute paths)."""
+    """The image path, refusing names that escape the set's root (`../`, absolute paths, symlinks
+    out of it) and names no file system can hold."""
     base = root.resolve()
-    path = (base / file_name).resolve()
+    try:
+        path = (base / file_name).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # a NUL byte, a symlink loop
+        raise DataError(f"file_name {_short(file_name)} cannot be resolved: {exc}") from exc
     if not path.is_relative_to(base):
         raise DataError(f"file_name {file_name!r} escapes the data set root {base}")
     return path
@@ -131,3 +239,40 @@ def by_key(records: Iterable[Record]) -> Iterator[tuple[tuple[str, int, int], li
     for r in records:
         groups.setdefault((r.seed_image, r.run, r.step), []).append(r)
     yield from groups.items()
+
+
+def _unparsed(where: str, message: str, text: str) -> Problem:
+    """A line that is no JSON object, with each key of its identity that its text shows exactly
+    once and intact (a torn line usually still shows them all), so it can still find its cases."""
+    known: dict[str, Any] = {}
+    for name, pattern in _RECOVER.items():
+        found = pattern.findall(text)
+        if len(found) != 1 or "\ufffd" in found[0]:  # absent, twice, or holding bytes that were not UTF-8
+            continue
+        try:
+            known.update(identity({name: json.loads(found[0])})[0])
+        except ValueError:  # a string with a broken escape
+            continue
+    return Problem(where, message, **known)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different; json would silently keep the last of a repeated one."""
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set[str] = set()
+        again = sorted({k for k, _ in pairs if k in seen or seen.add(k)})
+        raise ValueError(f"key(s) {', '.join(map(repr, again))} appear more than once")
+    return out
+
+
+def _short(value: Any) -> str:
+    """repr(), cut short, so a huge value cannot flood an error message."""
+    try:
+        return _cut(repr(value))
+    except ValueError:  # an integer with more digits than str() converts
+        return f"a {type(value).__name__} too long to show"
+
+
+def _cut(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

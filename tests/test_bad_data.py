@@ -1,5 +1,7 @@
 """Bad data: an error on the affected cases only, named by record and file; the rest still runs.
 
+(The full table of bad inputs, one row each, is tests/bad_inputs/test_data.py.)
+
 One suite run over a set where each seed image carries one defect; each defect then has its
 own test reading that run's JUnit report.
 """
@@ -21,6 +23,7 @@ from PIL import Image
 from banana_tests.plan import plan_cases
 from banana_tests.selection import Selection
 from banana_tests.sources import SourceOptions, load, with_problems
+from banana_tests.trajectories import DataWarning
 from tests.conftest import noisy_image, write_set
 
 SUITE = "from banana_tests.test_degradation import test_detects_degradation  # noqa: F401\n"
@@ -65,7 +68,7 @@ RECORD_DEFECTS = {
     "nostep1": "nostep1 run 0 has no step 1",
     "dup": "duplicate records for dup run 0 step 5",
     "escape": "file_name '../outside.png' escapes the data set root",
-    "badline": "run and step must be integers, got run=0 step='five'",
+    "badline": "step must be a JSON integer, got 'five'",
 }
 Report = dict[str, tuple[str, str]]  # seed image -> (outcome, message)
 SEEDS = ("clean", *IMAGE_DEFECTS, *RECORD_DEFECTS)
@@ -137,12 +140,25 @@ def test_a_bad_record_is_an_error_on_its_seed_image(report: Report, seed: str) -
         assert "metadata.jsonl:" in message
 
 
-def test_a_line_naming_no_seed_image_errors_every_case(tmp_path: Path) -> None:
+def test_a_line_naming_no_record_errors_the_cases_lacking_one_or_else_warns(tmp_path: Path) -> None:
     root = write_set(tmp_path / "data", seeds=("a", "b"), runs=(0,), steps=(1, 5))
-    with (root / "metadata.jsonl").open("a") as meta:
-        meta.write("not json\n")
+    meta = root / "metadata.jsonl"
+    with meta.open("a") as lines:
+        lines.write("not json\n")
     loaded = load(SourceOptions(str(root)), Selection())
     assert [(p.where.endswith("metadata.jsonl:5"), p.seed_image) for p in loaded.problems] == [(True, None)]
     plans = plan_cases(loaded.records, ["piqe"], [5], 1)
-    errors = [p.error for p in with_problems(plans, loaded.problems, Selection(), ["piqe"])]
-    assert len(errors) == 2 and all(e and "metadata.jsonl:5: Expecting value" in e for e in errors)
+    with pytest.warns(DataWarning, match=r"metadata\.jsonl:5: not JSON: Expecting value"):
+        assert with_problems(plans, loaded.problems, Selection(), ["piqe"]) == plans
+    meta.write_text(
+        "".join(
+            line for line in meta.read_text().splitlines(True) if '"step": 5' not in line or '"a"' not in line
+        )
+    )
+    loaded = load(SourceOptions(str(root)), Selection())
+    plans = with_problems(
+        plan_cases(loaded.records, ["piqe"], [5], 1), loaded.problems, Selection(), ["piqe"]
+    )
+    errors = {p.key.seed_image: p.error for p in plans}
+    assert errors["b"] is None
+    assert "a run 0 has no step 5" in str(errors["a"]) and "metadata.jsonl:4: not JSON" in str(errors["a"])
