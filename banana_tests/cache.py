@@ -4,12 +4,14 @@ One SQLite file in WAL mode, shared by every xdist worker: short transactions, a
 and INSERT OR REPLACE make concurrent writers safe. A score is keyed by the sha256 of the image
 file's bytes and the metric's identity (name, backend and its version, parameter file hashes,
 device, precision), so any change to what produces a score misses. A file that fails its
-integrity or schema check is moved aside and rebuilt, never read.
+integrity or schema check is moved aside and rebuilt, never read. A folder that cannot hold the
+file (read-only, or not a folder) turns the cache off with one warning: scores are computed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -51,7 +53,6 @@ class ScoreCache:
 
     def __init__(self, directory: Path) -> None:
         self.path = Path(directory) / FILE
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.set_aside: Path | None = None
         self._db: sqlite3.Connection | None = self._open()
 
@@ -123,16 +124,25 @@ class ScoreCache:
             self.close()
 
     def _open(self) -> sqlite3.Connection | None:
-        with _lock(self.path.with_suffix(".lock")):
-            try:
+        """The checked database, or None after one warning saying why the cache is off."""
+        folder = self.path.parent
+        try:
+            if folder.exists() and not folder.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(folder))
+            folder.mkdir(parents=True, exist_ok=True)
+            with _lock(self.path.with_suffix(".lock")):
+                try:
+                    return self._connect()
+                except sqlite3.OperationalError:
+                    raise  # cannot open or write (permissions, disk): not a damaged file
+                except sqlite3.DatabaseError as exc:
+                    self.set_aside = self._set_aside(exc)
                 return self._connect()
-            except sqlite3.DatabaseError as exc:
-                self.set_aside = self._set_aside(exc)
-            try:
-                return self._connect()
-            except sqlite3.DatabaseError as exc:
-                warnings.warn(f"score cache {self.path}: {exc}; not used", CacheWarning, stacklevel=2)
-                return None
+        except (OSError, sqlite3.Error) as exc:
+            why = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.strerror else exc
+            message = f"score cache {self.path} cannot be used ({why}); scoring without it"
+            warnings.warn(message, CacheWarning, stacklevel=3)
+            return None
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None)

@@ -1,13 +1,18 @@
 """Decoding trajectory images: checked, RGB uint8, each decoded once per worker.
 
-numpy and PIL are imported on the first decode, so a run whose scores are all cached skips them.
+Every check that needs no pixels (the file's sha256 against the metadata, the pixel limit, the
+mode and bit depth) is `check`, and a cached score must pass it too: the cache knows scores, not
+whether today's file and options allow them. It reads the file's header with PIL; numpy is
+imported on the first decode, so a run whose scores are all cached skips it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,13 +21,30 @@ from banana_tests.trajectories import DataError, Record
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
+    from PIL.ImageFile import ImageFile
 
 DEFAULT_MAX_PIXELS = 64_000_000  # above this, refuse to decode (decompression bombs)
 
 
-def decode(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> NDArray[np.uint8]:
-    """The record's image as (H, W, 3) uint8, or a DataError naming the record and file."""
+def check(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> str:
+    """sha256 of the record's file once it passes every check short of decoding its pixels."""
+    with _opened(record, max_pixels) as (_, digest):
+        return digest
+
+
+def decode(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[NDArray[np.uint8], str]:
+    """The record's image as (H, W, 3) uint8 and the sha256 of the bytes it was decoded from,
+    or a DataError naming the record and file."""
     import numpy as np
+
+    with _opened(record, max_pixels) as (im, digest):
+        im.load()
+        return np.asarray(im, dtype=np.uint8), digest
+
+
+@contextlib.contextmanager
+def _opened(record: Record, max_pixels: int) -> Iterator[tuple[ImageFile, str]]:
+    """The checked image, header read and pixels not yet decoded, with its file's sha256."""
     from PIL import Image, UnidentifiedImageError
 
     where = f"{record.source} ({record.path})"
@@ -32,41 +54,77 @@ def decode(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> NDArray[np.u
         raise DataError(f"{where}: cannot read image: {exc.strerror or exc}") from exc
     if not data:
         raise DataError(f"{where}: image file is empty (0 bytes)")
-    if record.sha256 and hashlib.sha256(data).hexdigest() != record.sha256:
+    digest = hashlib.sha256(data).hexdigest()
+    if record.sha256 and digest != record.sha256:
         raise DataError(f"{where}: sha256 does not match the metadata; the file changed or is corrupt")
     try:
         with Image.open(io.BytesIO(data)) as im:
             w, h = im.size
             if w * h > max_pixels:
                 raise DataError(f"{where}: {w}x{h} is over the {max_pixels:,}-pixel limit")
-            if im.mode != "RGB":
-                raise DataError(
-                    f"{where}: mode {im.mode}, expected 8-bit RGB; convert the image to RGB first"
-                )
-            im.load()
-            return np.asarray(im, dtype=np.uint8)
+            mode = _mode(im)
+            if mode != "RGB":
+                raise DataError(f"{where}: mode {mode}, expected 8-bit RGB; convert the image to it first")
+            yield im, digest
     except DataError:
         raise
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+    except UnidentifiedImageError as exc:
+        raise DataError(  # PIL's own message names a BytesIO object, not the file
+            f"{where}: unreadable or truncated image: cannot identify image file {record.path.name} "
+            f"(no format PIL reads starts with {data[:16]!r})"
+        ) from exc
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         raise DataError(f"{where}: unreadable or truncated image: {exc}") from exc
 
 
+def _mode(im: ImageFile) -> str:
+    """PIL's mode, with the bit depth when a file stores more than 8 bits per sample: PIL opens a
+    16-bit RGB PNG, TIFF or PPM as mode RGB and silently keeps only the high byte."""
+    if im.mode != "RGB" or not im.tile:
+        return im.mode
+    tile = im.tile[0]
+    args = tile.args if isinstance(tile.args, tuple) else (tile.args,)
+    rawmode = args[0] if args and isinstance(args[0], str) else ""
+    sixteen = ";16" in rawmode or (tile.codec_name == "ppm" and len(args) > 1 and args[1] > 255)
+    return f"RGB 16-bit ({rawmode or 'maxval ' + str(args[1])})" if sixteen else "RGB"
+
+
 class ImageStore:
-    """Decoded images, kept up to a byte budget so memory stays flat as data sets grow."""
+    """Decoded images, kept up to a byte budget so memory stays flat as data sets grow, and the
+    outcome of each record's checks, so a cached score is checked once per worker."""
 
     def __init__(self, budget_bytes: int = 512 * 2**20, max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
         self._budget = budget_bytes
-        self._max_pixels = max_pixels
+        self.max_pixels = max_pixels
         self._held: OrderedDict[Path, NDArray[np.uint8]] = OrderedDict()
+        self._checked: dict[Record, str | DataError] = {}
         self._bytes = 0
         self.decodes = 0
+
+    def check(self, record: Record) -> str:
+        """The record's file sha256 after `check`; raises its DataError."""
+        outcome = self._checked.get(record)
+        if outcome is None:
+            try:
+                outcome = check(record, self.max_pixels)
+            except DataError as exc:
+                outcome = exc
+            self._checked[record] = outcome
+        if isinstance(outcome, DataError):
+            raise outcome
+        return outcome
+
+    def digest(self, record: Record) -> str | None:
+        """sha256 of the bytes this record's image was last checked or decoded from."""
+        outcome = self._checked.get(record)
+        return outcome if isinstance(outcome, str) else None
 
     def get(self, record: Record) -> NDArray[np.uint8]:
         img = self._held.get(record.path)
         if img is not None:
             self._held.move_to_end(record.path)
             return img
-        img = decode(record, self._max_pixels)
+        img, self._checked[record] = decode(record, self.max_pixels)
         self.decodes += 1
         self._held[record.path] = img
         self._bytes += img.nbytes

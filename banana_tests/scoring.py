@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from banana_tests.cache import ScoreCache, file_sha256, identity, identity_key
+from banana_tests.cache import ScoreCache, identity, identity_key
 from banana_tests.images import ImageStore
 from banana_tests.process_tuning import (
     freeze_heap_at_exit,
@@ -77,7 +77,6 @@ class ScoreBook:
         self.cache = cache
         self.hits: set[tuple[str, Path]] = set()  # scores that came from the cache
         self._keys: dict[str, tuple[str, dict[str, object]]] = {}
-        self._hashes: dict[Path, str | None] = {}
         self.images = images or ImageStore()
         self.builds: Counter[str] = Counter()
         self._loader = loader
@@ -109,10 +108,18 @@ class ScoreBook:
         return [(spec.name, r.path) in self.hits for r in records]
 
     def _recall(self, spec: MetricSpec, todo: dict[Path, Record]) -> None:
-        """Move every record the cache knows out of `todo` and into the scores."""
+        """Move every record the cache knows out of `todo` and into the scores. Each record is
+        checked first, as decoding would (sha256 against its metadata, pixel limit, mode): a
+        cached score of a file that has since changed, or that the options now refuse, is an error."""
         assert self.cache is not None
         key = self._key(spec)[0]
-        hashes = {p: h for p in todo if (h := self._hash(p)) is not None}
+        hashes = {}
+        for path, record in list(todo.items()):
+            try:
+                hashes[path] = self.images.check(record)
+            except DataError as exc:
+                self._scores[(spec.name, path)] = exc
+                del todo[path]
         found = self.cache.get(key, hashes.values())
         for path, digest in hashes.items():
             if digest in found:
@@ -125,8 +132,8 @@ class ScoreBook:
             return
         key, description = self._key(spec)
         new = {}
-        for path in scored:
-            value, digest = self._scores.get((spec.name, path)), self._hashes.get(path)
+        for path, record in scored.items():
+            value, digest = self._scores.get((spec.name, path)), self.images.digest(record)
             if isinstance(value, float) and digest is not None:
                 new[digest] = value
         self.cache.put(key, new, description)
@@ -138,15 +145,6 @@ class ScoreBook:
             description = identity(spec, self.device, self.cache.file_hash)
             self._keys[spec.name] = (identity_key(description), description)
         return self._keys[spec.name]
-
-    def _hash(self, path: Path) -> str | None:
-        """sha256 of the image file's bytes; None when unreadable (decoding reports why)."""
-        if path not in self._hashes:
-            try:
-                self._hashes[path] = file_sha256(path)
-            except OSError:
-                self._hashes[path] = None
-        return self._hashes[path]
 
     def _score(self, spec: MetricSpec, records: list[Record]) -> None:
         """Decode a window of images first, then score it in batches. Decoding between batches

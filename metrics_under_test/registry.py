@@ -8,6 +8,7 @@ names too.
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -59,8 +60,11 @@ class MetricSpec:
     def scale(self) -> Scale:
         return Scale(self.low, self.high, self.lower_better)
 
-    def missing_weights(self) -> list[WeightFile]:
-        return [w for w in self.weights if not w.path.exists()]
+    def missing_weights(self, mirror: Path | None = None) -> list[WeightFile]:
+        """Files neither in pyiqa's cache nor in `mirror` (the --weights-dir the suite links from)."""
+        return [
+            w for w in self.weights if not w.path.exists() and not (mirror and (mirror / w.file).is_file())
+        ]
 
 
 @cache
@@ -118,16 +122,26 @@ def lookup(name: str) -> MetricSpec:
     installed = {n.lower(): t for n, t in custom.entry_points().items()}
     if key in installed:
         return custom.spec_for(installed[key])
+    valid = sorted([*catalog(), *installed])
     raise UnknownMetric(
-        f"unknown metric {name!r}. Valid names: {', '.join(SPECIAL)}, "
-        + ", ".join(sorted([*catalog(), *installed]))
+        f"unknown metric {name!r}.{_did_you_mean(key, installed)} Valid names: {', '.join(SPECIAL)}, "
+        + ", ".join(valid)
         + "; or package.module:attr for your own metric"
     )
 
 
-def resolve(text: str) -> list[MetricSpec]:
+def _did_you_mean(key: str, installed: dict[str, str]) -> str:
+    """Up to three names close to a mistyped one (pyiqa, paper or installed), since the full list
+    of valid names is too long to scan."""
+    names = {**_aliases(), **{n: n for n in installed}, **{s: s for s in SPECIAL}}
+    close = dict.fromkeys(names[m] for m in difflib.get_close_matches(key, names, n=3))
+    return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def resolve(text: str, mirror: Path | None = None) -> list[MetricSpec]:
     """`--metric` text → specs, in the order given, without duplicates. `package.module:attr`
-    and names installed in the `banana_tests.metrics` entry point group are custom metrics."""
+    and names installed in the `banana_tests.metrics` entry point group are custom metrics.
+    `offline` counts files in `mirror` (--weights-dir) as present: the suite links them in."""
     specs: dict[str, MetricSpec] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -138,7 +152,7 @@ def resolve(text: str) -> list[MetricSpec]:
             chosen = [
                 s
                 for s in catalog().values()
-                if s.cost != "vlm" and not s.missing_weights() and not s.weights_note
+                if s.cost != "vlm" and not s.missing_weights(mirror) and not s.weights_note
             ]
         elif ":" in part:
             from metrics_under_test import custom

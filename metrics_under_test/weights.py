@@ -21,6 +21,18 @@ def torch_hub_dir() -> Path:
     return Path(os.path.expanduser(torch_home)) / "hub"
 
 
+def mirror_from_env() -> Path | None:
+    """$BANANA_WEIGHTS_DIR as an absolute path, resolved against the directory the run starts in,
+    and written back so: a relative one (`../shared/pyiqa-weights`) would otherwise mean another
+    folder in each process this one starts elsewhere (pytest runs in temporary folders)."""
+    value = os.environ.get("BANANA_WEIGHTS_DIR")
+    if not value:
+        return None
+    mirror = Path(value).expanduser().resolve()
+    os.environ["BANANA_WEIGHTS_DIR"] = str(mirror)
+    return mirror
+
+
 def pyiqa_cache_dir() -> Path:
     return torch_hub_dir() / "pyiqa"
 
