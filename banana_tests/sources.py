@@ -236,7 +236,7 @@ def _through_datasets(options: SourceOptions, fmt: str, selection: Selection) ->
             shown, data = _image_ref(row.get(fmap.image), root)
             where = f"{where} ({shown})"
             extra = {k: v for k, v in row.items() if k not in mapped and _scalar(v)}
-            known, errors = identity(fmap.fields(row, shown), digits=True)
+            known, errors = identity(fmap.fields(row, shown), columnar=True)
             if errors:
                 raise DataError("; ".join(errors))
             seed, variant, run, step = (known[k] for k in ("seed_image", "variant", "run", "step"))

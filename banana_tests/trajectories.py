@@ -30,11 +30,11 @@ MAX_INDEX = 100_000  # the largest run or step number taken at its word; beyond 
 BOM = b"\xef\xbb\xbf"
 _JSON_BLANK = b" \t\r\n"  # the only whitespace JSON knows
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
-_RECOVER = {  # a key of a line that is not JSON, where its text still shows it
+_RECOVER = {  # a key of a line that is not JSON, where its text still shows it whole
     "seed_image": re.compile(r'[{,]\s*"seed_image"\s*:\s*("(?:[^"\\]|\\.)*")'),
     "variant": re.compile(r'[{,]\s*"variant"\s*:\s*("(?:[^"\\]|\\.)*")'),
-    "run": re.compile(r'[{,]\s*"run"\s*:\s*([0-9]+)(?![0-9.eE])'),
-    "step": re.compile(r'[{,]\s*"step"\s*:\s*([0-9]+)(?![0-9.eE])'),
+    "run": re.compile(r'[{,]\s*"run"\s*:\s*([0-9]+)\s*[,}]'),  # a number cut short shows no [,}]
+    "step": re.compile(r'[{,]\s*"step"\s*:\s*([0-9]+)\s*[,}]'),
 }
 
 
@@ -166,16 +166,16 @@ def _record(root: Path, row: dict[str, Any], where: str) -> Record | Problem:
     return Record(**known, path=path, source=where, sha256=row.get("sha256"), extra=extra)
 
 
-def identity(row: Mapping[str, Any], digits: bool = False) -> tuple[dict[str, Any], list[str]]:
+def identity(row: Mapping[str, Any], columnar: bool = False) -> tuple[dict[str, Any], list[str]]:
     """The seed_image, variant, run and step that `row` names, each kept only when it is valid,
-    and what is wrong with the others. `digits`: a run or step may be a string of digits (CSV
-    cells, path patterns), as JSON never needs."""
+    and what is wrong with the others. `columnar`: the row comes from typed columns (see
+    `check_index`), not from a JSON line that says exactly what it means."""
     known: dict[str, Any] = {}
     errors: list[str] = []
     for name in IDENTITY:
         try:
             if name in ("run", "step") and name in row:
-                known[name] = check_index(name, row[name], digits)
+                known[name] = check_index(name, row[name], columnar)
             elif name in row:
                 known[name] = check_name(name, row[name])
         except DataError as exc:
@@ -190,13 +190,16 @@ def check_name(name: str, value: Any) -> str:
     return value
 
 
-def check_index(name: str, value: Any, digits: bool = False) -> int:
-    """run and step: a whole number from 0 to MAX_INDEX; never a bool, a float or a string
-    (a string of digits only where the source cannot say integer, see `identity`)."""
+def check_index(name: str, value: Any, columnar: bool = False) -> int:
+    """run and step: a whole number from 0 to MAX_INDEX; never a bool, a fraction or a word. From
+    typed columns (CSV, parquet, path patterns) a string of digits and a whole float are taken
+    too: there an integer arrives as text, or as a float when its column also holds a gap."""
     integral = isinstance(value, Integral) and not isinstance(value, bool)
-    text = digits and isinstance(value, str) and value.isascii() and value.isdigit()
+    if columnar and isinstance(value, float) and value.is_integer():
+        integral, value = True, int(value)
+    text = columnar and isinstance(value, str) and value.isascii() and value.isdigit()
     if not (integral or text):
-        kind = "an integer or a string of digits" if digits else "a JSON integer"
+        kind = "an integer" if columnar else "a JSON integer"
         raise DataError(f"{name} must be {kind}, got {_short(value)}")
     if (text and len(value.lstrip("0")) > len(str(MAX_INDEX))) or not 0 <= int(value) <= MAX_INDEX:
         raise DataError(f"{name} must be between 0 and {MAX_INDEX:,}, got {_short(value)}")
@@ -267,11 +270,12 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _short(value: Any) -> str:
-    """repr(), cut short, so a huge value cannot flood an error message."""
+    """The value as JSON writes it (null, true, "five"), cut short so a huge one cannot flood an
+    error message; repr() for what JSON cannot hold (a datasets row may)."""
     try:
-        return _cut(repr(value))
-    except ValueError:  # an integer with more digits than str() converts
-        return f"a {type(value).__name__} too long to show"
+        return _cut(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError):  # not JSON, or an integer with more digits than str() converts
+        return _cut(repr(value)) if not isinstance(value, int) else "an integer too long to show"
 
 
 def _cut(text: str, limit: int = 60) -> str:
