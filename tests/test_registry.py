@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from metrics_under_test.registry import UnknownMetric, catalog, lookup, resolve
 from metrics_under_test.table2 import PAPER_METRICS
+from metrics_under_test.weights import mirror_from_env
 
 
 @pytest.mark.parametrize(
@@ -73,3 +77,31 @@ def test_catalog_matches_the_installed_pyiqa() -> None:
         spec = catalog()[name]
         assert spec.lower_better == cfg.get("lower_better", False), name
         assert (spec.low, spec.high) == parse_range(cfg["score_range"]), name
+
+
+def test_offline_counts_files_in_the_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))  # a fresh machine: pyiqa's cache is empty
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for name in ("brisque", "niqe", "ilniqe"):
+        for w in catalog()[name].weights:
+            (mirror / w.file).write_bytes(b"parameters")
+    without = {s.name for s in resolve("offline")}
+    with_mirror = {s.name for s in resolve("offline", mirror)}
+    assert not without & {"brisque", "niqe", "ilniqe"} and {"piqe", "entropy"} <= without
+    assert with_mirror - without == {"brisque", "niqe", "ilniqe"}
+
+
+def test_a_relative_weights_dir_is_resolved_once_where_the_run_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "shared" / "pyiqa-weights").mkdir(parents=True)
+    (tmp_path / "main").mkdir()
+    monkeypatch.chdir(tmp_path / "main")
+    monkeypatch.setenv("BANANA_WEIGHTS_DIR", "../shared/pyiqa-weights")
+    mirror = mirror_from_env()
+    assert mirror == (tmp_path / "shared" / "pyiqa-weights").resolve() and mirror.is_dir()
+    monkeypatch.chdir(tmp_path)  # a pytest started elsewhere inherits the absolute path
+    assert os.environ["BANANA_WEIGHTS_DIR"] == str(mirror) and mirror_from_env() == mirror
+    monkeypatch.setenv("BANANA_WEIGHTS_DIR", "")
+    assert mirror_from_env() is None
