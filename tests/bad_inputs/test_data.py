@@ -1,0 +1,405 @@
+"""Bad data, one row per bad input (issue 12): exactly which cases error, that each error names the
+file and the line, and that every other case keeps its verdict.
+
+Most rows run at the reader + planner level (`load`, `plan_cases`, `with_problems`), on a set of
+seed images a and b, runs 0 and 1, steps 1, 5 and 10, whose metadata.jsonl lines are, in order:
+a run 0 (lines 1-3), a run 1 (4-6), b run 0 (7-9), b run 1 (10-12). Cases: steps 5 and 10 against
+step 1, so `a-5` is (a, step 5). A few rows run the suite itself and read its exit code and JUnit XML.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from banana_tests.plan import CasePlan, plan_cases
+from banana_tests.selection import Selection
+from banana_tests.sources import SourceOptions, load, with_problems
+from banana_tests.trajectories import DataError
+from tests.conftest import suite_folder
+
+SEEDS, RUNS, STEPS = ("a", "b"), (0, 1), (1, 5, 10)
+TESTED = (5, 10)
+Lines = list[bytes]
+Spoil = Callable[[Lines, Path], Lines]
+
+
+def base_lines() -> Lines:
+    return [
+        json.dumps(
+            {
+                "file_name": f"{s}/run{r}/step{i:03d}.png",
+                "seed_image": s,
+                "variant": "replicate",
+                "run": r,
+                "step": i,
+            }
+        ).encode()
+        + b"\n"
+        for s in SEEDS
+        for r in RUNS
+        for i in STEPS
+    ]
+
+
+def replace(n: int, new: bytes) -> Spoil:
+    return lambda lines, _: [new if i == n else line for i, line in enumerate(lines, start=1)]
+
+
+def edit(n: int, old: bytes, new: bytes) -> Spoil:
+    def spoil(lines: Lines, _: Path) -> Lines:
+        assert old in lines[n - 1]
+        return replace(n, lines[n - 1].replace(old, new))(lines, _)
+
+    return spoil
+
+
+def field(n: int, key: str, value: Any = None, drop: bool = False) -> Spoil:
+    """Line n with `key` set to `value` (or dropped), written as JSON."""
+
+    def spoil(lines: Lines, _: Path) -> Lines:
+        row = json.loads(lines[n - 1])
+        if drop:
+            del row[key]
+        else:
+            row[key] = value
+        return replace(n, json.dumps(row).encode() + b"\n")(lines, _)
+
+    return spoil
+
+
+def append(raw: bytes) -> Spoil:
+    return lambda lines, _: [*lines, raw]
+
+
+def torn(at: bytes) -> Spoil:
+    """The last line cut just before `at` (or just after it, when it ends with a digit), with no newline."""
+
+    def spoil(lines: Lines, _: Path) -> Lines:
+        last = lines[-1]
+        cut = last.index(at) + (len(at) if at[-1:].isdigit() else 0)
+        return [*lines[:-1], last[:cut]]
+
+    return spoil
+
+
+def symlink_out(lines: Lines, root: Path) -> Lines:
+    (root.parent / "outside.png").write_bytes(b"")
+    (root / "a" / "run1").mkdir(parents=True, exist_ok=True)
+    (root / "a" / "run1" / "link.png").symlink_to(root.parent / "outside.png")
+    return field(5, "file_name", "a/run1/link.png")(lines, root)
+
+
+def empty_beside_generate_json(lines: Lines, root: Path) -> Lines:
+    """What a first `banana-tests generate` that failed leaves."""
+    (root / "generate.json").write_text("{}")
+    return []
+
+
+def twice(n: int) -> Spoil:
+    return lambda lines, _: [*lines, lines[n - 1]]
+
+
+@dataclass(frozen=True)
+class Row:
+    spoil: Spoil
+    errors: frozenset[str]  # the cases that error, as "<seed>-<step>"
+    says: tuple[str, ...]  # what each of their errors (or the warning) says
+    line: int | None  # the metadata.jsonl line each error (or the warning) names
+    warns: bool = False
+
+
+def row(spoil: Spoil, errors: str, *says: str, line: int | None = 5, warns: bool = False) -> Row:
+    return Row(spoil, frozenset(errors.split()), says, line, warns)
+
+
+MISSING_A5 = "a run 1 has no step 5 (the data set holds steps [1, 10] of that run)"
+ROWS: dict[str, Row] = {
+    # whole-run aborts before (item 8)
+    "null line in place of a record": row(replace(5, b"null\n"), "a-5", MISSING_A5, "got null"),
+    "null line added": row(
+        append(b"null\n"), "", "a line must be a JSON object, got null", line=13, warns=True
+    ),
+    "number line added": row(append(b"5\n"), "", "a line must be a JSON object, got 5", line=13, warns=True),
+    "array line added": row(
+        append(b"[1, 2]\n"), "", "a line must be a JSON object, got [1, 2]", line=13, warns=True
+    ),
+    "non-UTF-8 byte in seed_image": row(
+        edit(5, b'"a"', b'"a\xff"'), "a-5", MISSING_A5, "not UTF-8 text: byte 0xff"
+    ),
+    "non-UTF-8 byte in variant": row(
+        edit(5, b'"replicate"', b'"replic\xe9te"'), "a-5", "not UTF-8 text: byte 0xe9"
+    ),
+    "NUL in file_name": row(field(5, "file_name", "a/run1/step\0.png"), "a-5", "contains a NUL character"),
+    # errors spread too far before (item 9)
+    "malformed JSON line": row(edit(5, b', "run"', b',, "run"'), "a-5", MISSING_A5, "not JSON: Expecting"),
+    "malformed line showing nothing, in place of a record": row(
+        replace(5, b"{oops\n"), "a-5", MISSING_A5, "not JSON"
+    ),
+    "malformed line showing nothing, added": row(append(b"{oops\n"), "", "not JSON", line=13, warns=True),
+    "torn last line": row(
+        torn(b', "step"'), "b-10", "b run 1 has no step 10", "was its write cut short?", line=12
+    ),
+    "torn last line, mid-number": row(
+        torn(b'"step": 1'), "b-10", "b run 1 has no step 10", "not JSON", line=12
+    ),
+    "UTF-8 BOM on line 1": row(edit(1, b"{", b"\xef\xbb\xbf{"), "", line=None),
+    "UTF-8 BOM on line 5": row(edit(5, b"{", b"\xef\xbb\xbf{"), "a-5", "not JSON: Unexpected UTF-8 BOM"),
+    "file_name ../ escapes the root": row(
+        field(5, "file_name", "../outside.png"), "a-5", "escapes the data set root"
+    ),
+    "absolute file_name": row(field(5, "file_name", "/etc/passwd"), "a-5", "escapes the data set root"),
+    "symlink out of the root": row(symlink_out, "a-5", "'a/run1/link.png' escapes the data set root"),
+    "duplicate record": row(twice(5), "a-5", "duplicate records for a run 1 step 5", "metadata.jsonl:13"),
+    "duplicate reference record": row(twice(4), "a-5 a-10", "duplicate records for a run 1 step 1", line=4),
+    "missing file_name": row(field(5, "file_name", drop=True), "a-5", "missing field(s) file_name"),
+    "missing variant": row(field(5, "variant", drop=True), "a-5", MISSING_A5, "missing field(s) variant"),
+    "missing step": row(field(5, "step", drop=True), "a-5", MISSING_A5, "missing field(s) step"),
+    "missing seed_image": row(
+        field(5, "seed_image", drop=True), "a-5", MISSING_A5, "missing field(s) seed_image"
+    ),
+    "repeated key": row(
+        edit(5, b'"step": 5', b'"step": 5, "step": 6'), "a-5", "'step' appear more than once"
+    ),
+    # silent coercion before (item 10)
+    "step 5.7": row(field(5, "step", 5.7), "a-5", MISSING_A5, "step must be a JSON integer, got 5.7"),
+    "run 0.9": row(
+        field(2, "run", 0.9), "a-5", "a run 0 has no step 5", "run must be a JSON integer, got 0.9", line=2
+    ),
+    "step true": row(field(5, "step", True), "a-5", MISSING_A5, "step must be a JSON integer, got true"),
+    "step -1": row(field(5, "step", -1), "a-5", MISSING_A5, "step must be between 0 and 100,000, got -1"),
+    "step 1e30": row(field(5, "step", 1e30), "a-5", MISSING_A5, "step must be a JSON integer, got 1e+30"),
+    "step 10**12": row(field(5, "step", 10**12), "a-5", MISSING_A5, "step must be between 0 and 100,000"),
+    'step "5"': row(field(5, "step", "5"), "a-5", MISSING_A5, 'step must be a JSON integer, got "5"'),
+    "run null": row(field(5, "run", None), "a-5", "run must be a JSON integer, got null"),
+    "seed_image null": row(
+        field(5, "seed_image", None), "a-5", MISSING_A5, "seed_image must be a non-empty string, got null"
+    ),
+    'seed_image ""': row(
+        field(5, "seed_image", ""), "a-5", MISSING_A5, 'seed_image must be a non-empty string, got ""'
+    ),
+    "seed_image 7": row(
+        field(5, "seed_image", 7), "a-5", MISSING_A5, "seed_image must be a non-empty string, got 7"
+    ),
+    "variant null": row(
+        field(5, "variant", None), "a-5", MISSING_A5, "variant must be a non-empty string, got null"
+    ),
+    "file_name 5": row(field(5, "file_name", 5), "a-5", "file_name must be a non-empty string, got 5"),
+    'sha256 "xyz"': row(field(5, "sha256", "xyz"), "a-5", 'sha256 must be 64 hexadecimal digits, got "xyz"'),
+    # bad records the selection does not want touch nothing
+    "bad record of another variant": row(
+        append(b'{"file_name": "m.png", "seed_image": "a", "variant": "mirror", "run": 0, "step": 5.7}\n'),
+        "",
+        line=None,
+    ),
+    "bad record at a step not tested": row(
+        append(
+            b'{"file_name": "../x.png", "seed_image": "a", "variant": "replicate", "run": 0, "step": 7}\n'
+        ),
+        "",
+        line=None,
+    ),
+}
+
+
+def spoilt(tmp_path: Path, spoil: Spoil) -> Path:
+    root = tmp_path / "set"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "metadata.jsonl").write_bytes(b"".join(spoil(base_lines(), root)))
+    return root
+
+
+def planned(root: Path, selection: Selection, per_run: bool = False) -> tuple[list[CasePlan], list[str]]:
+    """The cases of `root` after problems, and the warnings given."""
+    loaded = load(SourceOptions(str(root)), selection)
+    plans = plan_cases(loaded.records, ["m"], selection.steps, 1, per_run, held=loaded.held)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        out = with_problems(plans, loaded.problems, selection, ["m"])
+    return out, [str(w.message) for w in warned]
+
+
+def name(plan: CasePlan) -> str:
+    run = "" if plan.key.run is None else f"-run{plan.key.run}"
+    return f"{plan.key.seed_image}{run}-{plan.key.step}"
+
+
+def pairs(plan: CasePlan) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    return [(a.path.parts[-3:], b.path.parts[-3:]) for a, b in plan.pairs]
+
+
+@pytest.mark.parametrize("case", ROWS.values(), ids=list(ROWS))
+def test_a_bad_input_errors_exactly_its_cases_and_names_its_line(tmp_path: Path, case: Row) -> None:
+    clean = {
+        name(p): p
+        for p in planned(spoilt(tmp_path / "clean", lambda lines, _: lines), Selection(steps=TESTED))[0]
+    }
+    root = spoilt(tmp_path, case.spoil)
+    plans, warned = planned(root, Selection(steps=TESTED))
+    assert {name(p) for p in plans if p.error} == case.errors
+    named = f"{root / 'metadata.jsonl'}:{case.line}"
+    for plan in plans:
+        if plan.error:
+            assert all(s in plan.error for s in case.says), plan.error
+            assert named in plan.error
+        else:  # every other case keeps its verdict: the same images, paired the same way
+            assert pairs(plan) == pairs(clean[name(plan)])
+    assert set(map(name, plans)) == set(clean)
+    if case.warns:
+        assert len(warned) == 1 and named + ":" in warned[0] and all(s in warned[0] for s in case.says)
+    else:
+        assert warned == []
+
+
+def test_a_known_bad_record_errors_only_its_run_under_per_run_cases(tmp_path: Path) -> None:
+    root = spoilt(tmp_path, field(5, "file_name", "../outside.png"))
+    plans, _ = planned(root, Selection(steps=TESTED), per_run=True)
+    assert {name(p) for p in plans if p.error} == {"a-run1-5"}
+
+
+def test_a_known_bad_record_of_a_run_with_no_other_record_gets_cases_of_its_own(tmp_path: Path) -> None:
+    spoil = append(
+        b'{"file_name": "../x.png", "seed_image": "a", "variant": "replicate", "run": 7, "step": 5}\n'
+    )
+    plans, _ = planned(spoilt(tmp_path, spoil), Selection(steps=TESTED), per_run=True)
+    assert {name(p) for p in plans if p.error} == {"a-run7-5"}
+    plans, _ = planned(spoilt(tmp_path, spoil), Selection(steps=TESTED))
+    assert {name(p) for p in plans if p.error} == {"a-5"}  # the run mean would have used it
+
+
+def test_a_run_whose_every_record_is_bad_is_still_one_of_the_first_runs(tmp_path: Path) -> None:
+    """--runs 1 with a's run 0 unusable: a's cases say why, instead of quietly taking run 1."""
+
+    def spoil(lines: Lines, _: Path) -> Lines:
+        return [line.replace(b'"a/run0', b'"../a/run0') for line in lines]
+
+    plans, _ = planned(spoilt(tmp_path, spoil), Selection(steps=TESTED, runs=1))
+    assert {name(p) for p in plans if p.error} == {"a-5", "a-10"}
+    assert {r.run for p in plans for r in p.records} == {0}
+
+
+@pytest.mark.parametrize("temperature, errors", [(0.4, {"a-5"}), (0.8, set())])
+def test_where_selects_bad_records_by_their_fields(
+    tmp_path: Path, temperature: float, errors: set[str]
+) -> None:
+    def spoil(lines: Lines, _: Path) -> Lines:
+        extra = b', "temperature": %s}' % str(temperature).encode()
+        bad = lines[4].replace(b'"a/run1', b'"../a/run1').replace(b"}", extra)
+        return [line.replace(b"}", b', "temperature": 0.4}') for line in lines] + [bad]
+
+    plans, warned = planned(spoilt(tmp_path, spoil), Selection(steps=TESTED, where={"temperature": "0.4"}))
+    assert {name(p) for p in plans if p.error} == errors and warned == []
+
+
+# A file that holds no usable record at all is one usage error naming it (exit 4).
+FILE_LEVEL: dict[str, tuple[Spoil, str]] = {
+    "empty": (lambda lines, _: [], "no usable records (no lines)"),
+    "blank lines only": (lambda lines, _: [b"\n", b"  \t\r\n", b"\n"], "no usable records (no lines)"),
+    "no line usable": (
+        lambda lines, _: [b"null\n", b"{oops\n"],
+        ":1: a line must be a JSON object, got null",
+    ),
+    "empty, beside a generate.json": (empty_beside_generate_json, "no usable records"),
+}
+
+
+@pytest.mark.parametrize("spoil, says", FILE_LEVEL.values(), ids=list(FILE_LEVEL))
+def test_a_wholly_unusable_file_is_one_error_naming_it(tmp_path: Path, spoil: Spoil, says: str) -> None:
+    root = spoilt(tmp_path, spoil)
+    with pytest.raises(DataError) as info:
+        load(SourceOptions(str(root)), Selection(steps=TESTED))
+    assert str(info.value).startswith(f"{root / 'metadata.jsonl'}: no usable records")
+    assert says in str(info.value)
+
+
+def test_a_missing_step_names_the_steps_of_its_own_run(tmp_path: Path) -> None:
+    root = spoilt(tmp_path, lambda lines, _: [line for i, line in enumerate(lines, start=1) if i != 5])
+    plans, _ = planned(root, Selection(steps=TESTED))
+    assert [p.error for p in plans if p.error] == [MISSING_A5]
+
+
+def test_a_step_not_in_the_set_names_the_steps_held_before_selection(tmp_path: Path) -> None:
+    plans, _ = planned(spoilt(tmp_path, lambda lines, _: lines), Selection(steps=(3,)))
+    assert [p.error for p in plans if p.key.seed_image == "a"] == [
+        "a run 0 has no step 3 (the data set holds steps [1, 5, 10] of that run); "
+        "a run 1 has no step 3 (the data set holds steps [1, 5, 10] of that run)"
+    ]
+
+
+# Typed columns (CSV through `datasets`): a cell of digits is an integer, 5.7 or True is not.
+CSV_STEP = {
+    "digits": ("5", ""),
+    "5.7": ("5.7", "step must be an integer, got 5.7"),  # the column is float: its 1.0 and 10.0 pass
+    "True": ("True", 'got "True"'),
+}
+
+
+@pytest.mark.parametrize("cell, says", CSV_STEP.values(), ids=list(CSV_STEP))
+def test_a_csv_step_cell(tmp_path: Path, cell: str, says: str) -> None:
+    pytest.importorskip("datasets")
+    table = tmp_path / "set.csv"
+    rows = [json.loads(line) for line in base_lines()]
+    body = "".join(
+        f"{r['file_name']},{r['seed_image']},{r['run']},{cell if i == 5 else r['step']}\n"
+        for i, r in enumerate(rows, start=1)
+    )
+    table.write_text("file_name,seed_image,run,step\n" + body)
+    plans, _ = planned(table, Selection(steps=TESTED))
+    errors = {name(p): p.error for p in plans if p.error}
+    if not says:
+        assert errors == {}
+        return
+    assert list(errors) == ["a-5"]
+    assert says in errors["a-5"] and "set.csv row 5 (a/run1/step005.png)" in errors["a-5"]
+
+
+# End to end: the suite itself, its exit code and the outcome of every case in its JUnit XML.
+E2E: dict[str, tuple[Spoil, int, set[str], str]] = {  # spoil, exit code, error cases, what the output says
+    "null line in place of a record": (replace(5, b"null\n"), 1, {"a-5"}, "metadata.jsonl:5: a line must be"),
+    "non-UTF-8 byte": (edit(5, b'"a"', b'"a\xff"'), 1, {"a-5"}, "metadata.jsonl:5: not UTF-8 text"),
+    "torn last line": (torn(b', "step"'), 1, {"b-10"}, "metadata.jsonl:12: not JSON"),
+    "line naming nothing, added": (append(b"{oops\n"), 1, set(), "metadata.jsonl:13: not JSON"),
+    "empty metadata.jsonl beside a generate.json": (
+        empty_beside_generate_json,
+        4,
+        set(),
+        "metadata.jsonl: no usable records",
+    ),
+}
+
+
+@pytest.mark.parametrize("spoil, code, errors, says", E2E.values(), ids=list(E2E))
+def test_the_suite_on_a_bad_input(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    spoil: Spoil,
+    code: int,
+    errors: set[str],
+    says: str,
+) -> None:
+    suite_folder(pytester, monkeypatch, seeds=SEEDS, runs=RUNS, steps=STEPS)
+    meta = pytester.path / "data" / "metadata.jsonl"
+    meta.write_bytes(b"".join(spoil(meta.read_bytes().splitlines(keepends=True), meta.parent)))
+    args = ["--dataset=data", "--metric=laplacian_variance", "--steps=5,10", "--no-cache", "--junitxml=j.xml"]
+    result = pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == code, output
+    assert says in output and "Traceback" not in output
+    if code == 4:
+        return
+    outcomes = {}
+    for tc in ET.parse(pytester.path / "j.xml").iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+        kid = next((c.tag for c in tc if c.tag in ("failure", "error", "skipped")), "passed")
+        outcomes[f"{props['seed_image']}-{props['step']}"] = kid
+    assert set(outcomes) == {f"{s}-{i}" for s in SEEDS for i in TESTED}
+    assert {k for k, v in outcomes.items() if v == "error"} == errors
+    # laplacian variance rises with the noise, so it misses every degradation: each verdict a failure
+    assert all(v == "failure" for k, v in outcomes.items() if k not in errors)
