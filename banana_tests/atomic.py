@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
 
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or a new file in `folder` survive a power cut: the entry lives in the folder."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary sibling, fsync, then `os.replace` over `path`."""
+    """Write via a temporary sibling, fsync, `os.replace` over `path`, then fsync the folder.
+
+    The sibling is created with mode 0666 less the umask, as `open` would make `path` (not
+    mkstemp's 0600), so the files of a shared data set stay readable by the group.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    temp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -18,5 +32,6 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.replace(temp, path)
     except BaseException:
-        Path(temp).unlink(missing_ok=True)
+        temp.unlink(missing_ok=True)
         raise
+    fsync_dir(path.parent)

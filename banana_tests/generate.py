@@ -8,7 +8,8 @@ Crash safety: an image is written to a temporary sibling, fsynced and renamed in
 then is its metadata line appended with one `write` and an fsync. So a line exists only for a
 complete image, and a kill at any moment leaves at most a stray temp file, an image without a
 line (made again on resume) or a partial last line (trimmed on resume). A rerun of the same
-command continues every run from its last recorded step.
+command continues every run from its last recorded step; recorded images missing at the end of
+a run are made again. Until a first step is recorded, a rerun may change the settings.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, TextIO
 
 from PIL import Image
 
-from banana_tests.atomic import write_atomic
+from banana_tests.atomic import fsync_dir, write_atomic
 from banana_tests.editors.base import Editor, EditRequest
 from banana_tests.progress import Progress
 from banana_tests.prompts import Prompt
@@ -126,23 +127,29 @@ def generate(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with _lock(out):
-        _check_settings(out, job.settings(editor))
+        _check_settings(out, job.settings(editor), log)
         _remove_temp_files(out)
-        last = _last_steps(out)
+        resume = _resume(out, log)
         total = len(job.seed_images) * job.runs * job.steps
         done = sum(
-            min(last.get((n, r), (0, ""))[0], job.steps) for n in job.seed_images for r in range(job.runs)
+            min(resume.last.get((n, r), (0, ""))[0], job.steps)
+            for n in job.seed_images
+            for r in range(job.runs)
         )
         note = editor.cost_estimate(total - done, job.resolution)
         if note and done < total:
             log(note)
+        twins = Twins(job.editor, resume.made_by, log)
+        if job.runs > 1 and done < total and getattr(editor, "deterministic", False):
+            twins.warn(f"editor {job.editor!r} is deterministic: its {job.runs} runs will be byte-identical")
         progress = Progress(total, done, stream)
         made = requests = 0
-        fd = os.open(out / METADATA, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(out / METADATA, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        fsync_dir(out)  # a new metadata.jsonl must survive with its first line
         try:
             for name, path in sorted(job.seed_images.items()):
                 for run in range(job.runs):
-                    start, file_name = last.get((name, run), (0, ""))
+                    start, file_name = resume.last.get((name, run), (0, ""))
                     if start >= job.steps:
                         continue
                     image = _open(path) if start == 0 else _open(out / file_name)
@@ -152,12 +159,39 @@ def generate(
                         row["sha256"] = _sha256(data)
                         write_atomic(out / row["file_name"], data)
                         _append(fd, (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8"))
+                        twins.check(name, run, step, row["sha256"])
                         made, requests = made + 1, requests + row["requests"]
                         progress.advance()
         finally:
             os.close(fd)
             progress.close()
     return Summary(total, done, made, requests)
+
+
+class Twins:
+    """Warns once when runs are not independent: replicate runs of a deterministic editor (or of
+    a fixed seed) are copies, and averaging copies only pretends to measure run-to-run spread."""
+
+    def __init__(
+        self, editor: str, made_by: dict[tuple[str, int, str], int], log: Callable[[str], None]
+    ) -> None:
+        self.editor, self.made_by, self.log, self.warned = editor, made_by, log, False
+
+    def warn(self, what: str) -> None:
+        if not self.warned:
+            self.warned = True
+            self.log(
+                f"warning: {what}, so replicate runs add no information; use --runs 1, or give the"
+                " runs different seeds (--seed with --vary-seed) if the editor takes one"
+            )
+
+    def check(self, name: str, run: int, step: int, sha: str) -> None:
+        other = self.made_by.setdefault((name, step, sha), run)
+        if other != run:
+            self.warn(
+                f"editor {self.editor!r} made byte-identical images in runs {other} and {run}"
+                f" of {name} at step {step}"
+            )
 
 
 def _edit(
@@ -194,21 +228,30 @@ def _edit(
     return result.image, row
 
 
-def _check_settings(out: Path, settings: dict[str, Any]) -> None:
+def _check_settings(out: Path, settings: dict[str, Any], log: Callable[[str], None]) -> None:
+    """Refuse other settings once a step is recorded; before that (a first attempt that failed
+    before its first step) nothing depends on them, so the new ones replace them."""
     path = out / SETTINGS
+    recorded = _has_records(out / METADATA)
     if not path.exists():
-        if (out / METADATA).exists():
+        if recorded:
             raise SettingsMismatch(
                 f"{out} holds a {METADATA} but no {SETTINGS}: it was not made by `banana-tests generate`;"
                 " choose a new --out folder"
             )
-        write_atomic(path, (json.dumps(settings, indent=2) + "\n").encode("utf-8"))
+        _write_settings(path, settings)
+        return
+    if not recorded:
+        if path.read_bytes() != _settings_bytes(settings):
+            log(f"{out}: no step was made with the settings in {SETTINGS}; this command's replace them")
+            _write_settings(path, settings)
         return
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataError(f"{path}: not JSON ({exc}); restore it or choose a new --out folder") from exc
     if old != settings:
+        old = old if isinstance(old, dict) else {}
         diffs = "".join(
             f"\n  {key}: folder has {old.get(key)!r}, this command asks for {settings.get(key)!r}"
             for key in sorted(set(old) | set(settings))
@@ -220,20 +263,52 @@ def _check_settings(out: Path, settings: dict[str, Any]) -> None:
         )
 
 
-def _last_steps(out: Path) -> dict[tuple[str, int], tuple[int, str]]:
-    """(seed, run) -> (last step, its file) from `metadata.jsonl`, trimming a torn last line.
+def _settings_bytes(settings: dict[str, Any]) -> bytes:
+    return (json.dumps(settings, indent=2) + "\n").encode("utf-8")
 
-    The last image of each run is checked against its recorded sha256: it is the next input.
+
+def _write_settings(path: Path, settings: dict[str, Any]) -> None:
+    write_atomic(path, _settings_bytes(settings))
+
+
+def _has_records(meta: Path) -> bool:
+    """Whether `meta` holds a complete line (a torn last line is no record: it is trimmed)."""
+    if not meta.exists():
+        return False
+    data = meta.read_bytes()
+    return bool(data[: data.rfind(b"\n") + 1].strip())
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where each run continues, (seed, run) -> (last step, its file), and which run made each
+    recorded (seed, step, sha256), to spot runs that are copies of each other."""
+
+    last: dict[tuple[str, int], tuple[int, str]]
+    made_by: dict[tuple[str, int, str], int]
+
+
+Step = tuple[int, str, str | None]  # a recorded step: number, file, sha256
+
+
+def _resume(out: Path, log: Callable[[str], None]) -> Resume:
+    """Read `metadata.jsonl`, trimming a torn last line, and check each run's images.
+
+    Images missing at the end of a run (deleted, or lost with a disk) are made again: their
+    lines are dropped (one atomic rewrite) and the run continues from its last image left. A
+    missing image with later steps after it, or a changed last image, stops with what to do.
     """
     meta = out / METADATA
     if not meta.exists():
-        return {}
+        return Resume({}, {})
     data = meta.read_bytes()
     if data and not data.endswith(b"\n"):
         data = data[: data.rfind(b"\n") + 1]
         os.truncate(meta, len(data))  # a write cut short by a kill: its image is made again
-    last: dict[tuple[str, int], tuple[int, str, str | None]] = {}
-    for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+    lines = data.splitlines(keepends=True)
+    runs: dict[tuple[str, int], list[Step]] = {}
+    keys: list[tuple[str, int, int]] = []
+    for number, line in enumerate(lines, start=1):
         where = f"{meta}:{number}"
         try:
             row = json.loads(line)
@@ -244,18 +319,57 @@ def _last_steps(out: Path) -> dict[tuple[str, int], tuple[int, str]]:
             )
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{where}: not a generate record ({exc}); fix or remove this line") from exc
-        expected = last.get(key, (0, "", None))[0] + 1
-        if step != expected:
-            raise DataError(f"{where}: {key[0]} run {key[1]} jumps to step {step}, expected step {expected}")
-        last[key] = (step, str(file_name), row.get("sha256"))
-    for (name, run), (step, file_name, sha) in last.items():
-        path = out / file_name
-        if not path.is_file() or (sha is not None and _sha256(path.read_bytes()) != sha):
+        steps = runs.setdefault(key, [])
+        if step != len(steps) + 1:
             raise DataError(
-                f"{meta}: {file_name} ({name} run {run} step {step}) is missing or changed since it was"
-                " recorded; cannot continue this run from it"
+                f"{where}: {key[0]} run {key[1]} jumps to step {step}, expected step {len(steps) + 1}"
             )
-    return {key: (step, file_name) for key, (step, file_name, _) in last.items()}
+        steps.append((step, str(file_name), row.get("sha256")))
+        keys.append((*key, step))
+    dropped: set[tuple[str, int, int]] = set()
+    for (name, run), steps in runs.items():
+        kept = _standing(meta, name, run, steps)
+        dropped |= {(name, run, step) for step, _, _ in steps[kept:]}
+        del steps[kept:]
+        if steps:
+            _check_unchanged(meta, name, run, steps[-1])
+    if dropped:
+        write_atomic(
+            meta, b"".join(line for line, key in zip(lines, keys, strict=True) if key not in dropped)
+        )
+        log(f"{meta}: {len(dropped)} recorded image(s) missing at the end of their runs; making them again")
+    return Resume(
+        {key: steps[-1][:2] for key, steps in runs.items() if steps},
+        {(name, step, sha): run for (name, run), steps in runs.items() for step, _, sha in steps if sha},
+    )
+
+
+def _standing(meta: Path, name: str, run: int, steps: list[Step]) -> int:
+    """How many steps of a run stand: all but the missing ones at its end."""
+    present = [(meta.parent / file_name).is_file() for _, file_name, _ in steps]
+    kept = len(present)
+    while kept and not present[kept - 1]:
+        kept -= 1
+    if not all(present[:kept]):
+        gap = present.index(False)
+        step, file_name, _ = steps[gap]
+        later = steps[gap + 1][1] + (f" to {steps[kept - 1][1]}" if kept - gap > 2 else "")
+        raise DataError(
+            f"{meta}: {file_name} ({name} run {run} step {step}) is missing, but later steps of this run"
+            f" were made from it; restore it, or delete the run's later images ({later}) and rerun:"
+            f" steps {step}-{len(steps)} are then made again"
+        )
+    return kept
+
+
+def _check_unchanged(meta: Path, name: str, run: int, last: Step) -> None:
+    """A run's last image is the next input: it must be the one recorded."""
+    step, file_name, sha = last
+    if sha is not None and _sha256((meta.parent / file_name).read_bytes()) != sha:
+        raise DataError(
+            f"{meta}: {file_name} ({name} run {run} step {step}) changed since it was recorded"
+            " (sha256 differs); restore it, or delete it and rerun to make it again"
+        )
 
 
 def _remove_temp_files(out: Path) -> None:

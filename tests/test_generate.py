@@ -154,14 +154,146 @@ def test_other_settings_into_the_same_folder_are_refused(
     assert "no generate.json: it was not made by `banana-tests generate`" in capsys.readouterr().err
 
 
-def test_a_changed_last_image_stops_the_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_changed_last_image_stops_the_resume_until_it_is_deleted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     seed_dir = seeds(tmp_path / "seeds")
-    out = tmp_path / "set"
+    out, reference = tmp_path / "set", tmp_path / "reference"
+    assert main(command(seed_dir, reference, steps=2)) == 0
     assert main(command(seed_dir, out, steps=2)) == 0
     last = rows(out)[-1]["file_name"]
     Image.new("RGB", (4, 4)).save(out / last)
     assert main(command(seed_dir, out, steps=2)) == 1
-    assert f"{last} (beta run 1 step 2) is missing or changed" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{last} (beta run 1 step 2) changed since it was recorded" in err
+    assert "restore it, or delete it and rerun" in err
+    (out / last).unlink()
+    assert main(command(seed_dir, out, steps=2)) == 0
+    assert content(out) == content(reference)
+
+
+def test_images_deleted_at_the_end_of_finished_runs_are_made_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed_dir = seeds(tmp_path / "seeds")
+    out, reference = tmp_path / "set", tmp_path / "reference"
+    assert main(command(seed_dir, reference, steps=4)) == 0
+    assert main(command(seed_dir, out, steps=4)) == 0
+    by_run = {(r["seed_image"], r["run"], r["step"]): r["file_name"] for r in rows(out)}
+    for key in [("alpha", 0, 4), ("beta", 1, 3), ("beta", 1, 4)]:
+        (out / by_run[key]).unlink()
+    capsys.readouterr()
+    assert main(command(seed_dir, out, steps=4)) == 0
+    captured = capsys.readouterr()
+    assert "3 recorded image(s) missing at the end of their runs; making them again" in captured.out
+    assert "3 step(s) made" in captured.out
+    assert sorted(content(out)) == sorted(content(reference))
+
+
+def test_a_missing_image_before_later_steps_names_them_and_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed_dir = seeds(tmp_path / "seeds")
+    out = tmp_path / "set"
+    assert main(command(seed_dir, out, runs=1, steps=5)) == 0
+    files = {r["step"]: r["file_name"] for r in rows(out) if r["seed_image"] == "alpha"}
+    (out / files[2]).unlink()
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert main(command(seed_dir, out, runs=1, steps=5)) == 1
+    err = capsys.readouterr().err
+    assert f"{files[2]} (alpha run 0 step 2) is missing, but later steps of this run" in err
+    assert f"delete the run's later images ({files[3]} to {files[5]}) and rerun: steps 2-5" in err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    for step in (3, 4, 5):
+        (out / files[step]).unlink()
+    assert main(command(seed_dir, out, runs=1, steps=5)) == 0
+    assert all((out / name).is_file() for name in files.values())
+
+
+def test_a_rerun_after_a_first_attempt_that_made_nothing_may_change_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A first attempt that failed on its first edit leaves generate.json and an empty
+    metadata.jsonl; the corrected command continues instead of being refused."""
+    from banana_tests.editors.jpeg import JpegEditor
+
+    def broken(self: JpegEditor, request: object) -> None:
+        raise RuntimeError("the editor's service is down")
+
+    seed_dir, out = seeds(tmp_path / "seeds"), tmp_path / "set"
+    argv = ["generate", "--editor", "jpeg", "--seed-images", str(seed_dir), "--out", str(out),
+            "--runs", "1", "--steps", "2"]  # fmt: skip
+    with monkeypatch.context() as patch:
+        patch.setattr(JpegEditor, "edit", broken)
+        assert main([*argv, "--option", "quality=50"]) == 1
+    assert (out / "metadata.jsonl").read_bytes() == b""
+    assert main([*argv, "--option", "quality=60"]) == 0
+    assert "no step was made with the settings in generate.json" in capsys.readouterr().out
+    assert json.loads((out / "generate.json").read_text())["editor_settings"]["quality"] == 60
+    assert [r["model"] for r in rows(out)] == ["jpeg-q60"] * 4
+
+
+def test_replicate_runs_that_are_copies_warn_once_naming_the_editor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from banana_tests.editors.jpeg import JpegEditor
+
+    seed_dir = seeds(tmp_path / "seeds")
+
+    def jpeg(out: str, runs: int) -> str:
+        argv = ["generate", "--editor", "jpeg", "--seed-images", str(seed_dir), "--out",
+                str(tmp_path / out), "--runs", str(runs), "--steps", "3"]  # fmt: skip
+        assert main(argv) == 0
+        return capsys.readouterr().out
+
+    said = jpeg("declared", 3)
+    assert said.count("warning:") == 1
+    assert "editor 'jpeg' is deterministic: its 3 runs will be byte-identical" in said
+    assert "warning" not in jpeg("one-run", 1)
+    monkeypatch.setattr(JpegEditor, "deterministic", False)  # an editor that does not say so
+    said = jpeg("found", 2)
+    assert said.count("warning:") == 1
+    assert "editor 'jpeg' made byte-identical images in runs 0 and 1 of alpha at step 1" in said
+    assert main(command(seed_dir, tmp_path / "emulated")) == 0
+    assert "warning" not in capsys.readouterr().out  # emulated runs differ
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002])
+def test_files_follow_the_umask(tmp_path: Path, umask: int) -> None:
+    seed_dir, out = seeds(tmp_path / "seeds"), tmp_path / "set"
+    old = os.umask(umask)
+    try:
+        assert main(command(seed_dir, out, runs=1, steps=1)) == 0
+    finally:
+        os.umask(old)
+    made = [out / "generate.json", out / "metadata.jsonl", *(out / r["file_name"] for r in rows(out))]
+    assert {oct(p.stat().st_mode & 0o777) for p in made} == {oct(0o666 & ~umask)}
+
+
+def test_write_atomic_fsyncs_the_folder_after_the_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stat
+
+    from banana_tests import atomic
+
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append("fsync dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync file")
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:
+        events.append("replace")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    atomic.write_atomic(tmp_path / "sub" / "f.bin", b"data")
+    assert events == ["fsync file", "replace", "fsync dir"]
+    assert (tmp_path / "sub" / "f.bin").read_bytes() == b"data"
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["f.bin"]
 
 
 def test_parameters_the_editor_ignores_are_refused(

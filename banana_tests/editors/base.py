@@ -73,7 +73,8 @@ class Editor(Protocol):
     name: str
     model: str
     accepts: frozenset[str]
-    """The subset of `PARAMETERS` this editor uses."""
+    """The subset of `PARAMETERS` this editor uses. An editor whose runs of one image are
+    byte-identical may also set `deterministic = True`; `generate` then warns when runs > 1."""
 
     def settings(self) -> dict[str, Any]:
         """Everything that decides its outputs (never a secret): a rerun must match it."""

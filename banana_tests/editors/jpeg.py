@@ -18,6 +18,8 @@ from banana_tests.prompts import apply_transform
 class JpegEditor:
     name = "jpeg"
     accepts: frozenset[str] = frozenset()
+    deterministic = True
+    """Every run of a seed image is the same bytes: `generate` warns when asked for several."""
 
     def __init__(self, quality: int = 75, resize: float = 1.0) -> None:
         if not 1 <= quality <= 100:
