@@ -64,7 +64,7 @@ def _opened(record: Record, max_pixels: int) -> Iterator[tuple[ImageFile, str]]:
                 raise DataError(f"{where}: {w}x{h} is over the {max_pixels:,}-pixel limit")
             mode = _mode(im)
             if mode != "RGB":
-                raise DataError(f"{where}: mode {mode}, expected 8-bit RGB; convert the image to it first")
+                raise DataError(f"{where}: mode {mode}, expected 8-bit RGB; convert it to 8-bit RGB first")
             yield im, digest
     except DataError:
         raise
@@ -85,8 +85,11 @@ def _mode(im: ImageFile) -> str:
     tile = im.tile[0]
     args = tile.args if isinstance(tile.args, tuple) else (tile.args,)
     rawmode = args[0] if args and isinstance(args[0], str) else ""
-    sixteen = ";16" in rawmode or (tile.codec_name == "ppm" and len(args) > 1 and args[1] > 255)
-    return f"RGB 16-bit ({rawmode or 'maxval ' + str(args[1])})" if sixteen else "RGB"
+    if ";16" in rawmode:  # PNG, TIFF
+        return f"RGB 16-bit ({rawmode})"
+    if tile.codec_name == "ppm" and len(args) > 1 and isinstance(args[1], int) and args[1] > 255:
+        return f"RGB 16-bit (maxval {args[1]})"
+    return "RGB"
 
 
 class ImageStore:

@@ -179,6 +179,11 @@ def sixteen_bit_cached_earlier(scene: Scene) -> dict[str, Any]:
     return {}
 
 
+def sixteen_bit_ppm(scene: Scene) -> dict[str, Any]:
+    scene.rewrite(5, b"P6 128 96 65535\n" + bytes(128 * 96 * 6))
+    return {}
+
+
 def text_as_png(scene: Scene) -> dict[str, Any]:
     scene.rewrite(5, b"just some text, saved as step005.png\n")
     return {}
@@ -212,6 +217,7 @@ SCORING_ROWS = {
     "corrupt sqlite file": Row(corrupt_sqlite, {}, set(), "moved it to scores.sqlite.corrupt-"),
     "16-bit RGB": Row(sixteen_bit, {5: SIXTEEN}, set()),
     "16-bit RGB, scored by an older version": Row(sixteen_bit_cached_earlier, {5: SIXTEEN}, {1, 10}),
+    "16-bit RGB PPM named .png": Row(sixteen_bit_ppm, {5: "mode RGB 16-bit (maxval 65535)"}, set()),
     "text file named .png": Row(text_as_png, {5: "cannot identify image file step005.png"}, set()),
     "empty file, warm cache": Row(emptied_warm, {5: "image file is empty (0 bytes)"}, {1, 10}),
 }
