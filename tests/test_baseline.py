@@ -9,13 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.baseline import BaselineError, dump_baseline, load_baseline, write_baseline
+from banana_tests.baseline import BaselineError, ControlKey, dump_baseline, load_baseline, write_baseline
 from banana_tests.cases import CaseKey
+from banana_tests.cli import main
 from banana_tests.matrix import Cell, Matrix
 from banana_tests.paper import paper_cells
 from banana_tests.paper_baseline import FIXTURE
+from banana_tests.trend import TrendKey
 from metrics_under_test.table2 import PAPER_METRICS
-from tests.conftest import suite_folder
+from tests.conftest import SUITE_MODULE, suite_folder
+
+EMULATED = FIXTURE.parent / "emulated.json"
 
 # The paper's published failure counts (Δ ≥ 0 out of 36 cells), by paper name.
 PUBLISHED = {
@@ -27,10 +31,11 @@ PUBLISHED = {
 
 def test_write_baseline_keeps_only_failures_sorted_and_round_trips(tmp_path: Path) -> None:
     cells = [
-        Cell(CaseKey("piqe", "beta", 5), "failed"),
-        Cell(CaseKey("brisque", "alpha", 20, run=1), "failed"),
-        Cell(CaseKey("brisque", "alpha", 10), "passed"),
+        Cell(CaseKey("piqe", "beta", 5), "failed", delta=0.0),
+        Cell(CaseKey("brisque", "alpha", 20, run=1), "failed", delta=2.5),
+        Cell(CaseKey("brisque", "alpha", 10), "passed", delta=-1.0),
         Cell(CaseKey("brisque", "alpha", 5), "skipped"),
+        Cell(CaseKey("niqe", "alpha", 5), "failed"),  # no Δ: it never reached its verdict
     ]
     path = tmp_path / "b.json"
     write_baseline(Matrix.of(cells), path)
@@ -68,8 +73,9 @@ def test_paper_baseline_is_the_figure5_sign_matrix() -> None:
 
 @pytest.fixture
 def gated(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """A tiny set where step-1 cases fail (Δ1 = 0 exactly) and step-20 cases (heavy noise) pass."""
-    return suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0,), steps=(1, 20))
+    """A tiny set where, against step 5, step-1 cases fail (less noise scores better: Δ > 0) and
+    step-20 cases (heavy noise) pass."""
+    return suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0,), steps=(1, 5, 20))
 
 
 def matrix_of(xml: Path) -> Matrix:
@@ -82,7 +88,7 @@ def matrix_of(xml: Path) -> Matrix:
     return Matrix.of(cells)
 
 
-ARGS = ("--dataset=data", "--metric=piqe", "--steps=1,20")
+ARGS = ("--dataset=data", "--metric=piqe", "--steps=1,20", "--reference-step=5")
 
 
 def test_baseline_gates_new_failures_and_fixed_cells(gated: pytest.Pytester) -> None:
@@ -118,3 +124,112 @@ def test_an_unreadable_baseline_is_a_usage_error(gated: pytest.Pytester) -> None
     result = gated.runpytest_subprocess(*ARGS, "--baseline=nope.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--baseline: baseline nope.json:*No such file*"])
+
+
+def test_every_kind_of_case_round_trips_sorted_by_metric(tmp_path: Path) -> None:
+    keys = {
+        ControlKey("piqe", "jpeg"),
+        CaseKey("piqe", "beta", 5),
+        TrendKey("brisque", "alpha"),
+        ControlKey("paq-2-piq", "gaussian_noise"),
+        CaseKey("brisque", "alpha", 20, run=1),
+    }
+    path = tmp_path / "b.json"
+    dump_baseline(keys, path)
+    assert path.read_text().splitlines()[1:-2] == [
+        '  "format": "banana-tests-baseline/2",',
+        '  "failures": [',
+        '    {"metric": "brisque", "seed_image": "alpha", "step": 20, "run": 1},',
+        '    {"kind": "trend", "metric": "brisque", "seed_image": "alpha"},',
+        '    {"kind": "control", "metric": "paq-2-piq", "distortion": "gaussian_noise"},',
+        '    {"metric": "piqe", "seed_image": "beta", "step": 5},',
+        '    {"kind": "control", "metric": "piqe", "distortion": "jpeg"}',
+    ]
+    assert load_baseline(path) == keys
+
+
+def test_format_1_files_still_load() -> None:
+    assert json.loads(EMULATED.read_text())["format"] == "banana-tests-baseline/1"
+    keys = load_baseline(EMULATED)
+    assert CaseKey("brisque", "brick", 5) in keys and all(isinstance(k, CaseKey) for k in keys)
+
+
+@pytest.mark.parametrize(
+    ("failures", "match"),
+    [
+        (
+            [{"metric": "piqe", "seed_image": "a", "step": 5, "stepp": 6}],
+            r"entry 0 .*unknown key\(s\) 'stepp'",
+        ),
+        ([{"kind": "control", "metric": "piqe"}], r"entry 0 .*'distortion'"),
+        ([{"kind": "snapshot", "metric": "piqe"}], r"entry 0 .*unknown kind 'snapshot'"),
+        ([{"kind": "trend", "metric": "piqe", "seed_image": "a", "step": 5}], r"unknown key\(s\) 'step'"),
+        (["piqe-a-step5"], "entry 0 'piqe-a-step5' is malformed"),
+    ],
+)
+def test_entries_with_unknown_or_missing_keys_are_refused(
+    tmp_path: Path, failures: list[object], match: str
+) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"format": "banana-tests-baseline/2", "failures": failures}))
+    with pytest.raises(BaselineError, match=match) as info:
+        load_baseline(path)
+    assert str(path) in str(info.value)
+
+
+WHOLE_SUITE = (
+    SUITE_MODULE
+    + "from banana_tests.test_trend import test_trend_detects_degradation  # noqa: F401\n"
+    + "from banana_tests.test_control import (  # noqa: F401\n"
+    + "    pytest_generate_tests, test_detects_control_degradation,\n)\n"
+)
+
+
+def test_a_baseline_written_from_a_run_makes_that_run_pass(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documented flow, run -> report --write-baseline -> pytest --baseline, on a cheap numpy
+    metric that fails Δ, trend and control cases alike; refreshing from the gated run's JUnit
+    gives the same baseline."""
+    suite_folder(pytester, monkeypatch, WHOLE_SUITE, runs=(0,), steps=(1, 5, 20))
+    args = ("--dataset=data", "--metric=laplacian_variance", "--steps=5,20", "--trend")
+    args += ("-o", "junit_family=xunit1", "-p", "no:cacheprovider")
+    first = pytester.runpytest_subprocess(*args, "--junitxml=j.xml")
+    assert first.ret == pytest.ExitCode.TESTS_FAILED
+    failed = first.parseoutcomes()["failed"]
+    path = pytester.path
+    assert (
+        main(
+            [
+                "report",
+                str(path / "j.xml"),
+                "--out",
+                str(path / "r"),
+                "--write-baseline",
+                str(path / "b.json"),
+            ]
+        )
+        == 0
+    )
+    kinds = Counter(type(k).__name__ for k in load_baseline(path / "b.json"))
+    assert kinds["CaseKey"] == 4 and kinds["TrendKey"] == 2  # noise looks sharper to it
+    assert kinds["ControlKey"] >= 1  # gaussian noise, at least
+    assert sum(kinds.values()) == failed
+
+    gated = pytester.runpytest_subprocess(*args, "--baseline=b.json", "--junitxml=j2.xml")
+    assert gated.ret == pytest.ExitCode.OK
+    assert gated.parseoutcomes()["xfailed"] == failed
+    assert (
+        main(
+            [
+                "report",
+                str(path / "j2.xml"),
+                "--out",
+                str(path / "r2"),
+                "--write-baseline",
+                str(path / "b2.json"),
+            ]
+        )
+        == 0
+    )
+    assert (path / "b2.json").read_bytes() == (path / "b.json").read_bytes()
