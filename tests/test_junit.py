@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 import pytest
 
+from banana_tests.baseline import ControlKey
 from banana_tests.cases import CaseKey
-from banana_tests.junit import JUnitError, read_junit
+from banana_tests.junit import MAX_ATTRIBUTE, JUnitError, read_junit
+from banana_tests.trend import TrendKey
 
 
 def case(metric: str, seed: str, step: int, child: str = "", name: str | None = None, **props: str) -> str:
@@ -117,3 +120,71 @@ def test_bad_files_are_named(tmp_path: Path, text: str, match: str) -> None:
     with pytest.raises(JUnitError, match=match) as info:
         read_junit([good, bad])
     assert str(info.value).startswith(str(bad))
+
+
+def control(metric: str, distortion: str, child: str = "") -> str:
+    """A control testcase as pytest writes it: no properties, the case in its name."""
+    name = f"test_detects_control_degradation[{metric}-{distortion}]"
+    return f'<testcase classname="banana_tests.test_control" name="{name}">{child}</testcase>'
+
+
+def test_trend_and_control_outcomes_are_read_for_baselines(tmp_path: Path) -> None:
+    asserted = "<failure message='AssertionError: piqe did not rank jpeg ...' />"
+    reading = read_junit(
+        [
+            junit(
+                tmp_path / "x.xml",
+                case("piqe", "alpha", 5, delta="-1.0"),
+                control("paq-2-piq", "gaussian_noise", asserted),
+                control("piqe", "jpeg", "<skipped type='pytest.xfail' message='fails in baseline b.json' />"),
+                control(
+                    "piqe", "gaussian_blur", "<failure message='[XPASS(strict)] fails in baseline b.json' />"
+                ),
+                control("niqe", "jpeg", "<failure message='niqe was named with --metric but cannot load' />"),
+                case(
+                    "piqe",
+                    "alpha",
+                    0,
+                    asserted,
+                    kind="trend",
+                    name="test_trend_detects_degradation[piqe-alpha]",
+                ),
+                case("piqe", "beta", 0, kind="trend", name="test_trend_detects_degradation[piqe-beta]"),
+            )
+        ]
+    )
+    assert reading.others == {
+        ControlKey("paq-2-piq", "gaussian_noise"): "failed",
+        ControlKey("piqe", "jpeg"): "failed",  # a baseline's xfail: the failure is still there
+        ControlKey("piqe", "gaussian_blur"): "passed",  # a strict XPASS: fixed
+        ControlKey("niqe", "jpeg"): "error",  # no verdict: a baseline cannot expect it
+        TrendKey("piqe", "alpha"): "failed",
+        TrendKey("piqe", "beta"): "passed",
+    }
+    assert set(reading.failing_others()) == {
+        ControlKey("paq-2-piq", "gaussian_noise"),
+        ControlKey("piqe", "jpeg"),
+        TrendKey("piqe", "alpha"),
+    }
+    assert list(reading.matrix.cells) == [CaseKey("piqe", "alpha", 5)]
+
+
+def test_a_nan_delta_in_a_failure_stays_a_failure(tmp_path: Path) -> None:
+    path = junit(tmp_path / "x.xml", case("piqe", "alpha", 5, "<failure message='m' />", delta="nan"))
+    cell = read_junit([path]).matrix.cells[CaseKey("piqe", "alpha", 5)]
+    assert cell.outcome == "failed" and cell.delta is not None and math.isnan(cell.delta)
+
+
+def test_a_file_over_the_size_cap_is_refused_unread(tmp_path: Path) -> None:
+    path = junit(tmp_path / "big.xml", *(case("piqe", f"s{i}", 5, delta="-1.0") for i in range(3000)))
+    size_mb = path.stat().st_size / 2**20
+    with pytest.raises(JUnitError, match=r"big\.xml: .* MiB is over the 0\.5 MiB limit .*--max-input-mb"):
+        read_junit([path], max_mb=0.5)
+    assert size_mb > 0.5
+    assert len(read_junit([path], max_mb=size_mb * 1.01).matrix.cells) == 3000
+
+
+def test_an_attribute_longer_than_the_suite_writes_is_refused(tmp_path: Path) -> None:
+    path = junit(tmp_path / "x.xml", case("piqe", "alpha", 5, delta="-1.0", note="x" * (MAX_ATTRIBUTE + 1)))
+    with pytest.raises(JUnitError, match=r"x\.xml: attribute 'value' of <property> 'note' holds 1,048,577"):
+        read_junit([path])
