@@ -17,7 +17,7 @@ from PIL import Image
 from banana_tests.baseline import load_baseline
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
-from banana_tests.matrix import Matrix
+from banana_tests.matrix import Cell, Matrix
 from banana_tests.paper import PAPER_CSV, paper_cells
 from banana_tests.reports.compare import compare, comparison_markdown
 from tests.conftest import write_set
@@ -209,3 +209,39 @@ def test_report_html_renders_in_headless_chromium(reports: dict[str, Path], tmp_
     assert len(colours) > 200  # text alone gives few; the embedded heatmaps give many
     blue_red = (np.abs(pixels[:, 0].astype(int) - pixels[:, 2].astype(int)) > 60).mean()
     assert blue_red > 0.01  # the diverging heatmap colours are on screen
+
+
+def test_errors_show_beside_failures_in_every_matrix_label() -> None:
+    outcomes = {
+        "alpha": ["failed"] * 5 + ["passed", "error"],
+        "beta": ["error", "skipped"],
+        "gamma": ["error"],
+    }
+    cells = [
+        Cell(CaseKey("piqe", seed, step), outcome, 1.0 if outcome == "failed" else -1.0)
+        for seed, group in outcomes.items()
+        for step, outcome in enumerate(group, start=1)
+    ]
+    lines = Matrix.of(cells).render()
+    assert [line.split() for line in lines[1:]] == [
+        ["alpha", "5/6", "E1"],
+        ["beta", "s", "E1"],
+        ["gamma", "E1"],
+        ["total", "5/6", "E3"],
+    ]
+
+
+def test_a_nan_delta_stays_a_failure_in_every_file(tmp_path: Path) -> None:
+    from tests.test_junit import case, junit
+
+    xml = junit(
+        tmp_path / "j.xml",
+        case("piqe", "alpha", 5, "<failure message='AssertionError: nan' />", delta="nan"),
+        case("piqe", "beta", 5, delta="-2.0"),
+    )
+    out = report(tmp_path / "out", xml)
+    assert [(r["seed_image"], r["delta"], r["outcome"]) for r in rows(out)] == [
+        ("alpha", "nan", "failed"),
+        ("beta", "-2.0", "passed"),
+    ]
+    assert "| piqe | 2 | 1 | 0 | 0 | -2.00 |" in (out / "summary.md").read_text()
