@@ -42,7 +42,7 @@ class FieldMap:
             if m is None:
                 raise DataError(f"image path {path!r} does not match --dataset-path-pattern")
             out.update({k: v for k, v in m.groupdict().items() if v is not None})
-        out.update({key: row[col] for key, col in self.columns.items()})
+        out.update({key: row.get(col) for key, col in self.columns.items()})  # absent: null, refused
         return out
 
 

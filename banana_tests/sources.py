@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.cases import CaseKey, sort_key
-from banana_tests.mapping import image_column, parse_map, resolve
+from banana_tests.mapping import FieldMap, image_column, parse_map, resolve
 from banana_tests.plan import CasePlan
 from banana_tests.selection import Selection, parse_where
 from banana_tests.trajectories import (
@@ -220,7 +220,7 @@ def _through_datasets(options: SourceOptions, fmt: str, selection: Selection) ->
         raise DataError(f"{label}: the data set has no rows")
     columns = list(head[0])
     image = image_column(columns, options.field_map, image_features)
-    samples = [_image_ref(row[image], root)[0] for row in head if image in row]
+    samples = _sample_paths(head, image, root)
     fmap = resolve(columns, samples, options.field_map, options.path_pattern, image)
     records: list[Record] = []
     keys: list[tuple[str, int, int]] = []
@@ -229,16 +229,17 @@ def _through_datasets(options: SourceOptions, fmt: str, selection: Selection) ->
     seeds: set[str] = set()
     mapped = {fmap.image, "sha256", *fmap.columns.values()}  # the rest of a row is `extra`
     for number, row in enumerate(_rows(ds, label), start=1):
-        where = f"{label} row {number}"
-        known: dict[str, Any] = {}
-        extra: dict[str, Any] | None = None
+        where, shown, data, errors = f"{label} row {number}", "", None, []
         try:
             shown, data = _image_ref(row.get(fmap.image), root)
             where = f"{where} ({shown})"
-            extra = {k: v for k, v in row.items() if k not in mapped and _scalar(v)}
-            known, errors = identity(fmap.fields(row, shown), columnar=True)
-            if errors:
-                raise DataError("; ".join(errors))
+        except DataError as exc:  # the row's other keys still say which cases it touches
+            errors.append(str(exc))
+        known, bad = _keys(fmap, row, shown)
+        extra = {k: v for k, v in row.items() if k not in mapped and _scalar(v)}
+        try:
+            if errors or bad:
+                raise DataError("; ".join(errors + bad))
             seed, variant, run, step = (known[k] for k in ("seed_image", "variant", "run", "step"))
             variants.add(variant)
             seeds.add(seed)
@@ -253,6 +254,24 @@ def _through_datasets(options: SourceOptions, fmt: str, selection: Selection) ->
         except DataError as exc:
             problems.append(Problem(where, str(exc), **known, extra=extra))
     return _selected(records, keys, problems, selection, sorted(variants), sorted(seeds))
+
+
+def _keys(fmap: FieldMap, row: Mapping[str, Any], shown: str) -> tuple[dict[str, Any], list[str]]:
+    try:
+        return identity(fmap.fields(row, shown), columnar=True)
+    except DataError as exc:  # the image path does not match --dataset-path-pattern
+        return {}, [str(exc)]
+
+
+def _sample_paths(head: list[dict[str, Any]], image: str | None, root: Path | None) -> list[str]:
+    """The image paths of the first rows, to find keys in; a bad one is that row's problem later."""
+    paths = []
+    for row in head:
+        try:
+            paths.append(_image_ref(row.get(image) if image else None, root)[0])
+        except DataError:
+            continue
+    return paths
 
 
 def _open(datasets: Any, options: SourceOptions, fmt: str) -> tuple[Any, str, Path | None]:
@@ -281,8 +300,8 @@ def _open(datasets: Any, options: SourceOptions, fmt: str) -> tuple[Any, str, Pa
         spec = {"data_files": [str(root)]}
     try:
         ds = datasets.load_dataset(fmt, split=options.split, streaming=True, **spec)
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{root}: datasets cannot read it as {fmt}: {exc}") from exc
+    except Exception as exc:  # datasets, pyarrow and pandas each raise their own kinds for a bad file
+        raise DataError(f"{root}: datasets cannot read it as {fmt}: {type(exc).__name__}: {exc}") from exc
     return ds, str(root), base.resolve()
 
 
@@ -303,8 +322,8 @@ def _rows(ds: Any, label: str, limit: int | None = None) -> Iterator[dict[str, A
     rows: Iterable[dict[str, Any]] = ds.take(limit) if limit is not None else ds
     try:
         yield from rows
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{label}: reading rows failed: {exc}") from exc
+    except Exception as exc:  # datasets, pyarrow and pandas each raise their own kinds for a bad file
+        raise DataError(f"{label}: reading rows failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _image_ref(value: Any, root: Path | None) -> tuple[str, bytes | None]:

@@ -68,7 +68,7 @@ RECORD_DEFECTS = {
     "nostep1": "nostep1 run 0 has no step 1",
     "dup": "duplicate records for dup run 0 step 5",
     "escape": "file_name '../outside.png' escapes the data set root",
-    "badline": "step must be a JSON integer, got 'five'",
+    "badline": 'step must be a JSON integer, got "five"',
 }
 Report = dict[str, tuple[str, str]]  # seed image -> (outcome, message)
 SEEDS = ("clean", *IMAGE_DEFECTS, *RECORD_DEFECTS)

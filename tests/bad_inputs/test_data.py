@@ -334,30 +334,36 @@ def test_a_step_not_in_the_set_names_the_steps_held_before_selection(tmp_path: P
 
 
 # Typed columns (CSV through `datasets`): a cell of digits is an integer, 5.7 or True is not.
-CSV_STEP = {
-    "digits": ("5", ""),
-    "5.7": ("5.7", "step must be an integer, got 5.7"),  # the column is float: its 1.0 and 10.0 pass
-    "True": ("True", 'got "True"'),
+CSV_CELLS = {  # row 5's cell in a column: what a-5's error says ("" = no case errors)
+    "step digits": ("step", "5", ""),
+    "step 5.7": ("step", "5.7", "step must be an integer, got 5.7"),  # a float column: 1.0 and 10.0 pass
+    "step True": ("step", "True", 'step must be an integer, got "True"'),
+    "step empty": ("step", "", "step must be an integer, got"),
+    "seed_image empty": ("seed_image", "", "seed_image must be a non-empty string, got null"),
+    "file_name empty, among the first rows": ("file_name", "", "image column holds NoneType"),
 }
 
 
-@pytest.mark.parametrize("cell, says", CSV_STEP.values(), ids=list(CSV_STEP))
-def test_a_csv_step_cell(tmp_path: Path, cell: str, says: str) -> None:
+@pytest.mark.parametrize("column, cell, says", CSV_CELLS.values(), ids=list(CSV_CELLS))
+def test_a_csv_cell(tmp_path: Path, column: str, cell: str, says: str) -> None:
     pytest.importorskip("datasets")
-    table = tmp_path / "set.csv"
+    columns = ["file_name", "seed_image", "run", "step"]
     rows = [json.loads(line) for line in base_lines()]
-    body = "".join(
-        f"{r['file_name']},{r['seed_image']},{r['run']},{cell if i == 5 else r['step']}\n"
-        for i, r in enumerate(rows, start=1)
+    rows[4][column] = cell
+    if column == "file_name":  # the cell at the top, where the loader samples paths to find keys
+        rows.insert(0, rows.pop(4))
+    table = tmp_path / "set.csv"
+    table.write_text(
+        ",".join(columns) + "\n" + "".join(",".join(str(r[c]) for c in columns) + "\n" for r in rows)
     )
-    table.write_text("file_name,seed_image,run,step\n" + body)
     plans, _ = planned(table, Selection(steps=TESTED))
     errors = {name(p): p.error for p in plans if p.error}
     if not says:
         assert errors == {}
         return
     assert list(errors) == ["a-5"]
-    assert says in errors["a-5"] and "set.csv row 5 (a/run1/step005.png)" in errors["a-5"]
+    row = 1 if column == "file_name" else 5
+    assert says in errors["a-5"] and f"set.csv row {row}" in errors["a-5"]
 
 
 # End to end: the suite itself, its exit code and the outcome of every case in its JUnit XML.
