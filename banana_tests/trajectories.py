@@ -116,7 +116,7 @@ def read_imagefolder(root: Path) -> TrajectorySet:
             for number, raw in enumerate(lines, start=1):
                 raw = raw.removeprefix(BOM) if number == 1 else raw  # utf-8-sig, as editors write it
                 if raw.strip(_JSON_BLANK):
-                    item = read_line(root, raw, f"{meta}:{number}")
+                    item = _read_line(root, raw, f"{meta}:{number}")
                     if isinstance(item, Record):
                         records.append(item)
                     else:
@@ -130,7 +130,7 @@ def read_imagefolder(root: Path) -> TrajectorySet:
     return TrajectorySet(root, tuple(records), tuple(problems))
 
 
-def read_line(root: Path, raw: bytes, where: str) -> Record | Problem:
+def _read_line(root: Path, raw: bytes, where: str) -> Record | Problem:
     """One line of metadata.jsonl as a record, or the problem that keeps it from being one."""
     torn = "" if raw.endswith(b"\n") else " (the last line has no newline: was its write cut short?)"
     try:
@@ -153,7 +153,8 @@ def _record(root: Path, row: dict[str, Any], where: str) -> Record | Problem:
     known, errors = identity(row)
     missing = [k for k in REQUIRED if k not in row]
     if missing:
-        errors.insert(0, f"missing field(s) {', '.join(missing)} (has {', '.join(sorted(row)) or 'none'})")
+        has = _cut(", ".join(sorted(row)) or "none", 120)
+        errors.insert(0, f"missing field(s) {', '.join(missing)} (has {has})")
     for name, check in (("file_name", check_file_name), ("sha256", check_sha256)):
         try:
             if name in row:
@@ -162,10 +163,11 @@ def _record(root: Path, row: dict[str, Any], where: str) -> Record | Problem:
             errors.append(str(exc))
     extra = {k: v for k, v in row.items() if k not in (*REQUIRED, "sha256")}
     path = None
-    try:
-        path = None if errors else resolve_inside(root, row["file_name"])
-    except DataError as exc:
-        errors.append(str(exc))
+    if not errors:
+        try:
+            path = resolve_inside(root, row["file_name"])
+        except DataError as exc:
+            errors.append(str(exc))
     if path is None:
         return Problem(where, "; ".join(errors), **known, extra=extra)
     return Record(**known, path=path, source=where, sha256=row.get("sha256"), extra=extra)
