@@ -1,0 +1,480 @@
+"""Bad inputs at `report`, baselines and `generate` (issue 12): one row each.
+
+Every row builds its own small input in a temporary folder, calls the command in-process (or the
+baseline loader and gate), and states the exit code (or exception), a message that names the
+file or record, and what happened to the user's files: an error changes none of them and leaves
+no partial output; a repair changes only the files it names.
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from banana_tests.cli import main
+from banana_tests.gating import BaselineGate
+from banana_tests.junit import MAX_ATTRIBUTE
+from tests.conftest import noisy_image
+from tests.test_junit import case, junit
+
+Act = Callable[[], int]
+
+
+@dataclass(frozen=True)
+class Row:
+    """`arrange(root, monkeypatch)` builds the input under `root` and returns the call to make.
+
+    `code` is the exit code, or the exception the call raises; `says` a regex the message must
+    match, with `{root}` standing for the folder; `rewrites` the user files a repair may change
+    and `creates` the files it makes (relative to root); `check` looks at the result.
+    """
+
+    id: str
+    arrange: Callable[[Path, pytest.MonkeyPatch], Act]
+    code: int | type[Exception]
+    says: str
+    rewrites: frozenset[str] = frozenset()
+    creates: frozenset[str] = frozenset()
+    check: Callable[[Path], bool] = lambda root: True
+
+
+def report(*args: str | Path) -> Act:
+    return lambda: main(["report", *map(str, args)])
+
+
+def good_junit(root: Path) -> Path:
+    return junit(
+        root / "j.xml", case("piqe", "alpha", 5, "<failure message='AssertionError: m' />", delta="1.0")
+    )
+
+
+def file_with(root: Path, name: str, data: bytes | str) -> Path:
+    path = root / name
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+def read_only(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """What a read-only folder does to writes inside it (the tests may run as root, which
+    permission bits do not stop): every create, rename or write there fails with EROFS."""
+    inside = str(folder.resolve()) + os.sep
+
+    def guard(path: Any) -> None:
+        if os.path.abspath(os.fspath(path)).startswith(inside):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))
+
+    def wrap(real: Callable[..., Any], write: Callable[..., bool], *targets: int) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if write(*args, **kwargs):
+                for i in targets:
+                    guard(args[i])
+            return real(*args, **kwargs)
+
+        return call
+
+    always = lambda *a, **k: True  # noqa: E731
+    opens_for_writing = lambda path, flags=0, *a, **k: bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))  # noqa: E731
+    mode_writes = lambda path, mode="r", *a, **k: any(c in mode for c in "wax+")  # noqa: E731
+    monkeypatch.setattr(os, "mkdir", wrap(os.mkdir, always, 0))
+    monkeypatch.setattr(os, "open", wrap(os.open, opens_for_writing, 0))
+    monkeypatch.setattr(os, "replace", wrap(os.replace, always, 1))
+    monkeypatch.setattr(os, "rename", wrap(os.rename, always, 1))
+    monkeypatch.setattr(builtins, "open", wrap(builtins.open, mode_writes, 0))
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+
+def junit_not_xml(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return report(file_with(root, "j.xml", "metric,seed_image\npiqe,alpha\n"), "--out", root / "out")
+
+
+def junit_empty(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return report(file_with(root, "j.xml", ""), "--out", root / "out")
+
+
+def junit_missing(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return report(root / "nope.xml", "--out", root / "out")
+
+
+def junit_of_other_tests(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    xml = junit(root / "j.xml", '<testcase classname="t" name="test_other" />')
+    return report(xml, "--out", root / "out")
+
+
+def junit_html(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return report(file_with(root, "j.xml", "<html><body>hi</body></html>"), "--out", root / "out")
+
+
+def junit_oversize(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    xml = junit(root / "j.xml", *(case("piqe", f"s{i}", 5, delta="-1.0") for i in range(200)))
+    return report(xml, "--out", root / "out", "--max-input-mb", "0.01")
+
+
+def junit_huge_attribute(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    xml = junit(root / "j.xml", case("piqe", "alpha", 5, delta="-1.0", note="x" * (MAX_ATTRIBUTE + 1)))
+    return report(xml, "--out", root / "out")
+
+
+def junit_bad_delta(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return report(junit(root / "j.xml", case("piqe", "alpha", 5, delta="big")), "--out", root / "out")
+
+
+def junit_nan_delta(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    """Not an error: the failure stays a failure, its Δ written as nan."""
+    xml = junit(
+        root / "j.xml", case("piqe", "alpha", 5, "<failure message='AssertionError: m' />", delta="nan")
+    )
+    return report(xml, "--out", root / "out")
+
+
+def report_into_read_only_folder(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    xml = good_junit(root)
+    (root / "out").mkdir()
+    file_with(root, "out/matrix.csv", "an older report\n")
+    read_only(mp, root / "out")
+    return report(xml, "--out", root / "out")
+
+
+def report_fails_while_rendering(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    """A disk that fills up halfway through the figures: the old report stays whole."""
+    from banana_tests.reports import figures
+
+    def full(*args: object) -> list[Path]:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(root / "out" / "gaps_step5.png"))
+
+    xml = good_junit(root)
+    (root / "out").mkdir()
+    file_with(root, "out/matrix.csv", "an older report\n")
+    mp.setattr(figures, "render_figures", full)
+    return report(xml, "--out", root / "out")
+
+
+def report_out_is_a_file(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return report(good_junit(root), "--out", file_with(root, "out", "a file"))
+
+
+def baseline_into_read_only_folder(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    xml = good_junit(root)
+    (root / "baselines").mkdir()
+    read_only(mp, root / "baselines")
+    return report(xml, "--out", root / "out", "--write-baseline", root / "baselines" / "b.json")
+
+
+# ---- baselines under pytest --baseline ------------------------------------------------------
+
+
+def gate(path: Path) -> Act:
+    def act() -> int:
+        BaselineGate(path, strict=False)
+        return 0
+
+    return act
+
+
+def baseline_not_json(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return gate(file_with(root, "b.json", '{"format": "banana-tests-baseline/2", "failures": [}'))
+
+
+def baseline_not_utf8(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return gate(file_with(root, "b.json", b'{"format": "\xff\xfe"}'))
+
+
+def baseline_missing(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return gate(root / "b.json")
+
+
+def baseline_unknown_top_key(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return gate(file_with(root, "b.json", json.dumps({"format": "banana-tests-baseline/2", "failure": []})))
+
+
+def baseline_unknown_entry_key(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    entry = {"metric": "piqe", "seed_image": "a", "step": 5, "runs": 2}
+    return gate(
+        file_with(root, "b.json", json.dumps({"format": "banana-tests-baseline/2", "failures": [entry]}))
+    )
+
+
+def baseline_wrong_format(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return gate(file_with(root, "b.json", json.dumps({"format": "banana-tests-baseline/9", "failures": []})))
+
+
+def baseline_failures_not_a_list(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return gate(file_with(root, "b.json", json.dumps({"format": "banana-tests-baseline/2", "failures": {}})))
+
+
+# ---- generate -------------------------------------------------------------------------------
+
+
+def seeds(root: Path) -> Path:
+    folder = root / "seeds"
+    folder.mkdir()
+    noisy_image("alpha", 0, 0, (40, 56)).save(folder / "alpha.png")
+    return folder
+
+
+def generate(root: Path, *extra: str, steps: int = 3) -> Act:
+    argv = ["generate", "--editor", "emulate", "--seed-images", str(root / "seeds"),
+            "--out", str(root / "set"), "--runs", "1", "--steps", str(steps), "--option", "long_side=48",
+            *extra]  # fmt: skip
+    return lambda: main(argv)
+
+
+def made_set(root: Path) -> Path:
+    seeds(root)
+    assert generate(root)() == 0
+    return root / "set"
+
+
+def step_file(root: Path, step: int) -> Path:
+    return root / "set" / f"images/alpha/run0/step{step:03d}.png"
+
+
+def set_without_its_last_image(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    step_file(root, 3).unlink()
+    return generate(root)
+
+
+def set_without_a_middle_image(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    step_file(root, 2).unlink()
+    return generate(root)
+
+
+def set_with_a_changed_last_image(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    noisy_image("other", 0, 0, (10, 10)).save(step_file(root, 3))
+    return generate(root)
+
+
+def empty_metadata_from_a_failed_first_attempt(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    """The first attempt wrote its settings (here another prompt), then failed before any step."""
+    seeds(root)
+    mp.setattr("banana_tests.editors.replica.EmulateEditor.edit", lambda self, request: 1 / 0)
+    assert generate(root, "--prompt", "mirror")() == 1
+    mp.undo()
+    assert (root / "set" / "metadata.jsonl").read_bytes() == b""
+    return generate(root)
+
+
+def malformed_metadata_line(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    with (root / "set" / "metadata.jsonl").open("a") as f:
+        f.write('{"seed_image": "alpha", "run": 0}\n')
+    return generate(root)
+
+
+def settings_not_json(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    file_with(root, "set/generate.json", "{ broken")
+    return generate(root)
+
+
+def other_settings(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    return generate(root, steps=5)
+
+
+def seed_image_missing(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    argv = [
+        "generate",
+        "--editor",
+        "jpeg",
+        "--seed-images",
+        str(root / "nope.png"),
+        "--out",
+        str(root / "set"),
+    ]
+    return lambda: main(argv)
+
+
+def generate_into_read_only_folder(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    seeds(root)
+    (root / "set").mkdir()
+    read_only(mp, root / "set")
+    return generate(root)
+
+
+ROWS = [
+    Row("junit not XML", junit_not_xml, 2, r"{root}/j\.xml: not a readable JUnit XML file"),
+    Row("junit empty", junit_empty, 2, r"{root}/j\.xml: not a readable JUnit XML file \(no element found"),
+    Row("junit missing", junit_missing, 2, r"{root}/nope\.xml: cannot read this file .*No such file"),
+    Row(
+        "junit of other tests",
+        junit_of_other_tests,
+        2,
+        r"{root}/j\.xml: JUnit XML without banana-tests cases",
+    ),
+    Row("junit html", junit_html, 2, r"{root}/j\.xml: not JUnit XML \(root element <html>"),
+    Row(
+        "junit oversize",
+        junit_oversize,
+        2,
+        r"{root}/j\.xml: .* MiB is over the 0\.01 MiB limit .*--max-input-mb",
+    ),
+    Row(
+        "junit huge attribute",
+        junit_huge_attribute,
+        2,
+        r"{root}/j\.xml: attribute 'value' of <property> 'note'",
+    ),
+    Row(
+        "junit bad delta",
+        junit_bad_delta,
+        2,
+        r"{root}/j\.xml: testcase '.*piqe-alpha-step5.*' lacks the suite",
+    ),
+    Row(
+        "junit nan delta (accepted, still failed)",
+        junit_nan_delta,
+        0,
+        r"alpha\s+1/1\ntotal\s+1/1\nwrote 7 files",
+        creates=frozenset(
+            {f"out/{name}" for name in ("matrix.csv", "summary.md", "report.html")}
+            | {f"out/{stem}.{ext}" for stem in ("gaps_step5", "failure_counts") for ext in ("png", "svg")}
+        ),
+        check=lambda root: "piqe,alpha,5,nan,failed," in (root / "out/matrix.csv").read_text(),
+    ),
+    Row(
+        "report into read-only folder",
+        report_into_read_only_folder,
+        1,
+        r"cannot write the report: .*Read-only.*{root}/out",
+    ),
+    Row(
+        "report fails while rendering",
+        report_fails_while_rendering,
+        1,
+        r"cannot write the report: .*No space left",
+    ),
+    Row("report out is a file", report_out_is_a_file, 1, r"cannot write the report: .*{root}/out"),
+    Row("baseline into read-only folder", baseline_into_read_only_folder, 1, r"Read-only.*{root}/baselines"),
+    Row(
+        "baseline not JSON",
+        baseline_not_json,
+        pytest.UsageError,
+        r"--baseline: baseline {root}/b\.json: Expecting value",
+    ),
+    Row(
+        "baseline not UTF-8", baseline_not_utf8, pytest.UsageError, r"baseline {root}/b\.json: 'utf-8' codec"
+    ),
+    Row("baseline missing", baseline_missing, pytest.UsageError, r"baseline {root}/b\.json: .*No such file"),
+    Row(
+        "baseline unknown top key",
+        baseline_unknown_top_key,
+        pytest.UsageError,
+        r"{root}/b\.json: unknown key\(s\) 'failure'",
+    ),
+    Row(
+        "baseline unknown entry key",
+        baseline_unknown_entry_key,
+        pytest.UsageError,
+        r"{root}/b\.json: failure entry 0 .* unknown key\(s\) 'runs'",
+    ),
+    Row(
+        "baseline wrong format",
+        baseline_wrong_format,
+        pytest.UsageError,
+        r"{root}/b\.json: not a banana-tests-baseline/2",
+    ),
+    Row(
+        "baseline failures not a list",
+        baseline_failures_not_a_list,
+        pytest.UsageError,
+        r"'failures' is not a list",
+    ),
+    Row(
+        "generate: last image deleted",
+        set_without_its_last_image,
+        0,
+        r"metadata\.jsonl: 1 recorded image\(s\) missing at the end of their runs; making them again",
+        rewrites=frozenset({"set/metadata.jsonl"}),
+        creates=frozenset({"set/images/alpha/run0/step003.png"}),
+    ),
+    Row(
+        "generate: middle image deleted",
+        set_without_a_middle_image,
+        1,
+        r"{root}/set/metadata\.jsonl: images/alpha/run0/step002\.png \(alpha run 0 step 2\) is missing,"
+        r" but later.*delete the run's later images \(images/alpha/run0/step003\.png\)",
+    ),
+    Row(
+        "generate: last image changed",
+        set_with_a_changed_last_image,
+        1,
+        r"images/alpha/run0/step003\.png \(alpha run 0 step 3\) changed since it was recorded",
+    ),
+    Row(
+        "generate: empty metadata.jsonl after a failed first attempt",
+        empty_metadata_from_a_failed_first_attempt,
+        0,
+        r"{root}/set: no step was made with the settings in generate\.json",
+        rewrites=frozenset({"set/metadata.jsonl", "set/generate.json"}),
+        creates=frozenset({f"set/images/alpha/run0/step00{s}.png" for s in (1, 2, 3)}),
+    ),
+    Row(
+        "generate: malformed metadata line",
+        malformed_metadata_line,
+        1,
+        r"{root}/set/metadata\.jsonl:4: not a generate record",
+    ),
+    Row("generate: settings not JSON", settings_not_json, 1, r"{root}/set/generate\.json: not JSON"),
+    Row(
+        "generate: other settings",
+        other_settings,
+        1,
+        r"{root}/set was generated with other settings.*steps: folder has 3",
+    ),
+    Row("generate: seed image missing", seed_image_missing, 1, r"{root}/nope\.png: no such file or folder"),
+    Row(
+        "generate: read-only output folder",
+        generate_into_read_only_folder,
+        1,
+        r"Read-only file system: '{root}/set/",
+    ),
+]
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_bad_input(
+    row: Row, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    act = row.arrange(root, monkeypatch)
+    before = tree(root)
+    capsys.readouterr()
+    if isinstance(row.code, int):
+        assert act() == row.code
+        captured = capsys.readouterr()
+        message = captured.err if row.code else captured.out
+    else:
+        with pytest.raises(row.code) as info:
+            act()
+        message = str(info.value)
+    monkeypatch.undo()
+    if row.code:
+        assert "Traceback" not in message
+    assert re.search(row.says.replace("{root}", re.escape(str(root))), message, re.S), message
+    after = tree(root)
+    assert set(before) <= set(after), "a user file was deleted"
+    assert set(after) - set(before) == row.creates, "output left behind, or not made"
+    assert {k: after[k] for k in before if k not in row.rewrites} == {
+        k: v for k, v in before.items() if k not in row.rewrites
+    }, "a user file changed"
+    assert not [p for p in root.rglob("*") if ".partial-" in p.name or p.name.endswith(".tmp")]
+    assert row.check(root)
