@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Callable
+import shlex
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+
+from metrics_under_test.weights import mirror_from_env
 
 DEFAULT_METRICS = "brisque,niqe,piqe"
 DEFAULT_STEPS = "5,10,20"
+# Options whose value is a path: written `--opt /path`, pytest takes the path as a test path.
+PATH_OPTIONS = (
+    "--dataset",
+    "--dataset-cache",
+    "--weights-dir",
+    "--baseline",
+    "--cache-dir",
+    "--snapshot-dir",
+)
 
 AddOption = Callable[..., Any]
 
@@ -145,11 +159,23 @@ def add_weights_option(addoption: AddOption) -> None:
     """Where offline parameter files come from; `banana-tests metrics` reads the same option."""
     addoption(
         "--weights-dir",
-        default=os.environ.get("BANANA_WEIGHTS_DIR"),
+        default=mirror_from_env(),
         metavar="DIR",
         help="read-only mirror of pyiqa parameter files, linked into pyiqa's cache as needed "
         "(default: $BANANA_WEIGHTS_DIR)",
     )
+
+
+def spaced_path_options(args: Sequence[str]) -> list[str]:
+    """`--opt=value` for each path option given as `--opt value` whose value is an existing path,
+    in `args` or $PYTEST_ADDOPTS: pytest chose its rootdir from such a value, before the plugin's
+    options were known, and outside the project it then collects the whole folder."""
+    given = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *args]
+    return [
+        f"{option}={value}"
+        for option, value in itertools.pairwise(given)
+        if option in PATH_OPTIONS and Path(value).exists()
+    ]
 
 
 def add_gate_options(addoption: AddOption) -> None:
@@ -166,6 +192,13 @@ def add_gate_options(addoption: AddOption) -> None:
         action="store_true",
         default=False,
         help="with --baseline: a baseline cell that now passes fails the run (strict xfail)",
+    )
+    addoption(
+        "--snapshot-dir",
+        default=None,
+        metavar="DIR",
+        help="where an installed suite writes score snapshots, relative to the rootdir (default: "
+        "ini banana_snapshot_dir, else banana_snapshots); the shipped ones are only read",
     )
     addoption(
         "--snapshot-rtol",

@@ -8,21 +8,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
 from banana_tests.cases import CASE_FIXTURE
 from banana_tests.matrix import Cell
-from banana_tests.options import add_data_options, add_gate_options, add_metric_options
-from banana_tests.snapshot_selection import SnapshotSelection
+from banana_tests.options import add_data_options, add_gate_options, add_metric_options, spaced_path_options
+from banana_tests.snapshot_selection import INI, SnapshotSelection
+from banana_tests.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.suite import SuiteState
 from banana_tests.trend import Trend
 from banana_tests.verdicts import Verdict
 
+if TYPE_CHECKING:
+    from metrics_under_test.registry import MetricSpec
+
 STATE = pytest.StashKey[SuiteState]()
 Measured = TypeVar("Measured", Verdict, Trend)
+Loaded = TypeVar("Loaded")
 TREND_FIXTURE = "banana_trend"
+SUITE_PARAMS = frozenset({CASE_FIXTURE, TREND_FIXTURE, SNAPSHOT_PARAM, "control_metric"})
 TREND_MODULE = Path(__file__).resolve().parent / "test_trend.py"
 
 
@@ -31,9 +37,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_data_options(group.addoption)
     add_metric_options(group.addoption)
     add_gate_options(group.addoption)
+    parser.addini(INI, "where an installed suite writes score snapshots (default: banana_snapshots)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        spaced = spaced_path_options(config.invocation_params.args)
+        if spaced:
+            raise pytest.UsageError(
+                "write path options with '=': "
+                + ", ".join(spaced)
+                + ". pytest reads a path after a space as a test path and picks its rootdir from it, "
+                "before banana-tests' options are known"
+            )
     state = SuiteState.from_config(config)
     config.stash[STATE] = state
     config.pluginmanager.register(MatrixReporter(state), "banana-tests-matrix")
@@ -56,14 +72,27 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A data set that cannot be read leaves the cases unplanned; collection then stops with
+    that usage error (raised from a collector it would be a collection error, exit 2)."""
+    state = metafunc.config.stash[STATE]
     if CASE_FIXTURE in metafunc.fixturenames:
-        keys = [p.key for p in metafunc.config.stash[STATE].collect()]
+        keys = [p.key for p in state.try_collect()]
         metafunc.parametrize(CASE_FIXTURE, keys, ids=[k.test_id for k in keys], indirect=True)
     if TREND_FIXTURE in metafunc.fixturenames:
-        state = metafunc.config.stash[STATE]
-        state.collect()
+        state.try_collect()
         trends = sorted(state.trends)
         metafunc.parametrize(TREND_FIXTURE, trends, ids=[k.test_id for k in trends], indirect=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A run that collected any of the suite's tests first checks that its data and options can
+    be used, so a bad `--dataset` is one usage error, not an error in every test."""
+    state = config.stash[STATE]
+    if any(SUITE_PARAMS & getattr(getattr(item, "callspec", None), "params", {}).keys() for item in items):
+        state.try_collect()
+    if state.usage_error is not None:
+        raise pytest.UsageError(state.usage_error)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -84,6 +113,8 @@ def banana_trend(request: pytest.FixtureRequest, record_property) -> Trend:  # t
         plan.reference_step,
         _run_properties(state),
         lambda: state.trend_of(plan.key),
+        state.metrics[plan.key.metric],
+        request.config,
     )
 
 
@@ -98,9 +129,25 @@ def banana_case(request: pytest.FixtureRequest, record_property) -> Verdict:  # 
         plan.reference_step,
         _run_properties(state),
         lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key)),
+        state.metrics[plan.key.metric],
+        request.config,
     )
     record_property("score_cached", state.score_cached(plan.key))
     return verdict
+
+
+def load_or_skip(config: pytest.Config, spec: MetricSpec, load: Callable[[], Loaded]) -> Loaded:
+    """`load()`, or, when the metric's parameters are missing, a skip for a metric that only
+    `offline` or `all` chose and a failure for one the user named: a gate whose metric never
+    ran must not pass."""
+    from metrics_under_test.pyiqa_backend import MissingWeights
+
+    try:
+        return load()
+    except MissingWeights as exc:
+        if spec.name in config.stash[STATE].named:
+            pytest.fail(f"{spec.name} was named with --metric but cannot load: {exc}", pytrace=False)
+        pytest.skip(str(exc))
 
 
 def _measured(
@@ -109,17 +156,14 @@ def _measured(
     reference_step: int,
     run: dict[str, str],
     measure: Callable[[], Measured],
+    spec: MetricSpec,
+    config: pytest.Config,
 ) -> Measured:
     """Record the case's identity first (so a skip or error still names it), then measure it and
-    record its figures; a metric that cannot load skips the case."""
-    from metrics_under_test.pyiqa_backend import MissingWeights
-
+    record its figures; see `load_or_skip` for a metric that cannot load."""
     for name, value in {**identity, "reference_step": str(reference_step), **run}.items():
         record_property(name, value)
-    try:
-        result = measure()
-    except MissingWeights as exc:
-        pytest.skip(str(exc))
+    result = load_or_skip(config, spec, measure)
     for name, value in result.properties().items():
         record_property(name, value)
     return result

@@ -1,8 +1,10 @@
-"""Keep other metrics' score snapshots alive when only some metrics run.
+"""Keep every score snapshot on disk, whatever subset of metrics or tests a run selects.
 
 The snapshot test is parametrized over every metric that has a snapshot, and the ones not
-asked for with `--metric` are deselected here, after syrupy has seen them collected. syrupy then
-knows those snapshots belong to tests that did not run, so it neither reports nor deletes them.
+asked for with `--metric` are deselected here, after syrupy has seen them collected, so they
+are not reported unused. syrupy's own clean-up is switched off for any run that collects the
+snapshot test: with `--snapshot-update` it deletes the snapshots it did not see used, also
+under `-k` and in site-packages, and a gate must never delete a user's files.
 """
 
 from __future__ import annotations
@@ -12,23 +14,39 @@ from pathlib import Path
 
 import pytest
 
+from banana_tests.snapshots import DEFAULT_DIR, installed
+
 PARAM = "snapshot_metric"
+INI = "banana_snapshot_dir"
+
+
+def snapshot_root(config: pytest.Config) -> Path:
+    """Where an installed suite keeps the user's snapshots: `--snapshot-dir`, the ini key, or
+    `banana_snapshots/`, relative to the rootdir."""
+    chosen = config.getoption("snapshot_dir") or config.getini(INI) or DEFAULT_DIR
+    return config.rootpath / chosen
 
 
 def recorded_metrics(config: pytest.Config, module_file: Path, test_name: str) -> list[str]:
-    """Metrics that have a snapshot file for `test_name`, where syrupy's JSON extension puts it."""
-    dirname = getattr(config.option, "snapshot_dirname", None) or "__snapshots__"
-    folder = module_file.parent / dirname / module_file.stem
+    """Metrics that have a snapshot file for `test_name`, beside the module or, for an installed
+    suite, in the user's snapshot folder too (any data set)."""
+    folders = [module_file.parent / "__snapshots__"]
+    if installed(module_file):
+        folders.append(snapshot_root(config))
     prefix, suffix = f"{test_name}[", "].json"
     return sorted(
-        p.name[len(prefix) : -len(suffix)]
-        for p in folder.glob(f"{test_name}[[]*].json")
-        if p.name.startswith(prefix) and p.name.endswith(suffix)
+        {
+            p.name[len(prefix) : -len(suffix)]
+            for folder in folders
+            for pattern in (module_file.stem, f"*/{module_file.stem}")
+            for p in folder.glob(f"{pattern}/{test_name}[[]*].json")
+            if p.name.startswith(prefix) and p.name.endswith(suffix)
+        }
     )
 
 
 class SnapshotSelection:
-    """Deselects snapshot tests of metrics outside the selection, and keeps their snapshots."""
+    """Deselects snapshot tests of metrics outside the selection, and keeps every snapshot."""
 
     def __init__(self, selected: Collection[str]) -> None:
         self.selected = set(selected)
@@ -37,13 +55,15 @@ class SnapshotSelection:
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         keep: list[pytest.Item] = []
         drop: list[pytest.Item] = []
+        snapshots = False
         for item in items:
             callspec = getattr(item, "callspec", None)
             metric = callspec.params.get(PARAM) if callspec is not None else None
+            snapshots = snapshots or metric is not None
             (drop if metric is not None and metric not in self.selected else keep).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
-        # A subset or a collect-only run uses only some snapshots: the rest are not stale.
-        if (drop or config.option.collectonly) and hasattr(config.option, "warn_unused_snapshots"):
-            config.option.warn_unused_snapshots = True
+        if snapshots and hasattr(config.option, "update_snapshots"):
+            config.option.no_cleanup = True  # never delete a snapshot
+            config.option.warn_unused_snapshots = True  # a subset run uses only some

@@ -2,14 +2,20 @@
 and an absolute one of 0.01 normalised points (scores near zero move by float noise alone).
 
 A pyiqa upgrade or a code change that moves scores then fails with a list of the images and
-steps that moved and by how much, instead of a wall of JSON.
+steps that moved and by how much, instead of a wall of JSON. A run narrowed by the selection
+options compares only what it scored. Snapshots of an installed suite are written under the
+user's rootdir (`--snapshot-dir`), never into site-packages: the shipped ones are read-only.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import site
+import sysconfig
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 from syrupy.extensions.json import JSONSnapshotExtension
@@ -19,11 +25,13 @@ from banana_tests.trajectories import Record
 from metrics_under_test.registry import MetricSpec
 
 Scores = dict[str, float]
+DEFAULT_DIR = "banana_snapshots"
+NO_SNAPSHOT = "no snapshot recorded for this metric yet: record it with --snapshot-update"
 
 
 def score_id(record: Record) -> str:
-    """A score's place in the snapshot: seed image, run and step."""
-    return f"{record.seed_image}/run{record.run}/step{record.step}"
+    """A score's place in the snapshot: variant, seed image, run and step."""
+    return f"{record.variant}/{record.seed_image}/run{record.run}/step{record.step}"
 
 
 def score_snapshot(state: SuiteState, spec: MetricSpec) -> Scores:
@@ -42,14 +50,19 @@ def abs_tolerance(spec: MetricSpec) -> float:
 
 
 def drift(
-    expected: Mapping[str, float], actual: Mapping[str, float], rtol: float, atol: float = 0.0
+    expected: Mapping[str, float],
+    actual: Mapping[str, float],
+    rtol: float,
+    atol: float = 0.0,
+    narrowed: bool = False,
 ) -> list[str]:
     """One line per score that moved beyond both `rtol` and `atol`, appeared or disappeared;
-    empty when it matches."""
+    empty when it matches. A narrowed run does not miss the scores it did not select."""
     lines = []
     for name in sorted(expected.keys() | actual.keys()):
         if name not in actual:
-            lines.append(f"{name}: {expected[name]!r} in the snapshot, not scored now")
+            if not narrowed:
+                lines.append(f"{name}: {expected[name]!r} in the snapshot, not scored now")
         elif name not in expected:
             lines.append(f"{name}: scored {actual[name]!r}, not in the snapshot")
         elif not math.isclose(actual[name], expected[name], rel_tol=rtol, abs_tol=atol):
@@ -59,24 +72,74 @@ def drift(
     return lines
 
 
+def installed(path: Path) -> bool:
+    """`path` lies in an installed package (site-packages), which a run must never write to."""
+    roots = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")} | {site.getusersitepackages()}
+    return any(path.resolve().is_relative_to(Path(root).resolve()) for root in roots)
+
+
+def dataset_label(state: SuiteState) -> str | None:
+    """None for the embedded set; else a folder-safe name of the set, so that its snapshots
+    never meet another set's scores."""
+    if state.embedded:
+        return None
+    name = state.source.source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "dataset"
+
+
+def snapshot_folder(user_dir: Path, module: Path, label: str | None, name: str, updating: bool) -> Path:
+    """Where `module`'s snapshot file `name` for the data set `label` is read and written.
+
+    Beside the module, as syrupy does, unless the module is installed: then in `user_dir`,
+    falling back to the shipped file (read-only) while the user has none of their own."""
+    place = Path(module.stem) if label is None else Path(label, module.stem)  # syrupy wants the stem last
+    shipped = module.parent / "__snapshots__" / place
+    if not installed(module):
+        return shipped
+    own = user_dir / place
+    if updating or (own / name).is_file() or not (shipped / name).is_file():
+        return own
+    return shipped
+
+
+def _loads(data: Any) -> Scores | None:
+    return json.loads(data) if data else None
+
+
 class ScoreSnapshotExtension(JSONSnapshotExtension):
     """JSON snapshots of {score id: raw score} that match within `rtol` or `atol` and diff as
-    moved scores."""
+    moved scores, kept in `folder`."""
 
     rtol: ClassVar[float] = 1e-3
     atol: ClassVar[float] = 0.0
+    narrowed: ClassVar[bool] = False
+    folder: ClassVar[Path | None] = None
 
     @classmethod
-    def with_tolerance(cls, rtol: float, atol: float) -> type[ScoreSnapshotExtension]:
-        return type(cls.__name__, (cls,), {"rtol": rtol, "atol": atol})
+    def configured(
+        cls, rtol: float, atol: float, narrowed: bool, folder: Path
+    ) -> type[ScoreSnapshotExtension]:
+        settings = {"rtol": rtol, "atol": atol, "narrowed": narrowed, "folder": folder}
+        return type(cls.__name__, (cls,), settings)
+
+    @classmethod
+    def dirname(cls, *, test_location: Any) -> str:
+        if cls.folder is None:
+            return super().dirname(test_location=test_location)
+        return str(cls.folder)
 
     def matches(self, *, serialized_data: Any, snapshot_data: Any) -> bool:
-        if snapshot_data is None:
+        expected = _loads(snapshot_data)
+        if expected is None:
             return False
-        return not drift(json.loads(snapshot_data), json.loads(serialized_data), self.rtol, self.atol)
+        return not drift(expected, json.loads(serialized_data), self.rtol, self.atol, self.narrowed)
 
     def diff_lines(self, serialized_data: Any, snapshot_data: Any) -> Iterator[str]:
-        moved = drift(json.loads(snapshot_data), json.loads(serialized_data), self.rtol, self.atol)
+        expected = _loads(snapshot_data)
+        if expected is None:
+            yield NO_SNAPSHOT
+            return
+        moved = drift(expected, json.loads(serialized_data), self.rtol, self.atol, self.narrowed)
         limits = f"rtol={self.rtol:g} and atol={self.atol:g}"
         yield f"{len(moved)} score(s) moved beyond {limits} (snapshot → now):"
         yield from (f"  {line}" for line in moved)

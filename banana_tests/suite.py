@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -13,6 +16,7 @@ from banana_tests.cases import CaseKey
 from banana_tests.data import EMBEDDED
 from banana_tests.gaps import Gap, gap
 from banana_tests.matrix import Matrix
+from banana_tests.options import DEFAULT_STEPS
 from banana_tests.plan import CasePlan, parse_steps, plan_cases
 from banana_tests.selection import Selection
 from banana_tests.sources import SourceOptions, from_options, load, with_problems
@@ -39,6 +43,10 @@ class SuiteState:
     image_budget_mib: int
     trend: bool = False
     cache_dir: Path | None = None  # None: --no-cache
+    mirror: Path | None = None  # --weights-dir, staged into pyiqa's cache when the suite collects
+    named: frozenset[str] = frozenset()  # metrics the user named, not chosen by `offline` or `all`
+    narrowed: tuple[str, ...] = ()  # the selection options that keep only part of the data set
+    usage_error: str | None = None  # why the suite's cases could not be planned
     records: list[Record] = field(default_factory=list)  # the selected records, read at collection
     plans: dict[CaseKey, CasePlan] = field(default_factory=dict)
     trends: dict[TrendKey, TrendPlan] = field(default_factory=dict)
@@ -52,13 +60,12 @@ class SuiteState:
         try:
             metrics = selected_metrics(config)
             source, selection = from_options(opt, EMBEDDED, parse_steps(opt("steps")))
+            check_limits(opt)
         except (UnknownMetric, MetricError, ValueError) as exc:
             raise pytest.UsageError(str(exc)) from exc
+        if opt("device") == "cuda" and not _gpu_driver():
+            raise pytest.UsageError(NO_CUDA + " (no GPU driver)")
         mirror = opt("weights_dir")
-        if mirror:
-            if not Path(mirror).is_dir():
-                raise pytest.UsageError(f"--weights-dir {mirror}: no such directory")
-            stage(Path(mirror), ((w.file, w.path) for s in metrics for w in s.weights))
         return cls(
             metrics={s.name: s for s in metrics},
             source=source,
@@ -69,7 +76,14 @@ class SuiteState:
             image_budget_mib=opt("image_budget"),
             trend=opt("trend"),
             cache_dir=None if opt("no_cache") else config.rootpath / opt("cache_dir"),
+            mirror=Path(mirror) if mirror else None,
+            named=named_metrics(opt("metric"), metrics),
+            narrowed=narrowing_options(opt),
         )
+
+    @property
+    def embedded(self) -> bool:
+        return Path(self.source.source) == EMBEDDED
 
     @property
     def variant(self) -> str:
@@ -79,18 +93,29 @@ class SuiteState:
     def reference_step(self) -> int:
         return self.selection.reference_step
 
+    def try_collect(self) -> list[CasePlan]:
+        """`collect()`, keeping a usage error for the plugin to raise once collection is done."""
+        try:
+            return self.collect()
+        except pytest.UsageError as exc:
+            self.usage_error = str(exc)
+            return []
+
     def collect(self) -> list[CasePlan]:
-        """Read the data set and plan every case; a set that cannot be read stops collection."""
+        """Read the data set and plan every case; a set that cannot be read, or options it
+        cannot satisfy, are a usage error."""
         if not self.plans:
+            self._prepare_machine()
             try:
                 loaded = load(self.source, self.selection)
             except DataError as exc:
-                raise pytest.UsageError(f"--dataset: {exc}") from exc
+                raise pytest.UsageError(f"--dataset={self.source.source}: {exc}") from exc
             if not loaded.records and not loaded.problems:
                 raise pytest.UsageError(
-                    f"--dataset {self.source.source}: "
+                    f"--dataset={self.source.source}: "
                     + self.selection.describe_empty(loaded.variants, loaded.seed_images)
                 )
+            self._check_steps(loaded.records)
             self.records = loaded.records
             metrics, steps = list(self.metrics), self.selection.steps
 
@@ -104,6 +129,31 @@ class SuiteState:
                 trends = plan_trends(planned(False) if self.per_run else cases)
                 self.trends = {t.key: t for t in trends}
         return list(self.plans.values())
+
+    def _prepare_machine(self) -> None:
+        """What only a run of the suite needs: the weights staged, an explicit device present."""
+        if self.mirror is not None:
+            if not self.mirror.is_dir():
+                raise pytest.UsageError(f"--weights-dir={self.mirror}: no such directory")
+            stage(self.mirror, ((w.file, w.path) for s in self.metrics.values() for w in s.weights))
+        try:
+            resolve_device(self.device)
+        except RuntimeError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+
+    def _check_steps(self, records: list[Record]) -> None:
+        """Steps that no selected record has can never give a verdict: when that is the
+        reference step or every step asked for, it is the options that are wrong."""
+        present = sorted({r.step for r in records})
+        steps = self.selection.steps
+        wanted_absent = steps is not None and not set(steps) & set(present)
+        if records and (self.reference_step not in present or wanted_absent):
+            absent = [s for s in [*(steps or ()), self.reference_step] if s not in present]
+            raise pytest.UsageError(
+                f"--dataset={self.source.source}: no selected record is at step(s) "
+                f"{', '.join(map(str, absent))} (steps present: {', '.join(map(str, present))}); "
+                "see --steps and --reference-step"
+            )
 
     @property
     def book(self) -> ScoreBook:
@@ -149,14 +199,68 @@ class SuiteState:
 
 
 SELECTED = pytest.StashKey[list[MetricSpec]]()
+NO_CUDA = "--device=cuda: CUDA is not available on this machine; use --device=cpu or --device=auto"
 
 
 def selected_metrics(config: pytest.Config) -> list[MetricSpec]:
     """`--metric` resolved once per session: xdist's `-n auto` asks for the count before
     pytest_configure, and resolving builds custom metrics given as factories."""
     if SELECTED not in config.stash:
-        config.stash[SELECTED] = resolve(config.getoption("metric"))
+        mirror = config.getoption("weights_dir")
+        with importable_from(config.invocation_params.dir, config.rootpath):
+            config.stash[SELECTED] = resolve(config.getoption("metric"), Path(mirror) if mirror else None)
     return config.stash[SELECTED]
+
+
+@contextmanager
+def importable_from(*folders: Path) -> Iterator[None]:
+    """`module:callable` metrics import as under `python -m`: a module beside you just works."""
+    added = [str(f) for f in dict.fromkeys(folders) if str(f) not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for folder in added:
+            sys.path.remove(folder)
+
+
+def named_metrics(text: str, metrics: list[MetricSpec]) -> frozenset[str]:
+    """The metrics the user asked for by name or target; with `offline` or `all` in the list,
+    the others came from those and may skip."""
+    parts = {p.strip().lower() for p in text.split(",") if p.strip()}
+    if not parts & {"offline", "all"}:
+        return frozenset(s.name for s in metrics)
+    return frozenset(s.name for s in metrics if s.name.lower() in parts)
+
+
+def narrowing_options(opt: Callable[[str], Any]) -> tuple[str, ...]:
+    """The options, as typed, that select only part of the data set's records."""
+    given = {
+        "--seed-image": opt("seed_image"),
+        "--where": opt("where"),
+        "--runs": opt("runs"),
+        "--steps": opt("steps") if parse_steps(opt("steps")) != parse_steps(DEFAULT_STEPS) else None,
+    }
+    out = []
+    for option, value in given.items():
+        for v in value if isinstance(value, list) else [] if value is None else [value]:
+            out.append(f"{option}={v}")
+    return tuple(out)
+
+
+def check_limits(opt: Callable[[str], Any]) -> None:
+    """Numeric options a run can never satisfy, as a ValueError naming the option."""
+    for option, value in (("--max-pixels", opt("max_pixels")), ("--image-budget", opt("image_budget"))):
+        if value < 1:
+            raise ValueError(f"{option} takes a positive number, got {value}")
+    steps, reference = parse_steps(opt("steps")), opt("reference_step")
+    if reference < 0:
+        raise ValueError(f"--reference-step takes a step number (0 or more), got {reference}")
+    if steps is not None and reference in steps:
+        raise ValueError(
+            f"--steps={opt('steps')} includes the reference step {reference}: its Δ is 0 by definition, "
+            "which can never pass"
+        )
 
 
 def resolve_device(device: str) -> str:
@@ -170,7 +274,7 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if has_cuda else "cpu"
     if device == "cuda" and not has_cuda:
-        raise RuntimeError("--device cuda: CUDA is not available on this machine")
+        raise RuntimeError(NO_CUDA)
     return device
 
 

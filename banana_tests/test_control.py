@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from banana_tests.data import SEEDS
 from banana_tests.distortions import DISTORTIONS, Array
-from banana_tests.plugin import STATE
+from banana_tests.plugin import STATE, load_or_skip
 from metrics_under_test.protocol import Metric, check_scores
 from metrics_under_test.registry import MetricSpec
 
@@ -81,14 +81,9 @@ def test_detects_control_degradation(
     levels: tuple[float, float],
     noise_seed: int,
 ) -> None:
-    from metrics_under_test.pyiqa_backend import MissingWeights
-
     state = pytestconfig.stash[STATE]
     spec = state.metrics[control_metric]
-    try:
-        score = metric(spec, state.book.device)
-    except MissingWeights as exc:
-        pytest.skip(str(exc))
+    score = load_or_skip(pytestconfig, spec, lambda: metric(spec, state.book.device))
     distort = DISTORTIONS[distortion]
     images = [distort(crop, s, noise_seed) for s in levels]
     mild, strong = (spec.scale.normalise(v) for v in check_scores(spec.name, images, score(images)))

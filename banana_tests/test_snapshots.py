@@ -1,7 +1,7 @@
 """Score snapshots: a metric's raw scores must not drift from the recorded ones.
 
-Record or refresh them with `pytest --snapshot-update --metric=NAMES`; the other metrics'
-snapshots are kept. Needs syrupy (the `dev` extra); skipped without it.
+Record or refresh them with `pytest --snapshot-update --metric=NAMES` on a run over the whole
+data set; the other metrics' snapshots are kept, and nothing is ever deleted.
 """
 
 from __future__ import annotations
@@ -10,11 +10,15 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("syrupy")
-
-from banana_tests.plugin import STATE
-from banana_tests.snapshot_selection import PARAM, recorded_metrics
-from banana_tests.snapshots import ScoreSnapshotExtension, abs_tolerance, score_snapshot
+from banana_tests.plugin import STATE, load_or_skip
+from banana_tests.snapshot_selection import PARAM, recorded_metrics, snapshot_root
+from banana_tests.snapshots import (
+    ScoreSnapshotExtension,
+    abs_tolerance,
+    dataset_label,
+    score_snapshot,
+    snapshot_folder,
+)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -29,14 +33,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def test_scores_match_snapshot(request: pytest.FixtureRequest, snapshot_metric: str, snapshot) -> None:  # type: ignore[no-untyped-def]
-    from metrics_under_test.pyiqa_backend import MissingWeights
-
-    state = request.config.stash[STATE]
+    config = request.config
+    state = config.stash[STATE]
+    updating = bool(config.getoption("update_snapshots"))
+    if updating and state.narrowed:
+        pytest.fail(
+            "--snapshot-update needs a run over the whole data set: drop "
+            + ", ".join(state.narrowed)
+            + " (a narrowed run would record only part of the scores)",
+            pytrace=False,
+        )
     spec = state.metrics[snapshot_metric]
-    rtol = request.config.getoption("snapshot_rtol")
-    extension = ScoreSnapshotExtension.with_tolerance(rtol, abs_tolerance(spec))
-    try:
-        scores = score_snapshot(state, spec)
-    except MissingWeights as exc:
-        pytest.skip(str(exc))
+    name = f"{request.node.originalname}[{snapshot_metric}].json"
+    folder = snapshot_folder(snapshot_root(config), request.node.path, dataset_label(state), name, updating)
+    extension = ScoreSnapshotExtension.configured(
+        config.getoption("snapshot_rtol"), abs_tolerance(spec), bool(state.narrowed), folder
+    )
+    scores = load_or_skip(config, spec, lambda: score_snapshot(state, spec))
     assert scores == snapshot.use_extension(extension)

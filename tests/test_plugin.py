@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -55,13 +54,15 @@ def test_junit_properties_rebuild_the_case(suite: pytest.Pytester) -> None:
 
 
 def test_failure_message_shows_both_scores(suite: pytest.Pytester) -> None:
-    # With step 1 as both ends, Δ is exactly 0: never a detection, so every case fails.
-    result = suite.runpytest_subprocess("--dataset=data", "--metric=piqe", "--steps=1")
+    # The test images' noise grows with the step, and noise raises the Laplacian's variance, a
+    # higher-is-better score: every case fails.
+    result = suite.runpytest_subprocess("--dataset=data", "--metric=laplacian_variance", "--steps=20")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         [
-            "*piqe did not detect the degradation of alpha at step 1: Δ1 = +0.000 ≥ 0 (the mean of 2 run*",
-            "*step   1: raw *→ normalised*",
+            "*laplacian_variance did not detect the degradation of alpha at step 20: Δ20 = +* ≥ 0 "
+            "(the mean of 2 run*",
+            "*step  20: raw *→ normalised*",
         ]
     )
 
@@ -100,19 +101,37 @@ def test_xdist_keeps_each_metric_on_one_worker(suite: pytest.Pytester) -> None:
     assert all(len(w) == 1 for w in workers.values()), workers
 
 
-def test_missing_weights_skip_fast_and_name_the_file(suite: pytest.Pytester) -> None:
-    start = time.monotonic()
-    result = suite.runpytest_subprocess("--dataset=data", "--metric=cnniqa", "-rs")
-    assert time.monotonic() - start < 60
-    result.assert_outcomes(skipped=6)
-    result.stdout.fnmatch_lines(["*SKIPPED*cnniqa: missing parameter file(s) CNNIQA_koniq10k-e6f14c91.pth*"])
+def test_a_named_metric_without_weights_fails_the_run_naming_the_file(suite: pytest.Pytester) -> None:
+    """A gate whose metric never ran must not pass: each case errors with the reason."""
+    result = suite.runpytest_subprocess("--dataset=data", "--metric=cnniqa")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(errors=6)
+    result.stdout.fnmatch_lines(
+        ["ERROR *cnniqa was named with --metric but cannot load: *CNNIQA_koniq10k-e6f14c91.pth*"]
+    )
 
 
-def test_weights_unknown_to_the_catalog_skip_naming_what_was_fetched(suite: pytest.Pytester) -> None:
-    """hyperiqa fetches from the hub at build time; offline, that becomes a skip, not an error."""
-    result = suite.runpytest_subprocess("--dataset=data", "--metric=hyperiqa", "--steps=5", "-rs")
-    result.assert_outcomes(skipped=2)
-    result.stdout.fnmatch_lines(["*SKIPPED*hyperiqa: cannot fetch *"])
+def test_weights_unknown_to_the_catalog_fail_naming_what_was_fetched(suite: pytest.Pytester) -> None:
+    """hyperiqa fetches from the hub at build time; offline, that is the same failure, not a crash."""
+    result = suite.runpytest_subprocess("--dataset=data", "--metric=hyperiqa", "--steps=5")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["ERROR *hyperiqa was named with --metric but cannot load: *cannot fetch *"])
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("brisque,cnniqa", {"brisque", "cnniqa"}),
+        ("offline", set()),
+        ("all,cnniqa", {"cnniqa"}),
+        ("OFFLINE,Brisque", {"brisque"}),
+    ],
+)
+def test_only_metrics_that_offline_or_all_chose_may_skip(text: str, named: set[str]) -> None:
+    from banana_tests.suite import named_metrics
+    from metrics_under_test.registry import resolve
+
+    assert named_metrics(text, resolve(text)) == named
 
 
 def test_weights_dir_is_staged_into_the_pyiqa_cache(suite: pytest.Pytester, tmp_path: Path) -> None:
@@ -129,7 +148,9 @@ def test_weights_dir_is_staged_into_the_pyiqa_cache(suite: pytest.Pytester, tmp_
 def test_unknown_metric_is_a_usage_error_listing_valid_names(suite: pytest.Pytester) -> None:
     result = suite.runpytest_subprocess("--dataset=data", "--metric=brisk")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*unknown metric 'brisk'. Valid names: offline, all, *brisque*"])
+    result.stderr.fnmatch_lines(
+        ["*unknown metric 'brisk'. Did you mean 'brisque'? Valid names: offline, all, *"]
+    )
 
 
 def test_a_missing_reference_step_errors_only_its_cases(suite: pytest.Pytester) -> None:

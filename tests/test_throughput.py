@@ -99,4 +99,5 @@ def test_asking_for_cuda_where_there_is_none_is_a_clear_error(suite: pytest.Pyte
     result = suite.runpytest_subprocess(
         "--dataset=data", "--metric=countmetric:First", "--device=cuda", "--no-cache"
     )
-    result.stdout.fnmatch_lines(["*--device cuda: CUDA is not available on this machine*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --device=cuda: CUDA is not available on this machine*"])
