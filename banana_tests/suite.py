@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from banana_tests.options import DEFAULT_STEPS
 from banana_tests.plan import CasePlan, parse_steps, plan_cases
 from banana_tests.selection import Selection
 from banana_tests.sources import SourceOptions, from_options, load, with_problems
-from banana_tests.trajectories import DataError, Record
+from banana_tests.trajectories import DataError, DataWarning, Record
 from banana_tests.trend import Trend, TrendKey, TrendPlan, measure, plan_trends
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import MetricSpec, UnknownMetric, resolve
@@ -115,18 +116,23 @@ class SuiteState:
                     f"--dataset={self.source.source}: "
                     + self.selection.describe_empty(loaded.variants, loaded.seed_images)
                 )
-            self._check_steps(loaded.records)
+            held = sorted({step for steps in loaded.held.values() for step in steps})
+            self._check_steps(loaded.records, held)
             self.records = loaded.records
             metrics, steps = list(self.metrics), self.selection.steps
 
             def planned(per_run: bool) -> list[CasePlan]:
-                plans = plan_cases(loaded.records, metrics, steps, self.reference_step, per_run)
+                plans = plan_cases(
+                    loaded.records, metrics, steps, self.reference_step, per_run, held=loaded.held
+                )
                 return with_problems(plans, loaded.problems, self.selection, metrics)
 
             cases = planned(self.per_run)
             self.plans = {p.key: p for p in cases}
             if self.trend:  # trends follow the run means, which are the cases unless per run
-                trends = plan_trends(planned(False) if self.per_run else cases)
+                with warnings.catch_warnings():  # the cases' planning already warned
+                    warnings.simplefilter("ignore", DataWarning)
+                    trends = plan_trends(planned(False) if self.per_run else cases)
                 self.trends = {t.key: t for t in trends}
         return list(self.plans.values())
 
@@ -141,17 +147,18 @@ class SuiteState:
         except RuntimeError as exc:
             raise pytest.UsageError(str(exc)) from exc
 
-    def _check_steps(self, records: list[Record]) -> None:
+    def _check_steps(self, records: list[Record], held: list[int]) -> None:
         """Steps that no selected record has can never give a verdict: when that is the
-        reference step or every step asked for, it is the options that are wrong."""
-        present = sorted({r.step for r in records})
+        reference step or every step asked for, it is the options that are wrong. `held` is
+        every step of the selected seed images and runs, before the steps were selected."""
+        present = {r.step for r in records}
         steps = self.selection.steps
-        wanted_absent = steps is not None and not set(steps) & set(present)
+        wanted_absent = steps is not None and not set(steps) & present
         if records and (self.reference_step not in present or wanted_absent):
             absent = [s for s in [*(steps or ()), self.reference_step] if s not in present]
             raise pytest.UsageError(
                 f"--dataset={self.source.source}: no selected record is at step(s) "
-                f"{', '.join(map(str, absent))} (steps present: {', '.join(map(str, present))}); "
+                f"{', '.join(map(str, absent))} (the data set holds steps {', '.join(map(str, held))}); "
                 "see --steps and --reference-step"
             )
 

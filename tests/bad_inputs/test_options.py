@@ -1,0 +1,85 @@
+"""Options a run can never satisfy: one usage error (exit 4) naming the option, before any case.
+
+Each row runs the suite through pytest itself on a tiny set with a numpy-only metric.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import suite_folder
+
+# (options, what the error must say)
+ROWS: dict[str, tuple[list[str], str]] = {
+    "steps-0-absent": (
+        ["--steps=0"],
+        "at step(s) 0 (the data set holds steps 1, 5, 10, 20)",
+    ),
+    "steps-absent": (["--steps=3"], "at step(s) 3 (the data set holds steps 1, 5, 10, 20)"),
+    "steps-equal-reference": (["--steps=1"], "--steps=1 includes the reference step 1"),
+    "steps-not-numbers": (["--steps=five"], "--steps takes a comma list of integers or 'all'"),
+    "reference-step-absent": (
+        ["--reference-step=99"],
+        "at step(s) 99 (the data set holds steps 1, 5, 10, 20)",
+    ),
+    "reference-step-negative": (["--reference-step=-1"], "--reference-step takes a step number (0 or more)"),
+    "max-pixels-zero": (["--max-pixels=0"], "--max-pixels takes a positive number, got 0"),
+    "max-pixels-negative": (["--max-pixels=-1"], "--max-pixels takes a positive number, got -1"),
+    "image-budget-negative": (["--image-budget=-5"], "--image-budget takes a positive number, got -5"),
+    "runs-zero": (["--runs=0"], "--runs takes a positive number, got 0"),
+    "where-matches-nothing": (["--where=editor=nobody"], "--dataset=data: "),
+    "seed-image-unknown": (["--seed-image=gamma"], "--dataset=data: "),
+    "variant-unknown": (["--variant=mirror"], "--dataset=data: "),
+    "dataset-missing": (["--dataset=nowhere"], "--dataset=nowhere: nowhere: no such file or folder"),
+    "device-cuda-without-cuda": (["--device=cuda"], "--device=cuda: CUDA is not available on this machine"),
+    "metric-unknown": (["--metric=brisk"], "unknown metric 'brisk'. Did you mean 'brisque'?"),
+    "weights-dir-missing": (["--weights-dir=nowhere"], "--weights-dir=nowhere: no such directory"),
+}
+
+
+@pytest.mark.parametrize("row", list(ROWS))
+def test_an_impossible_option_is_one_usage_error(
+    row: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options, message = ROWS[row]
+    suite = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0,), steps=(1, 5, 10, 20))
+    if row == "device-cuda-without-cuda" and _has_gpu_driver():
+        pytest.skip("this machine has a GPU driver")
+    defaults = ["--dataset=data", "--metric=laplacian_variance", "--no-cache"]
+    given = {o.split("=")[0] for o in options}
+    result = suite.runpytest_subprocess(*[d for d in defaults if d.split("=")[0] not in given], *options)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert message in result.stderr.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert "test_detects_degradation" not in result.stdout.str()
+
+
+def _has_gpu_driver() -> bool:
+    from banana_tests.suite import _gpu_driver
+
+    return _gpu_driver()
+
+
+def test_a_spaced_path_option_that_would_move_the_rootdir_is_refused(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--dataset /abs/path` made pytest collect the data set's folder (and all its tests)."""
+    suite = suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5))
+    outside = pytester.path.parent / f"{pytester.path.name}-outside"
+    (outside / "data").mkdir(parents=True)
+    (outside / "test_stranger.py").write_text("def test_stranger():\n    pass\n")
+    (pytester.path / "pytest.ini").write_text("[pytest]\n")
+    from tests.conftest import write_set
+
+    write_set(outside / "data", seeds=("alpha",), runs=(0,), steps=(1, 5))
+    spaced = suite.runpytest_subprocess("--dataset", str(outside / "data"), "--metric=laplacian_variance")
+    assert spaced.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"write path options with '=': --dataset={outside / 'data'}" in spaced.stderr.str()
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"--cache-dir {outside}")
+    assert suite.runpytest_subprocess("--metric=laplacian_variance").ret == pytest.ExitCode.USAGE_ERROR
+    monkeypatch.delenv("PYTEST_ADDOPTS")
+    joined = suite.runpytest_subprocess(
+        f"--dataset={outside / 'data'}", "--metric=laplacian_variance", "--steps=5"
+    )
+    joined.assert_outcomes(failed=1)
+    assert "test_stranger" not in joined.stdout.str()
