@@ -26,8 +26,6 @@ from banana_tests.trend import TrendKey
 from metrics_under_test.table2 import PAPER_METRICS
 from tests.conftest import SUITE_MODULE, suite_folder
 
-EMULATED = FIXTURE.parent / "emulated.json"
-
 # The paper's published failure counts (Δ ≥ 0 out of 36 cells), by paper name.
 PUBLISHED = {
     "ARNIQA": 21, "BRISQUE": 20, "CLIPIQA": 8, "CNNIQA": 32, "DBCNN": 24, "HyperIQA": 21, "ILNIQE": 14,
@@ -156,10 +154,19 @@ def test_every_kind_of_case_round_trips_sorted_by_metric(tmp_path: Path) -> None
     assert load_baseline(path) == keys
 
 
-def test_format_1_files_still_load() -> None:
-    assert json.loads(EMULATED.read_text())["format"] == "banana-tests-baseline/1"
-    keys = load_baseline(EMULATED)
-    assert CaseKey("brisque", "brick", 5) in keys and all(isinstance(k, CaseKey) for k in keys)
+def test_format_1_files_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "old.json"
+    path.write_text(
+        '{\n  "format": "banana-tests-baseline/1",\n  "failures": [\n'
+        '    {"metric": "brisque", "seed_image": "brick", "step": 5},\n'
+        '    {"metric": "niqe", "seed_image": "brick", "step": 10, "run": 2}\n  ]\n}\n'
+    )
+    assert load_baseline(path) == {CaseKey("brisque", "brick", 5), CaseKey("niqe", "brick", 10, 2)}
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURE.parent.glob("*.json")), ids=lambda p: p.name)
+def test_the_committed_baselines_load(fixture: Path) -> None:
+    assert load_baseline(fixture)
 
 
 @pytest.mark.parametrize(
