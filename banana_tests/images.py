@@ -57,6 +57,7 @@ def _opened(record: Record, max_pixels: int) -> Iterator[tuple[ImageFile, str]]:
     digest = hashlib.sha256(data).hexdigest()
     if record.sha256 and digest != record.sha256:
         raise DataError(f"{where}: sha256 does not match the metadata; the file changed or is corrupt")
+    Image.MAX_IMAGE_PIXELS = None  # max_pixels is the limit, checked on the header below
     try:
         with Image.open(io.BytesIO(data)) as im:
             w, h = im.size

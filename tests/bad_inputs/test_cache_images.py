@@ -335,3 +335,18 @@ def test_no_cache_reports_the_same_error_as_the_cache(tmp_path: Path) -> None:
     with pytest.raises(DataError) as info:
         book.scores(SPEC, [scene.records[1]])
     assert str(info.value) == score(scene).errors[5]
+
+
+def test_a_limit_above_pillows_own_lets_a_large_image_through(tmp_path: Path) -> None:
+    """--max-pixels above Pillow's decompression-bomb limit (about 179 MP) used to do nothing."""
+    from PIL import Image
+
+    from banana_tests.images import check
+    from banana_tests.trajectories import Record
+
+    path = tmp_path / "wide.png"
+    Image.new("RGB", (20_000, 10_000)).save(path)  # 200 MP of one colour: a small file
+    record = Record("wide", "replicate", 0, 1, path, "metadata.jsonl:1")
+    assert len(check(record, max_pixels=250_000_000)) == 64
+    with pytest.raises(DataError, match="20000x10000 is over the 100,000,000-pixel limit"):
+        check(record, max_pixels=100_000_000)
