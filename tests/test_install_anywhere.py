@@ -1,0 +1,91 @@
+"""The suite from any project: the wheel carries its data, an unrelated pytest run sees nothing of
+it, and a metric module beside the user imports without PYTHONPATH."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import suite_folder
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_package_folder_is_listed_for_the_wheel() -> None:
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for top in ("banana_tests", "metrics_under_test")
+        for p in (ROOT / top).rglob("__init__.py")
+    }
+    assert listed == found | {"banana_tests.data"}
+
+
+def test_the_wheel_carries_the_data_the_suite_reads(tmp_path: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("banana_tests-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = "banana_tests/data/"
+    rows = [json.loads(line) for line in (ROOT / "fixtures/emulated/metadata.jsonl").read_text().splitlines()]
+    assert {f"{data}emulated/{r['file_name']}" for r in rows} <= names
+    assert {f"{data}seeds/{p.name}" for p in (ROOT / "fixtures/seeds").glob("*.png")} <= names
+    assert {
+        f"{data}paper/paper_fig5_gaps.csv",
+        f"{data}baselines/emulated.json",
+        f"{data}baselines/paper.json",
+    } <= names
+    shipped = ROOT / "banana_tests/__snapshots__/test_snapshots"
+    assert {f"banana_tests/__snapshots__/test_snapshots/{p.name}" for p in shipped.glob("*.json")} <= names
+    assert wheel.stat().st_size < 25e6
+
+
+def test_an_unrelated_project_runs_as_if_the_plugin_were_absent(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_mine="def test_mine():\n    assert True\n")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = pytester.runpytest_subprocess("-n", "auto")
+    result.assert_outcomes(passed=1)
+    assert "banana-tests failure matrix" not in result.stdout.str() and "2 workers" in result.stdout.str()
+    assert not (pytester.path / ".banana_cache").exists()
+
+
+def test_a_metric_module_beside_you_imports_as_under_python_m(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite = suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5))
+    suite.makepyfile(
+        gradmag="""
+        import numpy as np
+
+        def mean_gradient(images):
+            return [float(np.abs(np.diff(i.astype(float), axis=1)).mean()) for i in images]
+
+        mean_gradient.name, mean_gradient.lower_better, mean_gradient.score_range = "gradmag", False, (0, 50)
+        """
+    )
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    result = suite.runpytest_subprocess("--dataset=data", "--metric=gradmag:mean_gradient", "--steps=5")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stderr.str()
+    result.assert_outcomes(failed=1)  # noise raises the mean gradient: a higher-is-better score misses it
