@@ -82,10 +82,11 @@ def bare_loop(metrics: str) -> None:
     import numpy as np
     import pyiqa
     import torch
+    from banana_tests.data import EMBEDDED
     from PIL import Image
 
     from banana_tests.plan import parse_steps, plan_cases
-    from banana_tests.trajectories import EMBEDDED, read_imagefolder
+    from banana_tests.trajectories import read_imagefolder
     from metrics_under_test.custom import build
     from metrics_under_test.registry import resolve
 

@@ -14,8 +14,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from banana_tests.data import EMBEDDED
 
-from banana_tests.trajectories import EMBEDDED, read_imagefolder
+from banana_tests.trajectories import read_imagefolder
 from tests.conftest import CASE_PROPERTIES
 
 METRICS = {"brisque": (0.0, 150.0), "niqe": (0.0, 100.0), "piqe": (0.0, 100.0)}  # Table 2, lower is better
