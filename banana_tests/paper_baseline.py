@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 from banana_tests.baseline import write_baseline
+from banana_tests.data import BASELINES
 from banana_tests.matrix import Matrix
 from banana_tests.paper import paper_cells
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "baselines" / "paper.json"
+FIXTURE = BASELINES / "paper.json"
 
 
 def main(argv: list[str] | None = None) -> int:
