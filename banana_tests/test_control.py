@@ -11,7 +11,7 @@ from functools import cache
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from banana_tests.data import SEEDS
@@ -65,10 +65,10 @@ def strengths(draw: st.DrawFn) -> tuple[float, float]:
     return low, draw(st.floats(low + MIN_GAP, 1.0))
 
 
+@seed(20260403)  # the same draws on every run, also after an edit (derandomize hashes the source)
 @settings(
     deadline=None,
     max_examples=8,
-    derandomize=True,  # the same draws on every CI run, so the pass list is stable
     phases=(Phase.explicit, Phase.generate),  # no shrinking: each step rescoring would cost minutes
     suppress_health_check=[HealthCheck.too_slow],
 )
