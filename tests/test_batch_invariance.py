@@ -121,6 +121,7 @@ class Batches:
 
     def __init__(self, metric: Metric) -> None:
         self.metric = metric
+        self.name, self.lower_better, self.score_range = metric.name, metric.lower_better, metric.score_range
         self.sizes: list[int] = []
 
     def __call__(self, images: Sequence[Image]) -> list[float]:
