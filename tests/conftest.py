@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from hypothesis import settings
 from PIL import Image
 
 MakeSet = Callable[..., Path]
+PROJECT = Path(__file__).resolve().parent.parent
 
 # These tests run suites in subprocesses beside each other under xdist: one OpenMP thread each,
 # or the threads fight over the cores (BRISQUE measured 3-20x slower).
@@ -98,3 +101,66 @@ def make_set(tmp_path: Path) -> MakeSet:
         return write_set(tmp_path / name, **kwargs)
 
     return make
+
+
+def parse_matrix(stdout: str) -> dict[tuple[str, str], str]:
+    """The terminal failure matrix cell by cell: (row, metric) -> label, the row a seed image or
+    `total`. Columns are right-aligned under their metric, so a label ends where its metric does."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "banana-tests failure matrix" in line)
+    header, cells = lines[start + 2], {}
+    columns = [(m.group(), m.end()) for m in re.finditer(r"\S+", header)]
+    for row in lines[start + 3 :]:
+        name = row.split(" ", 1)[0]
+        begin = len(name)
+        for metric, end in columns:
+            cells[(name, metric)] = row[begin:end].strip()
+            begin = end
+        if name == "total":
+            return cells
+    raise AssertionError(f"no total row in the matrix:\n{stdout[-2000:]}")
+
+
+# The working tree must come out of a test session as it went in: no test writes into it.
+TOOL_CACHES = {".venv", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis", "build", ".tox"}
+
+
+def tree_state() -> dict[str, float]:
+    """`git status --porcelain --ignored` entries, each with the newest mtime under it."""
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored", "--untracked-files=all"],
+        cwd=PROJECT, capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    state = {}
+    for line in out.splitlines():
+        path = line[3:].strip('"')
+        top = path.split("/", 1)[0]
+        if top in TOOL_CACHES or top.endswith(".egg-info") or "__pycache__" in path:
+            continue
+        files = [PROJECT / path] if not path.endswith("/") else list((PROJECT / path).rglob("*"))
+        state[line] = max((f.stat().st_mtime for f in files if f.exists()), default=0.0)
+    return state
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller sees the whole session
+        session.config.stash[_TREE] = tree_state()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    before = session.config.stash.get(_TREE, None)
+    if before is None:
+        return
+    after = tree_state()
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if not changed:
+        return
+    message = "the test session changed the working tree: " + "; ".join(changed)
+    # Other developers edit this tree at the same time; in CI (a fresh clone) it is an error.
+    strict = os.environ.get("CI") == "true"
+    session.config.get_terminal_writer().line(message, red=strict, yellow=not strict)
+    if strict:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_TREE = pytest.StashKey[dict[str, float]]()

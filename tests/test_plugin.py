@@ -10,13 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CASE_PROPERTIES, suite_folder
+from tests.conftest import CASE_PROPERTIES, parse_matrix, suite_folder
+from tests.known_metrics import install_known_metrics
+
+# Known by construction (tests/known_metrics.py): NOISE detects every step, REVERSED none.
+NOISE, REVERSED = "known_metrics:noise_level", "known_metrics:noise_level_reversed"
 
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """A pytester folder with a tiny trajectory set and the suite's test module."""
-    return suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
+    """A pytester folder with a tiny trajectory set, the suite's test module and the known metrics."""
+    folder = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
+    install_known_metrics(folder.path)
+    return folder
 
 
 def cases(xml: Path) -> dict[str, tuple[str, dict[str, str]]]:
@@ -31,26 +37,40 @@ def cases(xml: Path) -> dict[str, tuple[str, dict[str, str]]]:
 
 
 def test_one_case_per_metric_seed_and_step(suite: pytest.Pytester) -> None:
-    result = suite.runpytest_subprocess("--dataset=data", "--metric=piqe", "--junitxml=j.xml", "-v")
-    names = sorted(cases(suite.path / "j.xml"))
-    assert names == sorted(
-        f"test_detects_degradation[piqe-{s}-step{i}]" for s in ("alpha", "beta") for i in (5, 10, 20)
+    result = suite.runpytest_subprocess("--dataset=data", f"--metric={NOISE}", "--junitxml=j.xml", "-v")
+    got = cases(suite.path / "j.xml")
+    assert sorted(got) == sorted(
+        f"test_detects_degradation[noise_level-{s}-step{i}]" for s in ("alpha", "beta") for i in (5, 10, 20)
     )
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 6
-    result.stdout.fnmatch_lines(["*banana-tests failure matrix*", "*piqe*", "alpha *", "beta *", "total *"])
+    assert {o for o, _ in got.values()} == {"passed"}
+    result.assert_outcomes(passed=6)
+    assert result.ret == pytest.ExitCode.OK
+    assert parse_matrix(result.stdout.str()) == {
+        ("alpha", "noise_level"): "0/3",
+        ("beta", "noise_level"): "0/3",
+        ("total", "noise_level"): "0/6",
+    }
 
 
 def test_junit_properties_rebuild_the_case(suite: pytest.Pytester) -> None:
-    suite.runpytest_subprocess("--dataset=data", "--metric=piqe", "--steps=20", "--junitxml=j.xml")
-    for name, (outcome, props) in cases(suite.path / "j.xml").items():
+    suite.runpytest_subprocess(
+        "--dataset=data", f"--metric={NOISE},{REVERSED}", "--steps=20", "--junitxml=j.xml"
+    )
+    got = cases(suite.path / "j.xml")
+    assert len(got) == 4
+    for name, (outcome, props) in got.items():
         assert set(props) >= CASE_PROPERTIES, name
         assert props["step"] == "20" and props["reference_step"] == "1" and props["runs"] == "2"
-        lo, hi = 0.0, 100.0  # PIQE, lower is better
+        lo, hi = 0.0, 100.0  # both metrics' range
         ref, cur = float(props["score_reference"]), float(props["score_step"])
-        delta = 100 * (hi - cur) / (hi - lo) - 100 * (hi - ref) / (hi - lo)
+        assert cur > ref  # the noise grew
+        if props["metric"] == "noise_level":  # lower is better: detected
+            delta = 100 * (hi - cur) / (hi - lo) - 100 * (hi - ref) / (hi - lo)
+            assert outcome == "passed" and delta < 0, name
+        else:  # the same scores read as higher-is-better: missed
+            delta = 100 * (cur - lo) / (hi - lo) - 100 * (ref - lo) / (hi - lo)
+            assert outcome == "failure" and delta > 0, name
         assert float(props["delta"]) == pytest.approx(delta, abs=1e-9)
-        assert outcome == ("passed" if delta < 0 else "failure")
 
 
 def test_failure_message_shows_both_scores(suite: pytest.Pytester) -> None:
@@ -58,6 +78,7 @@ def test_failure_message_shows_both_scores(suite: pytest.Pytester) -> None:
     # higher-is-better score: every case fails.
     result = suite.runpytest_subprocess("--dataset=data", "--metric=laplacian_variance", "--steps=20")
     result.assert_outcomes(failed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
             "*laplacian_variance did not detect the degradation of alpha at step 20: Δ20 = +* ≥ 0 "
@@ -68,36 +89,46 @@ def test_failure_message_shows_both_scores(suite: pytest.Pytester) -> None:
 
 
 def test_per_run_aggregate_gives_one_case_per_run(suite: pytest.Pytester) -> None:
-    suite.runpytest_subprocess(
-        "--dataset=data", "--metric=piqe", "--aggregate=per-run", "--steps=5", "--junitxml=j.xml"
+    result = suite.runpytest_subprocess(
+        "--dataset=data", f"--metric={REVERSED}", "--aggregate=per-run", "--steps=5", "--junitxml=j.xml"
     )
     got = cases(suite.path / "j.xml")
     assert sorted(got) == sorted(
-        f"test_detects_degradation[piqe-{s}-run{r}-step5]" for s in ("alpha", "beta") for r in (0, 1)
+        f"test_detects_degradation[noise_level_reversed-{s}-run{r}-step5]"
+        for s in ("alpha", "beta")
+        for r in (0, 1)
     )
-    assert {p["runs"] for _, p in got.values()} == {"1"}
+    assert {(o, p["runs"]) for o, p in got.values()} == {("failure", "1")}
+    result.assert_outcomes(failed=4)
+    assert parse_matrix(result.stdout.str())[("total", "noise_level_reversed")] == "4/4"
 
 
 def test_xdist_gives_the_same_verdicts_as_a_serial_run(suite: pytest.Pytester) -> None:
-    args = ("--dataset=data", "--metric=piqe,entropy")
-    suite.runpytest_subprocess(*args, "--junitxml=serial.xml")
-    result = suite.runpytest_subprocess(*args, "-n", "2", "--junitxml=xdist.xml")
+    """Each run has its own score cache: the second must score, not read the first's scores."""
+    args = ("--dataset=data", f"--metric={NOISE},{REVERSED}")
+    serial_run = suite.runpytest_subprocess(*args, "--cache-dir=cache-serial", "--junitxml=serial.xml")
+    result = suite.runpytest_subprocess(*args, "--cache-dir=cache-xdist", "-n", "2", "--junitxml=xdist.xml")
     serial, xdist = cases(suite.path / "serial.xml"), cases(suite.path / "xdist.xml")
     assert len(serial) == 12
+    assert {p["score_cached"] for _, p in [*serial.values(), *xdist.values()]} == {"false"}
     assert {k: (o, p["delta"]) for k, (o, p) in serial.items()} == {
         k: (o, p["delta"]) for k, (o, p) in xdist.items()
     }
-    result.stdout.fnmatch_lines(["*banana-tests failure matrix*", "*entropy*piqe*"])
+    assert {o for k, (o, _) in serial.items() if "noise_level_reversed" in k} == {"failure"}
+    assert {o for k, (o, _) in serial.items() if "noise_level-" in k} == {"passed"}
+    assert parse_matrix(result.stdout.str()) == parse_matrix(serial_run.stdout.str())
+    assert parse_matrix(result.stdout.str())[("total", "noise_level_reversed")] == "6/6"
+    assert (result.ret, serial_run.ret) == (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.TESTS_FAILED)
 
 
 def test_xdist_keeps_each_metric_on_one_worker(suite: pytest.Pytester) -> None:
-    result = suite.runpytest_subprocess("--dataset=data", "--metric=piqe,entropy", "-n", "2", "-v")
+    result = suite.runpytest_subprocess("--dataset=data", f"--metric={NOISE},{REVERSED}", "-n", "2", "-v")
     workers: dict[str, set[str]] = {}
     for line in result.outlines:
         m = re.match(r"^\[(gw\d+)\].*test_detects_degradation\[(\w+)-", line)
         if m is not None:
             workers.setdefault(m[2], set()).add(m[1])
-    assert set(workers) == {"piqe", "entropy"}
+    assert set(workers) == {"noise_level", "noise_level_reversed"}
     assert all(len(w) == 1 for w in workers.values()), workers
 
 
@@ -107,7 +138,7 @@ def test_a_named_metric_without_weights_fails_the_run_naming_the_file(suite: pyt
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(
-        ["ERROR *cnniqa was named with --metric but cannot load: *CNNIQA_koniq10k-e6f14c91.pth*"]
+        ["cnniqa was named with --metric but cannot load: *CNNIQA_koniq10k-e6f14c91.pth*"]
     )
 
 
@@ -115,7 +146,8 @@ def test_weights_unknown_to_the_catalog_fail_naming_what_was_fetched(suite: pyte
     """hyperiqa fetches from the hub at build time; offline, that is the same failure, not a crash."""
     result = suite.runpytest_subprocess("--dataset=data", "--metric=hyperiqa", "--steps=5")
     result.assert_outcomes(errors=2)
-    result.stdout.fnmatch_lines(["ERROR *hyperiqa was named with --metric but cannot load: *cannot fetch *"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["hyperiqa was named with --metric but cannot load: *cannot fetch *"])
 
 
 @pytest.mark.parametrize(
@@ -162,10 +194,16 @@ def test_a_missing_reference_step_errors_only_its_cases(suite: pytest.Pytester) 
             if not ('"beta"' in line and '"step": 1,' in line and '"run": 0' in line)
         )
     )
-    result = suite.runpytest_subprocess("--dataset=data", "--metric=piqe", "--junitxml=j.xml")
+    result = suite.runpytest_subprocess("--dataset=data", f"--metric={REVERSED}", "--junitxml=j.xml")
     got = cases(suite.path / "j.xml")
     assert {o for k, (o, _) in got.items() if "-beta-" in k} == {"error"}
-    assert {o for k, (o, _) in got.items() if "-alpha-" in k} <= {"passed", "failure"}
+    assert {o for k, (o, _) in got.items() if "-alpha-" in k} == {"failure"}
+    result.assert_outcomes(failed=3, errors=3)
+    assert parse_matrix(result.stdout.str()) == {
+        ("alpha", "noise_level_reversed"): "3/3",
+        ("beta", "noise_level_reversed"): "E3",
+        ("total", "noise_level_reversed"): "3/3 E3",
+    }
     result.stdout.fnmatch_lines(["*beta run 0 has no step 1*"])
 
 
