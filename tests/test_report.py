@@ -31,13 +31,18 @@ PAPER_FAILURES = {
 }  # fmt: skip
 
 
+# Known verdicts on the test sets (tests/known_metrics.py): NOISE detects every step, REVERSED none.
+NOISE, REVERSED = "tests.known_metrics:noise_level", "tests.known_metrics:noise_level_reversed"
+
+
 def suite(dataset: Path, xml: Path, metric: str, *extra: str) -> Path:
-    """Run the suite in a fresh process, as CI does, and return its JUnit XML."""
+    """Run the suite in a fresh process, as CI does, and return its JUnit XML. No score cache:
+    each run scores for itself (and writes nothing into the working tree it starts in)."""
     cmd = [sys.executable, "-m", "pytest", "banana_tests/test_degradation.py", "-q", "-p", "no:cacheprovider"]
-    cmd += [f"--dataset={dataset}", f"--metric={metric}", f"--junitxml={xml}", *extra]
+    cmd += [f"--dataset={dataset}", f"--metric={metric}", f"--junitxml={xml}", "--no-cache", *extra]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(cmd, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode in (0, 1), done.stdout + done.stderr  # 1: some metric missed a step
+    assert done.returncode == (1 if REVERSED in metric.split(",") else 0), done.stdout + done.stderr
     return xml
 
 
@@ -48,15 +53,15 @@ def report(out: Path, *args: str | Path) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
-    """piqe and entropy on a tiny set: serially, with -n 2, and as two shards (one in xunit2)."""
+    """Two known metrics on a tiny set: serially, with -n 2, and as two shards (one in xunit2)."""
     root = tmp_path_factory.mktemp("runs")
     data = write_set(root / "set")
     return {
-        "serial": [suite(data, root / "serial.xml", "piqe,entropy")],
-        "xdist": [suite(data, root / "xdist.xml", "piqe,entropy", "-n", "2")],
+        "serial": [suite(data, root / "serial.xml", f"{NOISE},{REVERSED}")],
+        "xdist": [suite(data, root / "xdist.xml", f"{NOISE},{REVERSED}", "-n", "2")],
         "shards": [
-            suite(data, root / "shard-piqe.xml", "piqe"),
-            suite(data, root / "shard-entropy.xml", "entropy", "-o", "junit_family=xunit2"),
+            suite(data, root / "shard-noise.xml", NOISE),
+            suite(data, root / "shard-reversed.xml", REVERSED, "-o", "junit_family=xunit2"),
         ],
     }
 
@@ -82,7 +87,10 @@ def test_serial_xdist_and_merged_shards_give_the_same_matrix_csv(reports: dict[s
     assert (reports["xdist"] / "matrix.csv").read_bytes() == serial
     assert (reports["shards"] / "matrix.csv").read_bytes() == serial
     table = rows(reports["serial"])
-    assert Counter(r["metric"] for r in table) == {"piqe": 6, "entropy": 6}
+    assert Counter((r["metric"], r["outcome"]) for r in table) == {
+        ("noise_level", "passed"): 6,
+        ("noise_level_reversed", "failed"): 6,
+    }
     assert list(table[0])[:7] == [
         "metric",
         "seed_image",
@@ -113,11 +121,11 @@ def test_every_file_is_written(reports: dict[str, Path]) -> None:
 def test_summary_counts_each_metric(reports: dict[str, Path]) -> None:
     table = rows(reports["serial"])
     summary = (reports["serial"] / "summary.md").read_text()
-    for metric in ("piqe", "entropy"):
+    for metric, failed in (("noise_level", 0), ("noise_level_reversed", 6)):
         mine = [r for r in table if r["metric"] == metric]
-        failed = sum(r["outcome"] == "failed" for r in mine)
         worst = max(float(r["delta"]) for r in mine)
-        assert f"| {metric} | {len(mine)} | {failed} | 0 | 0 | {worst:+.2f} |" in summary
+        assert (worst < 0) == (failed == 0)
+        assert f"| {metric} | 6 | {failed} | 0 | 0 | {worst:+.2f} |" in summary
 
 
 def test_a_rerun_replaces_older_results_and_says_so(
@@ -126,7 +134,7 @@ def test_a_rerun_replaces_older_results_and_says_so(
     report(tmp_path, runs["shards"][0], runs["serial"][0])
     err = capsys.readouterr().err
     assert "6 case(s) seen twice; the newest result is kept" in err
-    assert "piqe-alpha-step5: kept passed from" in err and "serial.xml" in err
+    assert "noise_level-alpha-step5: kept passed from" in err and "serial.xml" in err
 
 
 def test_not_junit_is_an_error_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -168,12 +176,19 @@ def test_compare_paper_matches_cells_and_lists_differences() -> None:
 
 
 def test_compare_paper_on_other_seed_images_compares_rates(
-    runs: dict[str, list[Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    report(tmp_path, runs["serial"][0], "--compare-paper")
+    from tests.test_junit import case, junit
+
+    failed = "<failure message='AssertionError' />"
+    xml = junit(
+        tmp_path / "j.xml",
+        *(case("piqe", "alpha", step, failed, delta="1.0") for step in (5, 10, 20)),
+        *(case("piqe", "beta", step, delta="-1.0") for step in (5, 10, 20)),
+    )
+    report(tmp_path, xml, "--compare-paper")
     out = capsys.readouterr().out
-    failed = sum(r["outcome"] == "failed" for r in rows(tmp_path) if r["metric"] == "piqe")
-    assert f"| piqe | 0 | – (no shared seed image) | {failed}/6" in out
+    assert "| piqe | 0 | – (no shared seed image) | 3/6" in out
     assert "| piqe |" in (tmp_path / "summary.md").read_text().split("Compared with the paper")[1]
 
 
@@ -185,6 +200,7 @@ def test_write_baseline_keeps_the_failing_cases(runs: dict[str, list[Path]], tmp
         if r["outcome"] == "failed"
     }
     assert load_baseline(tmp_path / "baseline.json") == failing
+    assert {k.metric for k in failing} == {"noise_level_reversed"} and len(failing) == 6
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -23,19 +23,29 @@ from tests.conftest import write_set
 
 PROJECT = Path(__file__).resolve().parent.parent
 SEEDS = ("alpha", "beta")
+NOISE = "tests.known_metrics:noise_level"
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """One piqe run with --trend over every step of a tiny set: (data set, JUnit XML)."""
+    """One run with --trend over every step of a tiny set: (data set, JUnit XML). The metric
+    reads the injected noise (tests/known_metrics.py), so every Δ and trend case passes."""
     root = tmp_path_factory.mktemp("trend-run")
     data, xml = write_set(root / "set", seeds=SEEDS), root / "junit.xml"
     cmd = [sys.executable, "-m", "pytest", "banana_tests/test_degradation.py", "banana_tests/test_trend.py"]
-    cmd += ["-q", "-p", "no:cacheprovider", f"--dataset={data}", "--metric=piqe", "--trend", "--steps=all"]
+    cmd += [
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--dataset={data}",
+        f"--metric={NOISE}",
+        "--trend",
+        "--steps=all",
+    ]
     cmd += ["--no-cache", f"--junitxml={xml}"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(cmd, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode in (0, 1), done.stdout + done.stderr  # 1: piqe missed a step or a trend
+    assert done.returncode == 0, done.stdout + done.stderr
     return data, xml
 
 
@@ -82,6 +92,9 @@ def test_each_trend_case_records_its_series_in_line_with_its_delta_cases(run: tu
     deltas = {(p["seed_image"], int(p["step"])): p for p in props if "step" in p and "delta" in p}
     trends = [p for p in props if p.get("kind") == "trend"]
     assert sorted(p["seed_image"] for p in trends) == list(SEEDS)
+    assert {p["metric"] for p in props} == {"noise_level"}
+    assert [float(p["spearman"]) for p in trends] == [-1.0, -1.0]  # the noise grows at every step
+    assert [p["first_detection_step"] for p in trends] == ["5", "5"]
     for p in props:
         assert (p["dataset"], p["versions"]) == (str(data), package_versions())
     for p in trends:
