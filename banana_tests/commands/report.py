@@ -43,6 +43,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="also write the run's failing cases (Δ, trend and control) as a baseline file (known failures)",
     )
     p.add_argument(
+        "--figure-steps",
+        type=_steps,
+        metavar="STEPS",
+        help="steps that get a gaps_step<i> heatmap, e.g. 5,10,20 (default: every step of a run "
+        "with at most 6; else the paper's 5, 10, 20 and a step summary figure)",
+    )
+    p.add_argument(
         "--max-input-mb",
         type=float,
         default=MAX_INPUT_MB,
@@ -89,14 +96,17 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {line}", file=sys.stderr)
             notes.append(("Cases seen twice (newest kept)", "\n".join(lines)))
     metadata = {**metadata, **_shape(matrix), "report tool": package_versions((*RUN_PACKAGES, "matplotlib"))}
+    comparisons = None
     if args.compare_paper:
-        text = comparison_markdown(compare(matrix, Matrix.of(paper_cells())))
+        comparisons = compare(matrix, Matrix.of(paper_cells()))
+        text = comparison_markdown(comparisons)
         print(text)
-        notes.append(("Compared with the paper", text))
         summary_extra = text
     try:
         with staged(args.out) as stage:
-            written = write_report(matrix, stage, metadata, title, notes, summary_extra, trends)
+            written = write_report(
+                matrix, stage, metadata, title, notes, summary_extra, trends, comparisons, args.figure_steps
+            )
             written = [args.out / p.name for p in written]
             if args.write_baseline:
                 write_baseline(matrix, args.write_baseline, failing_others)
@@ -108,6 +118,14 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(f"wrote {len(written)} files to {args.out}")
     return 0
+
+
+def _steps(text: str) -> list[int]:
+    """--figure-steps: comma-separated step numbers."""
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of steps: {text!r}") from exc
 
 
 def _metadata(reading: Reading) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""The paper's figures from a matrix: a Δ heatmap per step (Figure 5) and failure counts (Figure 6).
+"""The paper's figures from a matrix: a Δ heatmap per step (Figure 5), failure counts (Figure 6)
+and, for runs with many steps, one step summary instead of a heatmap per step.
 
 matplotlib is imported inside the functions, with the Agg backend, so the CLI stays light and
 works without a display. SVGs carry no date and a fixed hash salt, so the same cells give the
@@ -20,6 +21,14 @@ SKIPPED = "#d0d0d0"
 ERROR = "#f2b84b"
 NAN = "#b39ddb"
 MISSING = "#ffffff"
+Colour = str | tuple[float, float, float, float]
+NO_FAILURE = "#f4f4f1"
+FRAME = "black"
+PAPER_STEPS = (5, 10, 20)
+MAX_HEATMAPS = 6
+"""More steps than this (e.g. `--steps all`) get a step summary and heatmaps of a few steps only."""
+_SIGN_GAP = 0.18
+"""How much of RdBu's pale middle is cut out: the smallest Δ still shows its sign's colour."""
 
 
 def _pyplot() -> Any:
@@ -46,71 +55,117 @@ def _save(fig: Any, stem: Path) -> list[Path]:
     return [png, svg]
 
 
-def _grid(matrix: Matrix, cells: Sequence[Cell]) -> tuple[list[str], list[str], dict[tuple[str, str], Cell]]:
-    rows, cols = _rows(matrix), matrix.metrics
-    return rows, cols, {(row_label(c.key), c.key.metric): c for c in cells}
-
-
 def _axes(plt: Any, rows: list[str], cols: list[str], col_labels: list[str]) -> tuple[Any, Any]:
-    fig, ax = plt.subplots(figsize=(2.2 + 0.95 * len(cols), 1.6 + 0.42 * len(rows)))
+    fig, ax = plt.subplots(figsize=(3.2 + 0.95 * len(cols), 2.4 + 0.42 * len(rows)), layout="constrained")
     ax.set_xticks(range(len(cols)), col_labels, rotation=45, ha="right")
     ax.set_yticks(range(len(rows)), rows)
     ax.set_xlim(-0.5, len(cols) - 0.5)
     ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlabel("metric")
+    ax.set_ylabel("seed image")
     ax.tick_params(length=0)
     for side in ax.spines.values():
         side.set_visible(False)
     return fig, ax
 
 
+def _legend(fig: Any, entries: Sequence[tuple[Colour, str, bool]]) -> None:
+    """Colour swatches (colour, meaning, framed) under the axes."""
+    from matplotlib.patches import Patch
+
+    handles = [
+        Patch(
+            facecolor=colour, edgecolor=FRAME if framed else "#999999", lw=1.6 if framed else 0.5, label=text
+        )
+        for colour, text, framed in entries
+    ]
+    fig.legend(
+        handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=8, frameon=False
+    )
+
+
+def _ink(colour: Colour) -> str:
+    """White text on dark cells, black on light ones (by relative luminance)."""
+    from matplotlib.colors import to_rgb
+
+    r, g, b = to_rgb(colour)
+    return "white" if 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.45 else "black"
+
+
+def gap_colours() -> Any:
+    """RdBu_r with its pale middle cut out: blue below 0, red from 0 up, so a missed cell at
+    Δ = +0.2 is as plainly red as its sign, not near-white; larger |Δ| only darkens it."""
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.colors import ListedColormap
+
+    base = colormaps["RdBu_r"]
+    blue = base(np.linspace(0.0, 0.5 - _SIGN_GAP, 128))
+    red = base(np.linspace(0.5 + _SIGN_GAP, 1.0, 128))
+    return ListedColormap(np.vstack([blue, red]), name="banana_gaps")
+
+
+def colour_limit(matrix: Matrix) -> float:
+    """The largest |Δ| of the run, rounded up to a whole number: the scale is symmetric around 0
+    and clips nothing, and one limit for every step keeps the step heatmaps comparable."""
+    gaps = [abs(c.delta) for c in matrix.cells.values() if c.delta is not None and math.isfinite(c.delta)]
+    return float(math.ceil(max(gaps))) if gaps and max(gaps) > 0 else 1.0
+
+
 def gap_heatmap(matrix: Matrix, step: int, stem: Path, limit: float | None = None) -> list[Path]:
-    """Seed images × metrics at one step, Δ written in each cell.
+    """Seed images × metrics at one step, Δ written in each cell to one decimal (as the paper).
 
     Colours diverge at 0 (blue: detected, Δ < 0; red: missed, Δ ≥ 0) and failed cells get a
-    black frame, so a Δ of +0.1 stands out as much as one of +20. Skipped cells are grey.
-    `limit` fixes the colour range so that heatmaps of several steps compare.
+    black frame. Skipped cells are grey. `limit` fixes the colour range so that heatmaps of
+    several steps compare.
     """
     plt = _pyplot()
     from matplotlib.colors import Normalize
     from matplotlib.patches import Rectangle
 
     cells = [c for c in matrix.cells.values() if c.key.step == step]
-    rows, cols, grid = _grid(matrix, cells)
+    rows, cols = _rows(matrix), matrix.metrics
+    grid = {(row_label(c.key), c.key.metric): c for c in cells}
     limit = limit or colour_limit(matrix)
-    cmap, norm = plt.get_cmap("RdBu_r"), Normalize(-limit, limit)
+    cmap, norm = gap_colours(), Normalize(-limit, limit)
     fig, ax = _axes(plt, rows, cols, cols)
+    shown = {"skipped": False, "error": False, "nan": False, "missing": False}
     for (r, row), (c, col) in ((a, b) for a in enumerate(rows) for b in enumerate(cols)):
         cell = grid.get((row, col))
-        colour, text, ink = MISSING, "", "black"
-        if cell is not None and cell.outcome == "skipped":
-            colour, text = SKIPPED, "s"
-        elif cell is not None and cell.outcome == "error":
-            colour, text = ERROR, "E"
-        elif cell is not None and cell.delta is not None and math.isnan(cell.delta):
-            colour, text = NAN, "nan"
-        elif cell is not None and cell.delta is not None:
+        colour, text = MISSING, ""
+        if cell is None:
+            shown["missing"] = True
+        elif cell.outcome == "skipped":
+            colour, text, shown["skipped"] = SKIPPED, "s", True
+        elif cell.outcome == "error":
+            colour, text, shown["error"] = ERROR, "E", True
+        elif cell.delta is not None and math.isnan(cell.delta):
+            colour, text, shown["nan"] = NAN, "nan", True
+        elif cell.delta is not None:
             colour, text = cmap(norm(cell.delta)), f"{cell.delta:.1f}"
-            ink = "white" if abs(cell.delta) > 0.6 * limit else "black"
         ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor=colour, edgecolor="white", lw=1))
-        if cell is not None and cell.outcome == "failed":
-            ax.add_patch(Rectangle((c - 0.45, r - 0.45), 0.9, 0.9, fill=False, edgecolor="black", lw=1.6))
-        ax.text(
-            c,
-            r,
-            text,
-            ha="center",
-            va="center",
-            fontsize=8,
-            color=ink,
-            fontweight="bold" if cell is not None and cell.outcome == "failed" else "normal",
-        )
+        failed = cell is not None and cell.outcome == "failed"
+        if failed:
+            ax.add_patch(Rectangle((c - 0.45, r - 0.45), 0.9, 0.9, fill=False, edgecolor=FRAME, lw=1.6))
+        weight = "bold" if failed else "normal"
+        ax.text(c, r, text, ha="center", va="center", fontsize=8, color=_ink(colour), fontweight=weight)
     mappable = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
-    fig.colorbar(mappable, ax=ax, fraction=0.025, pad=0.02, extend="both", label="Δ (normalised score gap)")
-    failed = sum(c.outcome == "failed" for c in cells)
+    fig.colorbar(
+        mappable, ax=ax, fraction=0.03, pad=0.02, label=f"Δ{step} (scale ±{limit:g}: largest |Δ| of the run)"
+    )
+    entries: list[tuple[Colour, str, bool]] = [
+        (cmap(0.75), "red, framed: missed (Δ ≥ 0), the case fails", True),
+        (cmap(0.25), "blue: detected (Δ < 0)", False),
+        (SKIPPED, "grey (s): skipped", False),
+    ]
+    extra = {"error": (ERROR, "orange (E): error"), "nan": (NAN, "purple: Δ is nan (fails)"),
+             "missing": (MISSING, "white: no case")}  # fmt: skip
+    entries += [(*extra[name], False) for name in extra if shown[name]]
+    _legend(fig, entries)
+    failed_n = sum(c.outcome == "failed" for c in cells)
     verdicts = sum(c.outcome in ("passed", "failed") for c in cells)
     ax.set_title(
-        f"Δ{step} = norm(step {step}) − norm(reference); red and framed: Δ ≥ 0, missed ({failed}/{verdicts})",
-        fontsize=10,
+        f"Δ{step} = norm(step {step}) − norm(reference): {failed_n} of {verdicts} missed", fontsize=10
     )
     try:
         return _save(fig, stem)
@@ -118,55 +173,116 @@ def gap_heatmap(matrix: Matrix, step: int, stem: Path, limit: float | None = Non
         plt.close(fig)
 
 
-def colour_limit(matrix: Matrix) -> float:
-    """The 90th percentile of |Δ|: a few huge gaps saturate instead of washing out the rest."""
-    import numpy as np
-
-    gaps = [abs(c.delta) for c in matrix.cells.values() if c.delta is not None and math.isfinite(c.delta)]
-    return float(np.percentile(gaps, 90)) if gaps and max(gaps) > 0 else 1.0
-
-
 def failure_counts(matrix: Matrix, stem: Path) -> list[Path]:
     """Failing steps per (seed image, metric), out of the steps with a verdict, with totals; the
-    labels are the terminal matrix's, so errors show beside the failures."""
+    labels are the terminal matrix's, so errors show beside the failures. No failure is neutral,
+    so only cells that failed somewhere draw the eye."""
     plt = _pyplot()
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.colors import ListedColormap, Normalize
     from matplotlib.patches import Rectangle
 
     rows, cols = _rows(matrix), matrix.metrics
-    steps = max(1, len(matrix.steps))
-    cmap = plt.get_cmap("Reds")
-    labels = []
-    for col in cols:
-        labels.append(f"{col} ({matrix.counts(col).label()})")
+    cmap = ListedColormap(colormaps["Reds"](np.linspace(0.25, 0.95, 256)), name="banana_failures")
+    labels = [f"{col} ({matrix.counts(col).label()})" for col in cols]
     fig, ax = _axes(plt, rows, cols, labels)
-    counts: dict[tuple[str, str], list[Cell]] = {}
+    ax.set_xlabel("metric (failing steps / steps with a verdict, all seed images)")
+    groups: dict[tuple[str, str], list[Cell]] = {}
     for cell in matrix.cells.values():
-        counts.setdefault((row_label(cell.key), cell.key.metric), []).append(cell)
+        groups.setdefault((row_label(cell.key), cell.key.metric), []).append(cell)
     for (r, row), (c, col) in ((a, b) for a in enumerate(rows) for b in enumerate(cols)):
-        group = counts.get((row, col), [])
+        group = groups.get((row, col), [])
         tally = OutcomeCounts()
         for x in group:
             tally.add(x.outcome)
-        failed, verdicts, text = tally.failed, tally.passed + tally.failed, tally.label()
+        failed, verdicts = tally.failed, tally.passed + tally.failed
+        colour: Colour
         if not verdicts:
             colour = (ERROR if tally.error else SKIPPED) if group else MISSING
         else:
-            colour = cmap(0.08 + 0.8 * failed / steps)
+            colour = cmap(failed / verdicts) if failed else NO_FAILURE
         ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor=colour, edgecolor="white", lw=1))
-        ink = "white" if verdicts and failed / steps > 0.6 else "black"
-        ax.text(c, r, text, ha="center", va="center", fontsize=8, color=ink)
-    ax.set_title("Failing steps (Δ ≥ 0) per seed image and metric; column: failures / verdicts", fontsize=10)
+        ax.text(c, r, tally.label(), ha="center", va="center", fontsize=8, color=_ink(colour))
+    mappable = plt.cm.ScalarMappable(norm=Normalize(0, 1), cmap=cmap)
+    bar = fig.colorbar(
+        mappable, ax=ax, fraction=0.03, pad=0.02, label="share of steps failed (red: ≥ 1 failure)"
+    )
+    bar.set_ticks([0, 0.25, 0.5, 0.75, 1], labels=["0%", "25%", "50%", "75%", "100%"])
+    _legend(
+        fig,
+        [
+            (NO_FAILURE, "no failing step", False),
+            (cmap(0.6), "red: some steps missed (Δ ≥ 0)", False),
+            (SKIPPED, "grey (s): skipped", False),
+            (ERROR, "orange (E): errors only", False),
+        ],
+    )
+    ax.set_title("Failing steps (Δ ≥ 0) per seed image and metric", fontsize=10)
     try:
         return _save(fig, stem)
     finally:
         plt.close(fig)
 
 
-def render_figures(matrix: Matrix, out: Path) -> list[Path]:
-    """Every figure for `matrix` into `out`: gaps_step<i>.png/.svg and failure_counts.png/.svg."""
+def step_summary(matrix: Matrix, stem: Path) -> list[Path]:
+    """For runs with many steps: per metric, the share of seed images that fail and the mean Δ
+    against step, where a heatmap per step would be too many figures to read."""
+    plt = _pyplot()
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8.0, 6.4), layout="constrained")
+    colours = plt.get_cmap("tab10")
+    for i, metric in enumerate(matrix.metrics):
+        by_step: dict[int, list[Cell]] = {}
+        for cell in matrix.cells.values():
+            if cell.key.metric == metric and cell.outcome in ("passed", "failed"):
+                by_step.setdefault(cell.key.step, []).append(cell)
+        steps = sorted(by_step)
+        rate = [100 * sum(c.outcome == "failed" for c in by_step[s]) / len(by_step[s]) for s in steps]
+        mean = []
+        for s in steps:
+            finite = [c.delta for c in by_step[s] if c.delta is not None and math.isfinite(c.delta)]
+            mean.append(sum(finite) / len(finite) if finite else math.nan)
+        style = {"color": colours(i % 10), "marker": "o", "markersize": 2.5, "lw": 1.2}
+        top.plot(steps, rate, label=metric, **style)
+        bottom.plot(steps, mean, **style)
+    top.set_ylabel("failing seed images (%)")
+    top.set_ylim(-3, 103)
+    bottom.axhline(0, color="black", lw=0.8)
+    bottom.set_ylabel("mean Δ (≥ 0: missed on average)")
+    bottom.set_xlabel("editing step")
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    top.legend(fontsize=8, loc="upper left", ncol=min(4, len(matrix.metrics)))
+    n = len(matrix.steps)
+    top.set_title(f"Per step over {n} steps: failure rate (Δ ≥ 0) and mean Δ per metric", fontsize=10)
+    try:
+        return _save(fig, stem)
+    finally:
+        plt.close(fig)
+
+
+def heatmap_steps(matrix: Matrix, chosen: Sequence[int] | None = None) -> list[int]:
+    """The steps that get a heatmap: `chosen` (those in the run), else every step of a run with
+    at most MAX_HEATMAPS steps, else the paper's steps (5, 10, 20) in the run, else the first,
+    middle and last step."""
+    steps = matrix.steps
+    if chosen is not None:
+        return [s for s in steps if s in set(chosen)]
+    if len(steps) <= MAX_HEATMAPS:
+        return steps
+    paper = [s for s in steps if s in PAPER_STEPS]
+    return paper or sorted({steps[0], steps[len(steps) // 2], steps[-1]})
+
+
+def render_figures(matrix: Matrix, out: Path, chosen: Sequence[int] | None = None) -> list[Path]:
+    """Every figure for `matrix` into `out`: gaps_step<i>.png/.svg for `heatmap_steps`,
+    steps_summary.png/.svg when the run has more than MAX_HEATMAPS steps, and
+    failure_counts.png/.svg."""
     limit = colour_limit(matrix)
     paths: list[Path] = []
-    for step in matrix.steps:
+    for step in heatmap_steps(matrix, chosen):
         paths += gap_heatmap(matrix, step, out / f"gaps_step{step}", limit)
+    if len(matrix.steps) > MAX_HEATMAPS:
+        paths += step_summary(matrix, out / "steps_summary")
     paths += failure_counts(matrix, out / "failure_counts")
     return paths

@@ -1,31 +1,39 @@
 """`report.html`: one self-contained page a researcher can open anywhere or attach to a CI run.
 
 Figures are embedded as base64 PNG; tables sort by a click through a few lines of inline
-JavaScript. The page loads nothing from outside.
+JavaScript. The page loads nothing from outside. Numbers show to the paper's precision (three
+decimals in tables); matrix.csv keeps every digit.
 """
 
 from __future__ import annotations
 
 import base64
+import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from pathlib import Path
 
-from banana_tests.matrix import Matrix
-from banana_tests.reports.tables import CSV_COLUMNS, csv_rows, summarise
+from banana_tests.cases import CaseKey
+from banana_tests.matrix import Cell, Matrix
+from banana_tests.reports.compare import MetricComparison
+from banana_tests.reports.tables import sorted_cells, summarise
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em; }
 body { color: #222; }
 h1 { font-size: 1.6em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ddd; }
-table { border-collapse: collapse; margin: .5em 0; }
-th, td { border: 1px solid #ddd; padding: .2em .6em; text-align: left; }
-th.sortable { cursor: pointer; background: #f3f3f3; user-select: none; }
+table { border-collapse: collapse; margin: .5em 0; max-width: 100%; }
+th, td { border: 1px solid #ddd; padding: .2em .6em; text-align: left; overflow-wrap: anywhere; }
+th { background: #f3f3f3; }
+th.sortable { cursor: pointer; user-select: none; }
 th.sortable::after { content: " \\2195"; color: #999; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+table.facts { width: 100%; } table.facts th:first-child { width: 10em; }
 tr.failed td { background: #fde8e6; } tr.skipped td { color: #888; } tr.error td { background: #fff1d6; }
+tr:target td { outline: 2px solid #1f5fbf; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
-pre { background: #f7f7f7; padding: .6em; white-space: pre-wrap; }
+pre { background: #f7f7f7; padding: .6em; white-space: pre-wrap; overflow-wrap: anywhere; }
 """
 
 _SORT = """
@@ -47,31 +55,207 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 """
 
 _RIGHT = frozenset(
-    {"step", "delta", "score_reference", "score_step", "run", "reference_step", "runs"}
-    | {"cases", "passed", "failed", "skipped", "error", "worst Δ"}
+    {"step", "Δ", "score (reference)", "score (step)", "reference step", "runs"}
+    | {"cases", "passed", "failed", "skipped", "error", "worst Δ", "run Δ", "paper Δ"}
+    | {"cells matched", "agree in sign", "run failures", "paper failures", "cells that differ"}
 )
 
+# The run's own facts, in the Run table's order: (metadata key, label). Anything else a JUnit
+# file carries (hypothesis statistics, other plugins' properties) is a tool's, not the run's.
+RUN_FACTS = (
+    ("source", "source"),
+    ("dataset", "data set"),
+    ("variant", "variant"),
+    ("metrics", "metrics"),
+    ("seed images", "seed images"),
+    ("steps", "steps"),
+    ("reference_step", "reference step"),
+    ("cases", "cases"),
+    ("versions", "versions"),
+    ("device", "device"),
+    ("date", "date"),
+    ("timestamp", "date"),
+    ("command", "command line"),
+    ("command_line", "command line"),
+    ("JUnit XML", "JUnit XML"),
+    ("report tool", "report tool"),
+)
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], classes: Sequence[str] = ()) -> str:
-    """A sortable table; `classes` gives each body row a CSS class (its outcome)."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+Html = str
+"""Markup already escaped, as opposed to text."""
+Value = str | tuple[str, Html]
+"""A table cell: text, or (text to sort by, markup to show)."""
+
+
+def _cell(header: str, value: Value) -> Html:
+    """A td; a (text, markup) value is a link or other markup whose text sorts."""
+    markup = value[1] if isinstance(value, tuple) else escape(value)
+    return f'<td class="num">{markup}</td>' if header in _RIGHT else f"<td>{markup}</td>"
+
+
+def _table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Value]],
+    classes: Sequence[str] = (),
+    ids: Sequence[str] = (),
+    kind: str = "sortable",
+) -> Html:
+    """A table (sortable unless `kind` says otherwise); `classes` gives each body row a CSS
+    class (its outcome) and `ids` an anchor to link to."""
+    head = "".join(
+        f'<th class="num">{escape(h)}</th>' if h in _RIGHT else f"<th>{escape(h)}</th>" for h in headers
+    )
     body = []
     for i, row in enumerate(rows):
-        cells = "".join(
-            f'<td class="num">{escape(v)}</td>' if h in _RIGHT else f"<td>{escape(v)}</td>"
-            for h, v in zip(headers, row, strict=True)
-        )
+        cells = "".join(_cell(h, v) for h, v in zip(headers, row, strict=True))
         cls = f' class="{classes[i]}"' if classes else ""
-        body.append(f"<tr{cls}>{cells}</tr>")
-    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+        anchor = f' id="{escape(ids[i])}"' if ids else ""
+        body.append(f"<tr{anchor}{cls}>{cells}</tr>")
+    return f'<table class="{kind}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def _figure(png: Path) -> str:
+def anchor(key: CaseKey) -> str:
+    """The id of a case's row under "Every case", for links to it."""
+    return "case-" + re.sub(r"\s", "_", key.test_id)
+
+
+def _number(value: float | None, places: int = 3, sign: bool = False) -> str:
+    if value is None:
+        return ""
+    if math.isnan(value):
+        return "nan"
+    return f"{value:+.{places}f}" if sign else f"{value:.{places}f}"
+
+
+def _figure(png: Path) -> Html:
     data = base64.b64encode(png.read_bytes()).decode("ascii")
     return (
         f'<figure><img alt="{escape(png.stem)}" src="data:image/png;base64,{data}">'
         f"<figcaption>{escape(png.name)} (SVG beside it)</figcaption></figure>"
     )
+
+
+def _steps(text: str) -> str:
+    """A long list of steps as ranges: "2–100 (99 steps)" rather than 99 numbers."""
+    try:
+        steps = sorted(int(s) for s in text.split(","))
+    except ValueError:
+        return text
+    if len(steps) <= 6:
+        return text
+
+    def span(a: int, b: int) -> str:
+        return str(a) if a == b else f"{a}–{b}"
+
+    ranges, start, prev = [], steps[0], steps[0]
+    for step in steps[1:]:
+        if step != prev + 1:
+            ranges.append(span(start, prev))
+            start = step
+        prev = step
+    ranges.append(span(start, prev))
+    return f"{', '.join(ranges)} ({len(steps)} steps)"
+
+
+def run_facts(metadata: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The Run table's rows: the run's own facts from `metadata`, in RUN_FACTS order."""
+    facts = []
+    for key, label in RUN_FACTS:
+        if metadata.get(key):
+            facts.append((label, _steps(metadata[key]) if key == "steps" else metadata[key]))
+    return facts
+
+
+def _rate(failed: int, total: int) -> str:
+    return f"{failed}/{total} ({100 * failed / total:.0f}%)" if total else "no verdicts"
+
+
+def _paper_delta(cell: Cell) -> str:
+    """The paper publishes Δ to one decimal."""
+    return _number(cell.delta, 1, sign=True)
+
+
+def comparison_html(comparisons: Sequence[MetricComparison]) -> Html:
+    """Per metric: cells matched and in agreement, failure rates side by side, and a table of
+    the cells that differ, each linked to its row under "Every case"."""
+    if not comparisons:
+        return "<p>No metric of this run is among the paper's 21 metrics.</p>"
+    rows: list[list[Value]] = []
+    for c in comparisons:
+        agree: Value = ("–", "– (no shared seed image)") if c.by_rate else f"{c.agree}/{c.matched}"
+        n = len(c.differences)
+        differ: Value = (str(n), f'<a href="#differ-{escape(c.metric)}">{n}</a>') if n else "0"
+        rows.append(
+            [
+                c.metric,
+                str(c.matched),
+                agree,
+                _rate(c.run_failed, c.run_verdicts),
+                _rate(c.paper_failed, c.paper_verdicts),
+                differ,
+            ]
+        )
+    headers = [
+        "metric",
+        "cells matched",
+        "agree in sign",
+        "run failures",
+        "paper failures",
+        "cells that differ",
+    ]
+    parts = [
+        "<p>Cells match by metric, seed image and step; they agree when both fail (Δ ≥ 0) or both "
+        "pass. Paper Δ as published (one decimal).</p>",
+        _table(headers, rows),
+    ]
+    if any(c.by_rate for c in comparisons):
+        parts.append(
+            "<p>Where no seed image is shared with the paper (the embedded data uses other images), "
+            "cells cannot be matched, so only the failure rates compare.</p>"
+        )
+    for c in comparisons:
+        if not c.differences:
+            continue
+        diff_rows: list[list[Value]] = [
+            [
+                (d.key.test_id, f'<a href="#{escape(anchor(d.key))}">{escape(d.key.test_id)}</a>'),
+                d.run.outcome,
+                _number(d.run.delta, sign=True),
+                d.paper.outcome,
+                _paper_delta(d.paper),
+            ]
+            for d in c.differences
+        ]
+        parts += [
+            f'<h3 id="differ-{escape(c.metric)}">Where {escape(c.metric)} differs from the paper</h3>',
+            _table(["case", "run", "run Δ", "paper", "paper Δ"], diff_rows),
+        ]
+    return "\n".join(parts)
+
+
+def _case_rows(matrix: Matrix) -> tuple[list[list[str]], list[str], list[str]]:
+    """Every cell to three decimals; the run column says "mean" for cells averaged over runs."""
+    rows: list[list[str]] = []
+    classes, ids = [], []
+    for c in sorted_cells(matrix):
+        k = c.key
+        rows.append(
+            [
+                k.metric,
+                k.seed_image,
+                str(k.step),
+                _number(c.delta, sign=True),
+                c.outcome,
+                _number(c.score_reference),
+                _number(c.score_step),
+                "mean" if k.run is None else str(k.run),
+                "" if c.reference_step is None else str(c.reference_step),
+                "" if c.runs is None else str(c.runs),
+            ]
+        )
+        classes.append(c.outcome)
+        ids.append(anchor(k))
+    return rows, classes, ids
 
 
 def render_html(
@@ -81,9 +265,11 @@ def render_html(
     title: str,
     notes: Sequence[tuple[str, str]] = (),
     trends: Sequence[Path] = (),
+    comparisons: Sequence[MetricComparison] | None = None,
 ) -> str:
-    """The page: run metadata, per-metric summary, figures, `notes` (heading, preformatted
-    text, e.g. the paper comparison or replaced cases), the trend figures if any, then every cell."""
+    """The page: the run's facts, per-metric summary, the comparison with the paper when given,
+    `notes` (heading, preformatted text, e.g. replaced cases), figures, the trend figures if
+    any, then every cell."""
     summary = _table(
         ["metric", "cases", "passed", "failed", "skipped", "error", "worst Δ"],
         (
@@ -94,28 +280,30 @@ def render_html(
                 str(s.failed),
                 str(s.skipped),
                 str(s.error),
-                "" if s.worst_delta is None else f"{s.worst_delta:+.2f}",
+                _number(s.worst_delta, sign=True),
             ]
             for s in summarise(matrix)
         ),
     )
-    meta = _table(["", "value"], ([k, v] for k, v in metadata.items()))
-    rows = csv_rows(matrix)
-    cells = _table(
-        list(CSV_COLUMNS), ([r[c] for c in CSV_COLUMNS] for r in rows), [r["outcome"] for r in rows]
-    )
+    facts = _table(["fact", "value"], ([k, v] for k, v in run_facts(metadata)), kind="facts")
+    rows, classes, ids = _case_rows(matrix)
+    headers = ["metric", "seed image", "step", "Δ", "outcome", "score (reference)", "score (step)"]
+    cells = _table([*headers, "run", "reference step", "runs"], rows, classes, ids)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         "<p>Each cell is one test case: does the metric score the edited image worse than the "
         "reference step? Δ = norm(step i) − norm(reference); a case <b>fails</b> when Δ ≥ 0.</p>",
         "<h2>Run</h2>",
-        meta,
+        facts,
         "<h2>Summary per metric</h2>",
         summary,
     ]
+    if comparisons is not None:
+        parts += ["<h2>Compared with the paper (Figure 5)</h2>", comparison_html(comparisons)]
     for heading, text in notes:
         parts += [f"<h2>{escape(heading)}</h2>", f"<pre>{escape(text)}</pre>"]
     parts.append("<h2>Figures</h2>")
@@ -127,5 +315,11 @@ def render_html(
             "the spread over runs, and the reference score dashed.</p>"
         )
         parts += [_figure(p) for p in trends if p.suffix == ".png"]
-    parts += ["<h2>Every case</h2>", cells, f"<script>{_SORT}</script>", "</body></html>"]
+    parts += [
+        "<h2>Every case</h2>",
+        "<p>Δ and scores to three decimals; matrix.csv has every digit.</p>",
+        cells,
+        f"<script>{_SORT}</script>",
+        "</body></html>",
+    ]
     return "\n".join(parts) + "\n"

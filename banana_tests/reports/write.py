@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from banana_tests.matrix import Matrix
+from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.html import render_html
 from banana_tests.reports.tables import matrix_csv, summary_markdown
 from banana_tests.reports.trends import TrendSeries, render_trends
@@ -23,10 +24,13 @@ def write_report(
     notes: Sequence[tuple[str, str]] = (),
     summary_extra: str = "",
     trends: Sequence[TrendSeries] = (),
+    comparisons: Sequence[MetricComparison] | None = None,
+    figure_steps: Sequence[int] | None = None,
 ) -> list[Path]:
-    """matrix.csv, summary.md (with `summary_extra` below it), the figures, a trend figure per
-    seed image when `trends` are given, and report.html (with `notes`: a heading and
-    preformatted text each)."""
+    """matrix.csv, summary.md (with `summary_extra` below it), the figures (heatmaps for
+    `figure_steps`, see `heatmap_steps`), a trend figure per seed image when `trends` are given,
+    and report.html (with `notes`: a heading and preformatted text each, and the comparison
+    with the paper when `comparisons` is given)."""
     from banana_tests.reports.figures import render_figures
 
     out.mkdir(parents=True, exist_ok=True)
@@ -34,10 +38,12 @@ def write_report(
     written[0].write_text(matrix_csv(matrix), encoding="utf-8")
     summary = summary_markdown(matrix, title)
     written[1].write_text(summary + (f"\n{summary_extra}" if summary_extra else ""), encoding="utf-8")
-    figures = render_figures(matrix, out)
+    figures = render_figures(matrix, out, figure_steps)
     trend_figures = render_trends(trends, out)
     page = out / "report.html"
-    page.write_text(render_html(matrix, figures, metadata, title, notes, trend_figures), encoding="utf-8")
+    page.write_text(
+        render_html(matrix, figures, metadata, title, notes, trend_figures, comparisons), encoding="utf-8"
+    )
     return [*written, *figures, *trend_figures, page]
 
 

@@ -1,0 +1,199 @@
+"""report.html and its figures as people see them: the run's facts only, the paper comparison
+as a table, numbers to the paper's precision, colours that keep a sign, few files for many
+steps, and, in headless Chromium at 1400 px, no horizontal scrolling and no broken image."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from banana_tests.cases import CaseKey
+from banana_tests.cli import main
+from banana_tests.matrix import Cell, Matrix
+from banana_tests.paper import paper_cells
+from banana_tests.reports.compare import compare
+from banana_tests.reports.figures import NO_FAILURE, colour_limit, failure_counts, gap_colours
+from banana_tests.reports.html import render_html
+from tests.test_junit import case, junit
+
+METRICS = ("brisque", "niqe", "piqe")
+SEEDS = ("astronaut", "brick", "coffee", "rocket")
+STEPS = range(2, 101)  # `--steps all` on 100 images per trajectory, reference step 1
+# A tool's run property (Hypothesis writes one per test): a long unbreakable string.
+TOOL_PROPERTY = ("hypothesis-statistics-banana_tests/test_control.py::x", "QUJD" * 400)
+
+
+def delta(metric: int, seed: int, step: int) -> float:
+    """Deterministic gaps that cross 0 at different steps per metric and seed."""
+    return round((metric - 1) * 4.0 + (seed - 1.5) * 3.0 - step / 10 + 0.123456789, 9)
+
+
+def many_steps_xml(path: Path) -> Path:
+    cases = []
+    for m, metric in enumerate(METRICS):
+        for s, seed in enumerate(SEEDS):
+            for step in STEPS:
+                d = delta(m, s, step)
+                child = "<failure message='missed' />" if d >= 0 else ""
+                props = {"delta": repr(d), "score_reference": "30.0", "score_step": repr(30.0 + d)}
+                props |= {"reference_step": "1", "runs": "2", "dataset": "/data/emulated"}
+                cases.append(case(metric, seed, step, child, **props))
+    text = junit(path, *cases).read_text()
+    name, value = TOOL_PROPERTY
+    tool = f'<properties><property name="{name}" value="{value}" /></properties>'
+    path.write_text(re.sub(r"(<testsuite [^>]*>)", lambda m: m.group(1) + tool, text, count=1))
+    return path
+
+
+@pytest.fixture(scope="module")
+def steps_all(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A report of a `--steps all` run: 3 metrics × 4 seed images × 99 steps, compared with the paper."""
+    root = tmp_path_factory.mktemp("steps-all")
+    xml = many_steps_xml(root / "junit.xml")
+    assert main(["report", str(xml), "--out", str(root / "out"), "--compare-paper"]) == 0
+    return root / "out"
+
+
+def section(html: str, heading: str) -> str:
+    """The page from `<h2>heading</h2>` to the next h2."""
+    start = html.index(f"<h2>{heading}</h2>")
+    end = html.find("<h2>", start + 1)
+    return html[start : end if end > 0 else None]
+
+
+def test_a_steps_all_report_draws_a_step_summary_and_the_papers_steps(steps_all: Path) -> None:
+    names = sorted(p.name for p in steps_all.iterdir())
+    assert len(names) <= 20, names
+    figures = {n for n in names if n.endswith(".png")}
+    assert figures == {"gaps_step5.png", "gaps_step10.png", "gaps_step20.png"} | {
+        "steps_summary.png",
+        "failure_counts.png",
+    }
+    assert len((steps_all / "matrix.csv").read_text().splitlines()) == 1 + 3 * 4 * 99
+
+
+def test_figure_steps_chooses_the_heatmaps(tmp_path: Path) -> None:
+    xml = many_steps_xml(tmp_path / "junit.xml")
+    assert main(["report", str(xml), "--out", str(tmp_path / "out"), "--figure-steps", "7,50,500"]) == 0
+    heatmaps = sorted(p.name for p in (tmp_path / "out").glob("gaps_step*.png"))
+    assert heatmaps == ["gaps_step50.png", "gaps_step7.png"]
+
+
+def test_the_run_table_holds_the_runs_facts_only(steps_all: Path) -> None:
+    html = (steps_all / "report.html").read_text()
+    assert "hypothesis-statistics" not in html and TOOL_PROPERTY[1] not in html
+    run = section(html, "Run")
+    facts = dict(re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td></tr>", run))
+    assert "<th>fact</th>" in run
+    assert facts["data set"] == "/data/emulated"
+    assert facts["variant"] == "replicate"
+    assert facts["metrics"] == "brisque, niqe, piqe"
+    assert facts["steps"] == "2–100 (99 steps)"
+    assert facts["reference step"] == "1"
+
+
+def test_every_case_shows_three_decimals_and_the_run_mean(steps_all: Path) -> None:
+    html = (steps_all / "report.html").read_text()
+    d = delta(0, 0, 2)
+    row = re.search(r'<tr id="case-brisque-astronaut-step2"[^>]*>(.*?)</tr>', html)
+    assert row is not None
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1))
+    assert cells[:5] == ["brisque", "astronaut", "2", f"{d:+.3f}", "passed"]
+    assert cells[7] == "mean"
+    assert f"brisque,astronaut,2,{d!r}," in (steps_all / "matrix.csv").read_text()  # every digit
+
+
+def test_the_comparison_is_a_table_whose_differences_link_to_their_rows() -> None:
+    paper = Matrix.of(paper_cells())
+    run = Matrix.of(c for c in paper_cells() if c.key.metric == "brisque")
+    key = CaseKey("brisque", "Dongpo", 5)
+    run.add(Cell(key, "passed", -1.23456))
+    html = render_html(run, [], {}, "t", comparisons=compare(run, paper))
+    part = section(html, "Compared with the paper (Figure 5)")
+    assert "<pre>" not in part and "| metric |" not in part
+    assert re.search(r"<td>brisque</td><td[^>]*>36</td><td[^>]*>35/36</td>", part)
+    assert '<a href="#case-brisque-Dongpo-step5">brisque-Dongpo-step5</a>' in part
+    assert '<td>passed</td><td class="num">-1.235</td><td>failed</td><td class="num">+5.2</td>' in part
+    assert '<tr id="case-brisque-Dongpo-step5" class="passed">' in html
+
+
+@pytest.mark.parametrize("gap", [0.2, 0.0, -0.0])
+def test_a_small_missed_gap_is_plainly_red(gap: float) -> None:
+    """A failure (Δ ≥ 0, -0.0 too) takes the red side at full scale ±27, not near-white."""
+    from matplotlib.colors import Normalize
+
+    r, g, b, _ = gap_colours()(Normalize(-27, 27)(gap))
+    assert r - b > 0.3 and r - g > 0.2
+
+
+def test_a_small_detected_gap_is_plainly_blue() -> None:
+    from matplotlib.colors import Normalize
+
+    r, _, b, _ = gap_colours()(Normalize(-27, 27)(-0.2))
+    assert b - r > 0.2
+
+
+def test_the_colour_scale_clips_no_gap() -> None:
+    cells = [
+        Cell(CaseKey("brisque", "brick", 20), "failed", 16.8),
+        Cell(CaseKey("piqe", "rocket", 20), "passed", -26.4),
+    ]
+    assert colour_limit(Matrix.of(cells)) >= 26.4
+
+
+def test_no_failure_is_neutral_in_failure_counts(tmp_path: Path) -> None:
+    cells = [Cell(CaseKey("niqe", "alpha", s), "passed", -1.0) for s in (5, 10, 20)]
+    cells += [Cell(CaseKey("piqe", "alpha", s), "failed", 1.0) for s in (5, 10, 20)]
+    png = failure_counts(Matrix.of(cells), tmp_path / "counts")[0]
+    pixels = np.asarray(Image.open(png).convert("RGB")).reshape(-1, 3)
+    neutral = np.array([int(NO_FAILURE[i : i + 2], 16) for i in (1, 3, 5)])
+    assert (pixels == neutral).all(axis=1).sum() > 2000  # the 0/3 cell, not a pale red
+    salmon = (pixels[:, 0].astype(int) - pixels[:, 2] > 40) & (pixels[:, 1] > 200)
+    assert salmon.sum() < 500  # only the colour bar's low end
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# Run after the page's load: what the browser laid out, written into the page for --dump-dom.
+PROBE = """<script>window.addEventListener("load", function () {
+  var imgs = Array.from(document.images), out = document.createElement("pre");
+  out.id = "probe";
+  var loaded = imgs.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length;
+  out.textContent = JSON.stringify({width: window.innerWidth,
+    scroll: document.documentElement.scrollWidth, images: imgs.length, loaded: loaded});
+  document.body.appendChild(out);
+});</script>"""
+
+
+def chromium(page: Path, profile: Path, *args: str) -> str:
+    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+    cmd += ["--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}"]
+    done = subprocess.run(
+        [*cmd, *args, page.as_uri()], capture_output=True, text=True, timeout=120, check=False
+    )
+    return done.stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH")
+def test_the_page_fits_1400_px_and_every_image_loads(steps_all: Path, tmp_path: Path) -> None:
+    probed = tmp_path / "probed.html"
+    probed.write_text((steps_all / "report.html").read_text().replace("</body>", PROBE + "</body>"))
+    dom = chromium(probed, tmp_path / "profile", "--window-size=1400,900", "--dump-dom")
+    found = re.search(r'<pre id="probe">([^<]*)</pre>', dom)
+    assert found, "chromium ran no probe: " + dom[:300]
+    seen = json.loads(found.group(1))
+    assert seen["width"] == 1400
+    assert seen["scroll"] <= seen["width"], f"horizontal overflow: {seen}"
+    assert seen["images"] == 5 and seen["loaded"] == 5, seen
+    shot = tmp_path / "report.png"
+    chromium(
+        steps_all / "report.html", tmp_path / "profile", "--window-size=1400,2400", f"--screenshot={shot}"
+    )
+    pixels = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3).astype(int)
+    assert (np.abs(pixels[:, 0] - pixels[:, 2]) > 60).mean() > 0.01  # the figures' colours are on screen
