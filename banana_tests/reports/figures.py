@@ -204,11 +204,11 @@ def failure_counts(matrix: Matrix, stem: Path) -> list[Path]:
             colour = cmap(failed / verdicts) if failed else NO_FAILURE
         ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor=colour, edgecolor="white", lw=1))
         ax.text(c, r, tally.label(), ha="center", va="center", fontsize=8, color=_ink(colour))
-    mappable = plt.cm.ScalarMappable(norm=Normalize(0, 1), cmap=cmap)
-    bar = fig.colorbar(
-        mappable, ax=ax, fraction=0.03, pad=0.02, label="share of steps failed (red: ≥ 1 failure)"
-    )
-    bar.set_ticks([0, 0.25, 0.5, 0.75, 1], labels=["0%", "25%", "50%", "75%", "100%"])
+    # the bar's triangle below 0% is the neutral colour of a cell without a failing step
+    mappable = plt.cm.ScalarMappable(norm=Normalize(0, 1), cmap=cmap.with_extremes(under=NO_FAILURE))
+    bar = fig.colorbar(mappable, ax=ax, fraction=0.03, pad=0.02, extend="min", extendfrac=0.1)
+    bar.set_label("share of steps failed (none: neutral)")
+    bar.set_ticks([0, 0.25, 0.5, 0.75, 1], labels=["> 0%", "25%", "50%", "75%", "100%"])
     _legend(
         fig,
         [
