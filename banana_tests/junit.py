@@ -32,6 +32,10 @@ MAX_INPUT_MB = 64
 MAX_ATTRIBUTE = 1 << 20
 """Cap on one attribute value (property value, message): the suite writes at most a few KiB."""
 _OLDEST = datetime.min.replace(tzinfo=UTC)
+VERDICT_FAILURES = ("VerdictFailure", "banana_tests.verdicts.VerdictFailure", "AssertionError")
+"""How a verdict's failure message starts: the suite's VerdictFailure (named here, not imported, so
+`report` does not import pytest; the full name under --tb=long), or a plain assertion as older
+runs wrote."""
 
 
 class JUnitError(ValueError):
@@ -275,7 +279,7 @@ def _asserted(case: ET.Element) -> bool:
     failure, skipped = case.find("failure"), case.find("skipped")
     if skipped is not None:
         return skipped.get("type") == "pytest.xfail"
-    return failure is not None and failure.get("message", "").startswith("AssertionError")
+    return failure is not None and failure.get("message", "").startswith(VERDICT_FAILURES)
 
 
 def _timestamp(path: Path, text: str | None) -> datetime:

@@ -6,6 +6,8 @@ Cells are built from a case's JUnit properties, whether they come from live test
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -124,18 +126,87 @@ class Matrix:
             groups[(k.metric, None)].add(cell.outcome)
         return groups
 
-    def render(self) -> list[str]:
-        """Rows are seed images, columns metrics; a cell counts failing steps out of those run.
-        `s` marks an all-skipped cell, `E<n>` the cases with errors beside the failures."""
+    def legend(self) -> list[str]:
+        """What a cell counts (steps, and runs when each run is its own case) and its marks."""
+        steps = len({k.step for k in self.cells})
+        runs = {k.run for k in self.cells}
+        over = f"{steps} step(s)" if runs == {None} else f"{len(runs - {None})} run(s) × {steps} step(s)"
+        return [
+            f"cell: failing cases (Δ ≥ 0, missed) / cases with a verdict, over {over} of one seed image",
+            "normalised scores are higher-is-better, so Δ < 0 is detected; s = all skipped;",
+            "E<n> = cases with errors, shown beside the failures",
+        ]
+
+    def render(self, width: int = 100, max_rows: int = 40) -> list[str]:
+        """Rows are seed images, columns metrics; a cell counts failing cases out of those with a
+        verdict. Columns that do not fit in `width` fold into further blocks; over `max_rows` seed
+        images, the rows with the most failures are shown and the rest counted in one line."""
         metrics, seeds = self.metrics, self.seed_images
         if not metrics:
             return []
         tally = self.tally()
         labels = {(m, s): tally[(m, s)].label() for m in metrics for s in [*seeds, None]}
-        width = max(7, *(len(m) for m in metrics), *(len(x) for x in labels.values()))
-        first = max(10, *(len(s) for s in seeds))
-        lines = [" " * first + " " + " ".join(m.rjust(width) for m in metrics)]
-        for seed in [*seeds, None]:
-            row = [labels[(m, seed)].rjust(width) for m in metrics]
-            lines.append(("total" if seed is None else seed).ljust(first) + " " + " ".join(row))
+        shown = seeds
+        if len(seeds) > max_rows:
+            worst = sorted(seeds, key=lambda s: (-sum(tally[(m, s)].failed for m in metrics), s))
+            shown = sorted(worst[: max_rows - 1])
+        col = max(7, *(len(m) for m in metrics), *(len(x) for x in labels.values()))
+        first = max(10, *(len(s) for s in shown))
+        per_block = max(1, (width - first) // (col + 1))
+        lines: list[str] = []
+        for start in range(0, len(metrics), per_block):
+            block = metrics[start : start + per_block]
+            if start:
+                lines.append("")
+            lines.append(" " * first + " " + " ".join(m.rjust(col) for m in block))
+            for seed in [*shown, None]:
+                row = [labels[(m, seed)].rjust(col) for m in block]
+                lines.append(("total" if seed is None else seed).ljust(first) + " " + " ".join(row))
+        if len(shown) < len(seeds):
+            hidden = [s for s in seeds if s not in set(shown)]
+            failing = sum(any(tally[(m, s)].failed for m in metrics) for s in hidden)
+            lines.append(
+                f"… {len(hidden)} more seed images not shown ({failing} with failures; all are in the"
+                " total row and in `banana-tests report`)"
+            )
         return lines
+
+
+@dataclass
+class TrendTally:
+    """Trend cases (`--trend`) by metric, for one summary line each: on how many seed images the
+    score falls (Spearman ρ < 0), the spread of ρ, and the first detection step."""
+
+    cases: dict[str, list[tuple[str, float, str]]] = field(default_factory=dict)
+
+    def add(self, props: Mapping[str, str], outcome: str) -> None:
+        spearman = props.get("spearman")
+        value = math.nan if spearman in (None, "") else float(spearman)
+        entry = (outcome, value, props.get("first_detection_step", ""))
+        self.cases.setdefault(props["metric"], []).append(entry)
+
+    def lines(self) -> list[str]:
+        out = []
+        width = max((len(m) for m in self.cases), default=0)
+        for metric in sorted(self.cases):
+            cases = self.cases[metric]
+            verdicts = [c for c in cases if c[0] in ("passed", "failed")]
+            line = f"{metric.ljust(width)}  falling (ρ < 0) on {sum(c[0] == 'passed' for c in verdicts)}"
+            line += f"/{len(verdicts)} seed images"
+            rhos = [rho for _, rho, _ in verdicts if not math.isnan(rho)]
+            if rhos:
+                line += f"; ρ median {statistics.median(rhos):+.2f} ({min(rhos):+.2f} … {max(rhos):+.2f})"
+            firsts = [int(f) for _, _, f in verdicts if f.isdigit()]
+            if verdicts:
+                line += "; first detection step "
+                line += f"median {statistics.median(firsts):g}" if firsts else "none"
+                if firsts and len(firsts) < len(verdicts):
+                    line += f", none on {len(verdicts) - len(firsts)}"
+            others = OutcomeCounts()
+            for outcome, _, _ in cases:
+                if outcome not in ("passed", "failed"):
+                    others.add(outcome)
+            if others.skipped or others.error:
+                line += f" ({others.skipped} skipped, {others.error} errors)"
+            out.append(line)
+        return out

@@ -6,20 +6,20 @@ score, never when pytest loads this plugin.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
 from banana_tests.cases import CASE_FIXTURE
-from banana_tests.matrix import Cell
+from banana_tests.matrix import Cell, TrendTally
 from banana_tests.options import add_data_options, add_gate_options, add_metric_options, spaced_path_options
 from banana_tests.snapshot_selection import INI, SnapshotSelection
 from banana_tests.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.suite import SuiteState
 from banana_tests.trend import Trend
-from banana_tests.verdicts import Verdict
+from banana_tests.verdicts import Verdict, VerdictFailure
 
 if TYPE_CHECKING:
     from metrics_under_test.registry import MetricSpec
@@ -33,7 +33,7 @@ TREND_MODULE = Path(__file__).resolve().parent / "test_trend.py"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("banana-tests", "NR-IQA metrics on trial against iterative-editing degradation")
+    group = parser.getgroup("banana-tests", "banana-tests")
     add_data_options(group.addoption)
     add_metric_options(group.addoption)
     add_gate_options(group.addoption)
@@ -52,7 +52,7 @@ def pytest_configure(config: pytest.Config) -> None:
             )
     state = SuiteState.from_config(config)
     config.stash[STATE] = state
-    config.pluginmanager.register(MatrixReporter(state), "banana-tests-matrix")
+    config.pluginmanager.register(MatrixReporter(state, config), "banana-tests-matrix")
     config.pluginmanager.register(SnapshotSelection(state.metrics), "banana-tests-snapshots")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(state), "banana-tests-xdist")
@@ -177,27 +177,80 @@ def _run_properties(state: SuiteState) -> dict[str, str]:
 
 
 class MatrixReporter:
-    """Builds the matrix from test reports (the same path serial and under xdist) and prints it."""
+    """Builds the matrix and the trend summary from test reports (the same path serial and under
+    xdist) and prints them, with what a run's header and deselections need explained."""
 
-    def __init__(self, state: SuiteState) -> None:
+    def __init__(self, state: SuiteState, config: pytest.Config) -> None:
         self.state = state
+        self.config = config
+        self.trends = TrendTally()
+        self.other_snapshots = 0  # snapshot cases of metrics not selected, deselected at collection
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport]:
+        """A verdict's failure message in JUnit (and the short summary) is its Δ alone: the whole
+        line is the failure's text already, and saying it twice doubled each failing case's XML."""
+        report = yield
+        excinfo = call.excinfo
+        crash = getattr(report.longrepr, "reprcrash", None)
+        if excinfo is not None and isinstance(excinfo.value, VerdictFailure) and crash is not None:
+            crash.message = f"VerdictFailure: {excinfo.value.summary}"
+        return report
+
+    def pytest_report_header(self, config: pytest.Config) -> str | None:
+        from banana_tests.scheduler import AUTO_NOTE
+
+        return config.stash.get(AUTO_NOTE, None)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            metric = getattr(getattr(item, "callspec", None), "params", {}).get(SNAPSHOT_PARAM)
+            self.other_snapshots += metric is not None and metric not in self.state.metrics
+
+    @pytest.hookimpl(trylast=True)  # after the terminal reporter has filed the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        props = {name: str(value) for name, value in report.user_properties}
+        if report.passed and report.when != "call" and not report.sections:
+            self._unfile(report)
         final = report.when == "call" or (report.when == "setup" and not report.passed)
-        if "metric" not in props or "step" not in props or not final:
-            return  # trend cases (no `step`) are not matrix cells
+        if not final or not report.user_properties:
+            return
+        props = {name: str(value) for name, value in report.user_properties}
+        if "metric" not in props:
+            return
         outcome = "error" if report.when == "setup" and report.failed else report.outcome
-        self.state.matrix.add(Cell.from_properties(outcome, props).as_verdict())
+        if props.get("kind") == "trend":
+            self.trends.add(props, outcome)
+        elif "step" in props:
+            self.state.matrix.add(Cell.from_properties(outcome, props).as_verdict())
+
+    def _unfile(self, report: pytest.TestReport) -> None:
+        """Drop a passed setup or teardown report without output from the terminal's stats. pytest
+        keeps them only to print their output under a failure, and looks them up by a scan per
+        failure: 5,940 failing cases spent seconds in that scan. Without output there is nothing
+        to print."""
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        filed = terminal.stats.get("", []) if terminal is not None else []
+        if filed and filed[-1] is report:
+            filed.pop()
 
     def pytest_terminal_summary(self, terminalreporter) -> None:  # type: ignore[no-untyped-def]
-        lines = self.state.matrix.render()
-        if not lines:
-            return
-        terminalreporter.section("banana-tests failure matrix")
-        terminalreporter.write_line("failing steps (Δ ≥ 0) / steps with a verdict; s = skipped, E = errors")
-        for line in lines:
-            terminalreporter.write_line(line)
+        matrix = self.state.matrix
+        lines = matrix.render(terminalreporter.config.get_terminal_writer().fullwidth)
+        write = terminalreporter.write_line
+        if lines:
+            terminalreporter.section("banana-tests failure matrix")
+            for line in [*matrix.legend(), *lines]:
+                write(line)
+        trends = self.trends.lines()
+        if trends:
+            terminalreporter.section("banana-tests trends")
+            for line in trends:
+                write(line)
+        if self.other_snapshots:
+            write(
+                f"banana-tests: {self.other_snapshots} deselected = score-snapshot cases of metrics not "
+                "in --metric (their snapshots are kept, not run)"
+            )
 
 
 class XdistHooks:

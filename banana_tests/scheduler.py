@@ -21,6 +21,8 @@ from metrics_under_test.registry import UnknownMetric
 
 SUITE_DIR = Path(__file__).resolve().parent
 CORES_PER_WORKER = 2
+AUTO_NOTE = pytest.StashKey[str]()
+"""Why `-n auto` started fewer workers than xdist would, for the run's header."""
 
 
 def auto_workers(config: pytest.Config) -> int | None:
@@ -35,8 +37,16 @@ def auto_workers(config: pytest.Config) -> int | None:
         metrics = len(selected_metrics(config))
     except (UnknownMetric, MetricError, ValueError):
         return None  # pytest_configure reports it as a usage error
-    workers = min(metrics, (os.cpu_count() or 1) // CORES_PER_WORKER)
-    return workers if workers >= 2 else 0
+    cores = os.cpu_count() or 1
+    workers = min(metrics, cores // CORES_PER_WORKER)
+    chosen = workers if workers >= 2 else 0
+    if chosen < cores:
+        config.stash[AUTO_NOTE] = (
+            f"banana-tests: -n auto chose {'a serial run' if not chosen else f'{chosen} workers'} on {cores}"
+            f" cores for {metrics} metric(s): one worker per metric, {CORES_PER_WORKER}+ cores each, serial"
+            " below 2 workers (each worker pays the start-up and imports again); -n N overrides"
+        )
+    return chosen
 
 
 def runs_the_suite(config: pytest.Config) -> bool:

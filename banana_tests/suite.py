@@ -175,11 +175,11 @@ class SuiteState:
         return self._book
 
     def needs(self, metric: str) -> list[Record]:
-        """Every record this metric's cases need, so they are scored in one pass."""
-        if metric not in self._needs:
-            self._needs[metric] = [
-                r for p in self.plans.values() if p.key.metric == metric for r in p.records
-            ]
+        """Every record this metric's cases need, so they are scored in one pass; empty once asked
+        (that pass scored them), since the book scans all it is given: 5,940 cases took 75 s."""
+        if metric in self._needs:
+            return []
+        self._needs[metric] = [r for p in self.plans.values() if p.key.metric == metric for r in p.records]
         return self._needs[metric]
 
     def score_cached(self, key: CaseKey) -> str:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from banana_tests.verdicts import Verdict
+import pytest
+
+from banana_tests.verdicts import Verdict, fail_verdict
 
 
-def test_detects_degradation(banana_case: Verdict) -> None:
-    assert banana_case.detected, banana_case.message()
+def test_detects_degradation(banana_case: Verdict, pytestconfig: pytest.Config) -> None:
+    if not banana_case.detected:
+        fail_verdict(banana_case.message(), banana_case.summary(), pytestconfig)

@@ -91,12 +91,18 @@ class Trend:
         return self.spearman < 0
 
     def message(self) -> str:
-        key = self.key
-        rows = "".join(f"\n  step {s:>3}: normalised {n:.2f}" for s, n in sorted(self.points))
+        """One line however many steps: ρ, the first detection step and the two ends of the curve
+        (the whole series is in the JUnit property `trend_series`)."""
+        key, points = self.key, sorted(self.points)
+        (s0, n0), (s1, n1) = points[0], points[-1]
         return (
             f"{key.metric} shows no falling trend on {key.seed_image}: "
-            f"Spearman ρ = {self.spearman:+.3f} over {len(self.points)} steps{rows}"
+            f"Spearman ρ = {self.spearman:+.3f} over {len(points)} steps, first detection step "
+            f"{self.first_detection_step or 'none'}; normalised {n0:.2f} at step {s0} → {n1:.2f} at step {s1}"
         )
+
+    def summary(self) -> str:
+        return f"Spearman ρ = {self.spearman:+.3f}"
 
     def series(self) -> list[tuple[int, float, float, float]]:
         """(step, run mean, min over runs, max over runs) per step, normalised; without a spread
