@@ -26,6 +26,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # CI stays within minutes: no per-example deadline (first calls import numpy paths), bounded examples.
 settings.register_profile("banana", deadline=None, max_examples=100)
 settings.load_profile("banana")
+# tests/mutation.py runs the same tests once per mutant: the same draws each time, nothing stored.
+settings.register_profile("mutation", deadline=None, max_examples=100, derandomize=True, database=None)
 
 
 def noisy_image(seed: str, run: int, step: int, size: tuple[int, int] = (96, 128)) -> Image.Image:
@@ -103,22 +105,38 @@ def make_set(tmp_path: Path) -> MakeSet:
     return make
 
 
-def parse_matrix(stdout: str) -> dict[tuple[str, str], str]:
+def parse_matrix(text: str) -> dict[tuple[str, str], str]:
     """The terminal failure matrix cell by cell: (row, metric) -> label, the row a seed image or
-    `total`. Columns are right-aligned under their metric, so a label ends where its metric does."""
-    lines = stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if "banana-tests failure matrix" in line)
-    header, cells = lines[start + 2], {}
-    columns = [(m.group(), m.end()) for m in re.finditer(r"\S+", header)]
-    for row in lines[start + 3 :]:
-        name = row.split(" ", 1)[0]
-        begin = len(name)
-        for metric, end in columns:
-            cells[(name, metric)] = row[begin:end].strip()
-            begin = end
-        if name == "total":
-            return cells
-    raise AssertionError(f"no total row in the matrix:\n{stdout[-2000:]}")
+    `total`. After the legend, each block of columns has a header line (indented: its first column
+    is blank) and rows down to `total`; a label is right-aligned, so it ends where its metric does."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "banana-tests failure matrix" in line) + 1
+    cells: dict[tuple[str, str], str] = {}
+    while True:
+        while at < len(lines) and not lines[at].startswith(" "):
+            at += 1
+        if at == len(lines) or not lines[at].strip():
+            break
+        columns = [(m.group(), m.end()) for m in re.finditer(r"\S+", lines[at])]
+        for row in lines[at + 1 :]:
+            at += 1
+            name = row.split(" ", 1)[0]
+            begin = len(name)
+            for metric, end in columns:
+                cells[(name, metric)] = row[begin:end].strip()
+                begin = end
+            if name == "total":
+                break
+        at += 1
+        if (
+            at >= len(lines)
+            or lines[at].strip()
+            or not lines[at + 1 : at + 2]
+            or not lines[at + 1].startswith(" ")
+        ):
+            break
+    assert cells, f"no matrix in:\n{text[-2000:]}"
+    return cells
 
 
 # The working tree must come out of a test session as it went in: no test writes into it.

@@ -1,0 +1,194 @@
+"""Exact checks of the verdict core (verdicts, matrix cells and labels), written to kill the
+mutants tests/mutation.py makes: every branch, boundary and string a verdict depends on."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from banana_tests.cases import CaseKey
+from banana_tests.gaps import Gap, Scale, gap, run_mean
+from banana_tests.matrix import Cell, Matrix, OutcomeCounts
+from banana_tests.verdicts import Verdict
+from tests.conftest import parse_matrix
+
+KEY = CaseKey("piqe", "alpha", 5)
+
+
+def test_a_verdict_message_shows_both_scores_both_normalised_scores_and_delta() -> None:
+    v = Verdict(KEY, 1, Gap(20.0, 10.0, 80.0, 90.0, 3))
+    assert v.message() == (
+        "piqe did not detect the degradation of alpha at step 5: Δ5 = +10.000 ≥ 0 (the mean of 3 run(s)); "
+        "step   1: raw 20.0000 → normalised 80.00, step   5: raw 10.0000 → normalised 90.00"
+    )
+    assert v.summary() == "Δ5 = +10.000 ≥ 0"
+    per_run = Verdict(CaseKey("piqe", "alpha", 5, run=2), 1, Gap(20.0, 10.0, 80.0, 90.0, 1))
+    assert "(run 2)" in per_run.message()
+    assert Verdict(CaseKey("piqe", "alpha", 5, run=0), 1, Gap(1, 1, 1, 1, 1)).message().count("(run 0)") == 1
+
+
+def test_verdict_properties_keep_every_digit() -> None:
+    v = Verdict(KEY, 1, Gap(0.1, 0.2, 1 / 3, 2 / 3, 2))
+    assert v.properties() == {
+        "delta": repr(2 / 3 - 1 / 3),
+        "score_reference": "0.1",
+        "score_step": "0.2",
+        "norm_reference": repr(1 / 3),
+        "norm_step": repr(2 / 3),
+        "runs": "2",
+    }
+
+
+@pytest.mark.parametrize(("norm_step", "detected"), [(49.0, True), (50.0, False), (51.0, False)])
+def test_detected_only_below_the_reference(norm_step: float, detected: bool) -> None:
+    g = Gap(1.0, 2.0, 50.0, norm_step, 1)
+    assert g.delta == norm_step - 50.0
+    assert g.detected is detected
+    assert Verdict(KEY, 1, g).detected is detected
+
+
+def test_normalise_exactly() -> None:
+    assert Scale(10.0, 30.0, False).normalise(15.0) == 25.0
+    assert Scale(10.0, 30.0, True).normalise(15.0) == 75.0
+    assert Scale(10.0, 30.0, True).normalise(40.0) == -50.0  # not clipped
+    assert Scale(10.0, 30.0, False).flipped() == Scale(10.0, 30.0, True)
+
+
+@pytest.mark.parametrize(("low", "high"), [(1.0, 1.0), (2.0, 1.0), (math.nan, 1.0), (0.0, math.inf)])
+def test_a_scale_needs_a_finite_range_with_high_above_low(low: float, high: float) -> None:
+    with pytest.raises(ValueError, match=r"typical range must be finite with high > low"):
+        Scale(low, high, True)
+
+
+def test_gap_averages_raw_scores_then_normalises() -> None:
+    g = gap(Scale(0.0, 100.0, True), [10.0, 30.0], [40.0, 60.0])
+    assert g == Gap(20.0, 50.0, 80.0, 50.0, 2)
+    assert g.delta == -30.0 and g.detected
+    assert run_mean([1.0, 2.0, 6.0]) == 3.0
+    with pytest.raises(ValueError, match="no scores to average"):
+        run_mean([])
+    with pytest.raises(ValueError, match="reference has 1 runs but step has 2"):
+        gap(Scale(0.0, 1.0, True), [1.0], [1.0, 2.0])
+
+
+def test_a_cell_from_properties_reads_every_field() -> None:
+    props = {
+        "metric": "piqe",
+        "seed_image": "alpha",
+        "step": "5",
+        "delta": "-1.5",
+        "score_reference": "2.5",
+        "score_step": "4",
+        "reference_step": "1",
+        "runs": "3",
+    }
+    assert Cell.from_properties("passed", props, "msg") == Cell(KEY, "passed", -1.5, 2.5, 4.0, 1, 3, "msg")
+    bare = Cell.from_properties(
+        "skipped", {"metric": "piqe", "seed_image": "alpha", "step": "5", "delta": ""}
+    )
+    assert bare == Cell(KEY, "skipped")
+    with pytest.raises(ValueError, match="unknown outcome 'xfailed'"):
+        Cell.from_properties("xfailed", props)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "delta", "verdict"),
+    [
+        ("error", None, "error"),
+        ("skipped", None, "skipped"),
+        ("failed", -0.5, "passed"),  # e.g. xfail under a baseline: the Δ decides
+        ("passed", 0.0, "failed"),  # Δ = 0 is a miss
+        ("passed", 0.5, "failed"),
+        ("failed", math.nan, "failed"),  # a nan Δ never passes
+    ],
+)
+def test_as_verdict_follows_the_delta(outcome: str, delta: float | None, verdict: str) -> None:
+    assert Cell(KEY, outcome, delta).as_verdict().outcome == verdict
+
+
+@pytest.mark.parametrize(
+    ("counts", "label"),
+    [
+        (OutcomeCounts(), ""),
+        (OutcomeCounts(passed=2, failed=1), "1/3"),
+        (OutcomeCounts(passed=3), "0/3"),
+        (OutcomeCounts(failed=1, skipped=4), "1/1"),
+        (OutcomeCounts(skipped=2), "s"),
+        (OutcomeCounts(error=2), "E2"),
+        (OutcomeCounts(skipped=1, error=1), "s E1"),
+        (OutcomeCounts(passed=1, failed=2, error=3), "2/3 E3"),
+    ],
+)
+def test_outcome_labels(counts: OutcomeCounts, label: str) -> None:
+    assert counts.label() == label
+
+
+def test_outcome_counts_add() -> None:
+    c = OutcomeCounts()
+    for outcome in ("passed", "failed", "failed", "skipped", "error", "error", "error"):
+        c.add(outcome)
+    assert c == OutcomeCounts(passed=1, failed=2, skipped=1, error=3)
+
+
+def small_matrix() -> Matrix:
+    cells = [
+        Cell(CaseKey("piqe", "beta", 20), "failed", 1.0),
+        Cell(CaseKey("piqe", "alpha", 5), "passed", -1.0),
+        Cell(CaseKey("piqe", "alpha", 10), "failed", 2.0),
+        Cell(CaseKey("brisque", "alpha", 5), "error"),
+        Cell(CaseKey("brisque", "beta", 5), "skipped"),
+        Cell(CaseKey("a_much_longer_metric_name", "a_long_seed_image_name", 5), "passed", -1.0),
+    ]
+    return Matrix.of(cells)
+
+
+def test_a_matrix_lists_its_metrics_seed_images_and_steps_sorted() -> None:
+    m = small_matrix()
+    assert m.metrics == ["a_much_longer_metric_name", "brisque", "piqe"]
+    assert m.seed_images == ["a_long_seed_image_name", "alpha", "beta"]
+    assert m.steps == [5, 10, 20]
+    assert m.counts("piqe", "alpha") == OutcomeCounts(passed=1, failed=1)
+    assert m.counts("piqe") == OutcomeCounts(passed=1, failed=2)
+    assert m.counts("brisque") == OutcomeCounts(skipped=1, error=1)
+    assert m.counts("piqe", "gamma") == OutcomeCounts()
+
+
+def test_a_later_cell_replaces_the_earlier_and_is_returned() -> None:
+    m = Matrix()
+    first, second = Cell(KEY, "passed", -1.0), Cell(KEY, "failed", 1.0)
+    assert m.add(first) is None
+    assert m.add(second) is first
+    assert m.cells == {KEY: second}
+    assert Matrix.of([first, second]).cells == {KEY: second}
+
+
+def test_render_gives_every_label_in_its_column() -> None:
+    m = small_matrix()
+    lines = m.render()
+    cells = parse_matrix("\n".join(["== banana-tests failure matrix ==", *lines]))
+    assert cells == {
+        ("a_long_seed_image_name", "a_much_longer_metric_name"): "0/1",
+        ("a_long_seed_image_name", "brisque"): "",
+        ("a_long_seed_image_name", "piqe"): "",
+        ("alpha", "a_much_longer_metric_name"): "",
+        ("alpha", "brisque"): "E1",
+        ("alpha", "piqe"): "1/2",
+        ("beta", "a_much_longer_metric_name"): "",
+        ("beta", "brisque"): "s",
+        ("beta", "piqe"): "1/1",
+        ("total", "a_much_longer_metric_name"): "0/1",
+        ("total", "brisque"): "s E1",
+        ("total", "piqe"): "2/3",
+    }
+    widths = {len(line) for line in lines if line.strip()}
+    assert len(widths) == 1  # aligned columns
+    assert lines[1].startswith("a_long_seed_image_name ")
+    assert Matrix().render() == []
+
+
+def test_render_pads_short_names_to_the_minimum_widths() -> None:
+    lines = Matrix.of([Cell(CaseKey("m", "s", 5), "failed", 1.0)]).render()
+    assert lines[0] == " " * 10 + " " + "      m"
+    assert lines[1] == "s" + " " * 9 + " " + "    1/1"
+    assert lines[2] == "total" + " " * 5 + " " + "    1/1"
