@@ -205,6 +205,6 @@ def add_gate_options(addoption: AddOption) -> None:
         type=float,
         default=1e-3,
         metavar="RTOL",
-        help="relative tolerance of score snapshots (default: 1e-3); scores within 0.01 normalised "
+        help="relative tolerance of score snapshots (default: 1e-3); scores within 0.1 normalised "
         "points of the snapshot match too",
     )

@@ -1,5 +1,5 @@
 """Score snapshots: a metric's raw scores on the data set, compared within a relative tolerance
-and an absolute one of 0.01 normalised points (scores near zero move by float noise alone).
+and an absolute one of 0.1 normalised points (float noise: another CPU, or a near-zero score).
 
 A pyiqa upgrade or a code change that moves scores then fails with a list of the images and
 steps that moved and by how much, instead of a wall of JSON. A run narrowed by the selection
@@ -41,7 +41,9 @@ def score_snapshot(state: SuiteState, spec: MetricSpec) -> Scores:
     return dict(zip(map(score_id, records), state.book.scores(spec, records), strict=True))
 
 
-ATOL_NORMALISED = 0.01  # normalised points; BRISQUE near 0 moved 0.004 with the batch composition
+# Normalised points. The same code on two machines of this project's kind moved NIQE by up to 0.028
+# points (BLAS kernels differ by CPU); verdicts are decided by gaps of whole points.
+ATOL_NORMALISED = 0.1
 
 
 def abs_tolerance(spec: MetricSpec) -> float:

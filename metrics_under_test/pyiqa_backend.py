@@ -44,6 +44,12 @@ def check_weights(spec: MetricSpec) -> None:
         raise MissingWeights(f"{spec.name}: missing parameter file(s) {files}; {how_to_provide()}")
 
 
+# pyiqa's BRISQUE adds up its float32 SVM terms in another order for a batch (gemm) than for one
+# image (gemv), so a score moved by up to 0.06 with the other images of its batch: a snapshot then
+# drifted with the selection (`--steps=5` scores other batches). One image per call is exact.
+ONE_AT_A_TIME = frozenset({"brisque"})
+
+
 class PyiqaMetric:
     """A pyiqa NR metric behind the suite's protocol: batches grouped by image size, each handed
     to pyiqa as one contiguous (B, C, H, W) float tensor in [0, 1], the layout its metrics assume."""
@@ -73,7 +79,8 @@ class PyiqaMetric:
         scores: list[float] = [0.0] * len(images)
         by_shape: dict[tuple[int, ...], list[int]] = {}
         for i, img in enumerate(images):
-            by_shape.setdefault(img.shape, []).append(i)
+            key = (i,) if self.name in ONE_AT_A_TIME else img.shape
+            by_shape.setdefault(key, []).append(i)
         with torch.inference_mode():
             for positions in by_shape.values():
                 batch = torch.from_numpy(np.stack([images[i] for i in positions])).permute(0, 3, 1, 2)
