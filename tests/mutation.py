@@ -35,7 +35,10 @@ PROJECT = Path(__file__).resolve().parent.parent
 
 # target file -> (functions to mutate, "Class.method" or "function"; None = the whole module), tests
 TARGETS: dict[str, tuple[frozenset[str] | None, tuple[str, ...]]] = {
-    "banana_tests/gaps.py": (None, ("tests/test_gaps.py", "tests/test_engine_properties.py")),
+    "banana_tests/gaps.py": (
+        None,
+        ("tests/test_gaps.py", "tests/test_engine_properties.py", "tests/test_verdict_core.py"),
+    ),
     "banana_tests/verdicts.py": (None, ("tests/test_verdict_core.py",)),
     "banana_tests/matrix.py": (None, ("tests/test_verdict_core.py", "tests/test_baseline.py")),
     "banana_tests/baseline.py": (None, ("tests/test_baseline.py", "tests/test_verdict_core.py")),
@@ -84,13 +87,14 @@ class Mutant:
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
-    ids = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                ids.add(id(body[0].value))
-    return ids
+    """Strings standing alone as statements: docstrings, also of attributes and type aliases."""
+    return {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    }
 
 
 def _scopes(tree: ast.Module, functions: frozenset[str] | None) -> Iterator[ast.AST]:
@@ -109,9 +113,13 @@ def _scopes(tree: ast.Module, functions: frozenset[str] | None) -> Iterator[ast.
 def _points(tree: ast.Module, functions: frozenset[str] | None) -> list[tuple[ast.AST, str, object]]:
     """(node, description, replacement) for every mutation of the file, in walk order."""
     skip = _docstrings(tree)
-    for node in ast.walk(tree):  # f-string pieces are messages, not logic
-        if isinstance(node, ast.JoinedStr):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):  # f-string pieces are messages, not logic
             skip.update(id(v) for v in node.values)
+        # Annotations are never evaluated (`from __future__ import annotations`).
+        for annotation in (getattr(node, "returns", None), getattr(node, "annotation", None)):
+            if annotation is not None:
+                skip.update(id(n) for n in ast.walk(annotation))
     out: list[tuple[ast.AST, str, object]] = []
     for scope in _scopes(tree, functions):
         for node in ast.walk(scope):
@@ -200,6 +208,7 @@ def _pytest_args(tests: Sequence[str]) -> list[str]:
         "no:cacheprovider",
         "-p",
         "no:xdist",
+        "--assert=plain",  # the rewrite hook would serve banana_tests (a pytest11 plugin) itself
         "--hypothesis-profile=mutation",
         "-k",
         fast,

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing
+import os
 import sqlite3
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +17,7 @@ import pytest
 from banana_tests.cache import FILE, CacheWarning, ScoreCache, identity, identity_key
 from banana_tests.scoring import ScoreBook
 from banana_tests.trajectories import read_imagefolder
+from metrics_under_test import examples
 from metrics_under_test.registry import MetricSpec, WeightFile
 from tests.conftest import MakeSet
 
@@ -49,17 +54,49 @@ def test_the_key_changes_with_weights_device_and_code(
     assert cpu != identity_key(identity(spec, "cuda"))
     spec.weights[0].path.write_bytes(b"weights v2")
     assert cpu != identity_key(identity(spec, "cpu"))
+    assert identity(spec, "cpu") == {
+        "name": "w",
+        "backend": "pyiqa",
+        "version": f"pyiqa {metadata.version('pyiqa')}; torch {metadata.version('torch')}",
+        "weights": {"w.pth": hashlib.sha256(b"weights v2").hexdigest()},
+        "device": "cpu",
+        "precision": "float32",
+    }
+    spec.weights[0].path.unlink()
+    assert identity(spec, "cpu")["weights"] == {}
+
+
+def test_a_custom_metrics_key_covers_its_version_precision_and_source() -> None:
     example = MetricSpec("n", "custom", 0, 20, True, target="metrics_under_test.examples:NoiseSigma")
-    assert identity(example, "cpu")["version"].startswith("1+src.")
+    source = hashlib.sha256(Path(examples.__file__).read_bytes()).hexdigest()[:16]
+    assert identity(example, "cpu") == {
+        "name": "n",
+        "backend": "custom",
+        "version": f"1+src.{source}",
+        "weights": {},
+        "device": "cpu",
+        "precision": "",
+    }
+    assert (
+        identity_key(identity(example, "cpu"))
+        == hashlib.sha256(json.dumps(identity(example, "cpu"), sort_keys=True).encode()).hexdigest()
+    )
 
 
-def test_file_hashes_are_remembered_until_the_file_changes(tmp_path: Path) -> None:
+def test_file_hashes_are_remembered_by_path_size_and_mtime(tmp_path: Path) -> None:
     cache, weights = ScoreCache(tmp_path / "c"), tmp_path / "w.bin"
     weights.write_bytes(b"a" * 1000)
     first = cache.file_hash(weights)
+    assert first == hashlib.sha256(b"a" * 1000).hexdigest()
     assert ScoreCache(tmp_path / "c").file_hash(weights) == first
-    weights.write_bytes(b"b" * 1001)
-    assert cache.file_hash(weights) != first
+    stamp = weights.stat().st_mtime_ns
+    weights.write_bytes(b"b" * 1000)  # the same size: only the mtime tells
+    os.utime(weights, ns=(stamp + 1_000_000, stamp + 1_000_000))
+    assert cache.file_hash(weights) == hashlib.sha256(b"b" * 1000).hexdigest()
+    # The documented limit: same path, size and mtime is taken as the same file, unread.
+    weights.write_bytes(b"c" * 1000)
+    os.utime(weights, ns=(stamp + 1_000_000, stamp + 1_000_000))
+    assert cache.file_hash(weights) == hashlib.sha256(b"b" * 1000).hexdigest()
 
 
 def test_a_second_book_scores_nothing_and_says_so(tmp_path: Path, make_set: MakeSet) -> None:

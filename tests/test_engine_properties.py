@@ -47,18 +47,25 @@ def test_verdict_is_invariant_under_positive_affine_rescaling(
     assert gap(other_range, ref, cur).detected == before.detected
 
 
-@given(scales(), finite)
-def test_direction_flip_is_an_involution(scale: Scale, score: float) -> None:
-    assert scale.flipped().flipped() == scale
-    assert scale.flipped() != scale
-    assert math.isclose(scale.normalise(score) + scale.flipped().normalise(score), 100.0, abs_tol=1e-6)
+@given(scales(), finite, finite)
+def test_flipping_the_direction_reverses_the_order_of_scores(scale: Scale, x: float, y: float) -> None:
+    """The flipped scale ranks any two different scores the other way round, and its normalised
+    scores mirror the original's about 50."""
+    assume(abs(x - y) > 1e-6)
+    flipped = scale.flipped()
+    assert flipped.flipped() == scale
+    assert (scale.normalise(x) < scale.normalise(y)) == (flipped.normalise(x) > flipped.normalise(y))
+    assert math.isclose(scale.normalise(x) + flipped.normalise(x), 100.0, abs_tol=1e-6)
 
 
-@given(scales(), st.lists(finite, min_size=1, max_size=5))
-def test_gap_against_the_reference_itself_is_zero(scale: Scale, scores: list[float]) -> None:
-    g = gap(scale, scores, scores)
-    assert g.delta == 0.0
-    assert not g.detected
+@given(scales(), st.lists(finite, min_size=1, max_size=5), st.floats(min_value=1e-3, max_value=1e2))
+def test_only_a_worse_score_is_a_detection(scale: Scale, scores: list[float], shift: float) -> None:
+    """Δ = 0 fails (the assertion is strict); a step scored worse in the metric's own direction is
+    detected whatever the range; a step scored better is not."""
+    worse = shift if scale.lower_better else -shift
+    assert not gap(scale, scores, scores).detected
+    assert gap(scale, scores, [s + worse for s in scores]).detected
+    assert not gap(scale, scores, [s - worse for s in scores]).detected
 
 
 @given(scales(), st.lists(finite, min_size=1, max_size=5))

@@ -82,7 +82,23 @@ def test_nothing_to_tune_off_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(process_tuning, "_glibc", lambda: None)
 
     assert keep_freed_memory() is False
-    process_tuning.release_freed_memory()  # a no-op, not an error
+    process_tuning.release_freed_memory()  # a no-op, not an error (no libc to call)
+
+
+def test_release_trims_the_heap_through_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between metrics the heap's free memory goes back: malloc_trim(0), once per call."""
+    calls: list[int] = []
+
+    class Libc:
+        def malloc_trim(self, pad: int) -> int:
+            calls.append(pad)
+            return 1
+
+    monkeypatch.setattr(process_tuning, "_glibc", lambda: Libc())
+    process_tuning.release_freed_memory()
+    process_tuning.release_freed_memory()
+
+    assert calls == [0, 0]
 
 
 FREEZE = """
