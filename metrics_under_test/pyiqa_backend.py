@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import socket
 import urllib.error
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 
@@ -44,10 +45,11 @@ def check_weights(spec: MetricSpec) -> None:
         raise MissingWeights(f"{spec.name}: missing parameter file(s) {files}; {how_to_provide()}")
 
 
-# pyiqa's BRISQUE adds up its float32 SVM terms in another order for a batch (gemm) than for one
-# image (gemv), so a score moved by up to 0.06 with the other images of its batch: a snapshot then
-# drifted with the selection (`--steps=5` scores other batches). One image per call is exact.
-ONE_AT_A_TIME = frozenset({"brisque"})
+# Metrics scored one image per call. BRISQUE adds up its float32 SVM terms in another order for a
+# batch (gemm) than for one image (gemv), so a score moved by up to 0.06 with the other images of
+# its batch, and a snapshot drifted with the selection. ILNIQE resizes every image to 524 px and
+# holds ~2 GB per image: a batch of five to seven peaked at 13.4 GB and ran slower than one by one.
+ONE_AT_A_TIME = frozenset({"brisque", "ilniqe"})
 
 
 class PyiqaMetric:
@@ -56,8 +58,13 @@ class PyiqaMetric:
 
     backend = "pyiqa"
 
-    def __init__(self, spec: MetricSpec, device: str) -> None:
-        check_weights(spec)
+    def __init__(
+        self, spec: MetricSpec, device: str, create_metric: Callable[..., Any] | None = None
+    ) -> None:
+        """`create_metric` replaces `pyiqa.create_metric` (the tests' synthetic-parameter mode,
+        `metrics_under_test.synthetic`, which needs no files: then none are checked)."""
+        if create_metric is None:
+            check_weights(spec)
         import pyiqa
         import torch
 
@@ -67,7 +74,7 @@ class PyiqaMetric:
         self._torch = torch
         self.device = device
         try:
-            self._model = pyiqa.create_metric(spec.name, device=torch.device(device))
+            self._model = (create_metric or pyiqa.create_metric)(spec.name, device=torch.device(device))
         except Exception as exc:
             what = _unreachable_download(exc)
             if what is None:

@@ -37,10 +37,9 @@ TOLERANCE = {
     # PIQE has no such step.
     "niqe": 1e-6,
     "piqe": 1e-9,
-    # float64 too, but its batched FFT filtering and covariance inverse let roundoff reach the
-    # score: measured 0 on these crops, 2.8e-4 on three 128 px crops in one batch, 2.2e-13 on five
-    # embedded images in one. 0.01 is 0.01 normalised points on its 0-100 range.
-    "ilniqe": 0.01,
+    # float64, but batched FFT filtering and a covariance inverse let roundoff through (2.8e-4 on
+    # three 128 px crops in one batch); the adapter now scores it one image per call (memory): exact.
+    "ilniqe": 0.0,
     # a histogram of per-pixel luminance levels: measured exactly 0 on the crops and on all 96
     # embedded images. Only a pixel whose float32 luminance sits on a level's edge could move to the
     # next bin, which changes the entropy of a 128 px crop by < 1e-3.
