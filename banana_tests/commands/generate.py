@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{summary.made} step(s) made ({summary.requests} request(s)); {done}/{summary.total} in {args.out}"
     )
-    print(f"test it: pytest --dataset {args.out} --variant {job.variant}")
+    print(f"test it: pytest --dataset={args.out} --variant={job.variant}")  # '=': see options.PATH_OPTIONS
     return 0
 
 
