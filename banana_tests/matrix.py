@@ -165,10 +165,8 @@ class Matrix:
         if len(shown) < len(seeds):
             hidden = [s for s in seeds if s not in set(shown)]
             failing = sum(any(tally[(m, s)].failed for m in metrics) for s in hidden)
-            lines.append(
-                f"… {len(hidden)} more seed images not shown ({failing} with failures; all are in the"
-                " total row and in `banana-tests report`)"
-            )
+            note = f"… {len(hidden)} more seed images ({failing} with failures): in the totals and the report"
+            lines.append(note)
         return lines
 
 

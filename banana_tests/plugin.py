@@ -30,6 +30,7 @@ Loaded = TypeVar("Loaded")
 TREND_FIXTURE = "banana_trend"
 SUITE_PARAMS = frozenset({CASE_FIXTURE, TREND_FIXTURE, SNAPSHOT_PARAM, "control_metric"})
 TREND_MODULE = Path(__file__).resolve().parent / "test_trend.py"
+VERDICT_LINE = "banana_verdict"  # a failing verdict's report attribute: its one-line message
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -185,6 +186,8 @@ class MatrixReporter:
         self.config = config
         self.trends = TrendTally()
         self.other_snapshots = 0  # snapshot cases of metrics not selected, deselected at collection
+        self.verdicts: list[pytest.TestReport] = []  # failing verdicts, printed one line each
+        self.all_failed: list[pytest.TestReport] = []
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport]:
@@ -195,6 +198,8 @@ class MatrixReporter:
         crash = getattr(report.longrepr, "reprcrash", None)
         if excinfo is not None and isinstance(excinfo.value, VerdictFailure) and crash is not None:
             crash.message = f"VerdictFailure: {excinfo.value.summary}"
+            if not excinfo.value.pytrace:
+                setattr(report, VERDICT_LINE, excinfo.value.msg)  # travels with the report under xdist
         return report
 
     def pytest_report_header(self, config: pytest.Config) -> str | None:
@@ -207,10 +212,7 @@ class MatrixReporter:
             metric = getattr(getattr(item, "callspec", None), "params", {}).get(SNAPSHOT_PARAM)
             self.other_snapshots += metric is not None and metric not in self.state.metrics
 
-    @pytest.hookimpl(trylast=True)  # after the terminal reporter has filed the report
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.passed and report.when != "call" and not report.sections:
-            self._unfile(report)
         final = report.when == "call" or (report.when == "setup" and not report.passed)
         if not final or not report.user_properties:
             return
@@ -223,17 +225,27 @@ class MatrixReporter:
         elif "step" in props:
             self.state.matrix.add(Cell.from_properties(outcome, props).as_verdict())
 
-    def _unfile(self, report: pytest.TestReport) -> None:
-        """Drop a passed setup or teardown report without output from the terminal's stats. pytest
-        keeps them only to print their output under a failure, and looks them up by a scan per
-        failure: 5,940 failing cases spent seconds in that scan. Without output there is nothing
-        to print."""
+    def pytest_sessionfinish(self) -> None:
+        """Runs inside the terminal reporter's sessionfinish, before its FAILURES section: the
+        verdicts' failures leave that section (each would take a header line, and pytest scans
+        every passed report per failure: seconds at 5,940 failing cases) for one line each in
+        the summary below, and come back before the short summary and the counts."""
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        filed = terminal.stats.get("", []) if terminal is not None else []
-        if filed and filed[-1] is report:
-            filed.pop()
+        if terminal is None:
+            return
+        failed = terminal.stats.get("failed", [])
+        verdicts = [r for r in failed if hasattr(r, VERDICT_LINE)]
+        if verdicts:
+            self.verdicts, self.all_failed = verdicts, failed
+            terminal.stats["failed"] = [r for r in failed if not hasattr(r, VERDICT_LINE)]
 
     def pytest_terminal_summary(self, terminalreporter) -> None:  # type: ignore[no-untyped-def]
+        if self.verdicts:
+            terminalreporter.stats["failed"] = self.all_failed
+            if terminalreporter.config.option.tbstyle != "no":
+                terminalreporter.section(f"banana-tests: {len(self.verdicts)} failing verdicts", red=True)
+                for report in self.verdicts:
+                    terminalreporter.write_line(getattr(report, VERDICT_LINE))
         matrix = self.state.matrix
         lines = matrix.render(terminalreporter.config.get_terminal_writer().fullwidth)
         write = terminalreporter.write_line

@@ -99,3 +99,13 @@ def test_a_factory_metric_is_built_once_for_the_count_and_the_session(
 
     assert list(state.metrics) == ["piqe", "laplacian_variance"]
     assert sys.modules["counted_factory"].BUILDS == [1]
+
+
+def test_fewer_workers_than_cores_leave_a_note_for_the_header(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scheduler.os, "cpu_count", lambda: 2)
+    config = pytester.parseconfig("-n", "auto", "--metric=brisque,niqe,piqe")
+    assert auto_workers(config) == 0
+    note = config.stash[scheduler.AUTO_NOTE]
+    assert "a serial run on 2 cores for 3 metric(s)" in note and "-n N overrides" in note

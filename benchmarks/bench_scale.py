@@ -1,0 +1,188 @@
+"""The suite's per-case overhead at full-protocol scale, against plain pytest's floor.
+
+Builds 12 seed images × 5 runs × 100 steps (64 px, bench_memory's generator), then times in
+fresh processes, each with its peak RSS: a bare loop doing the suite's work without pytest;
+5,940 trivial plain-pytest cases with 2 properties and --junitxml, passing and failing
+(--tb=line); the suite on the same 5,940 cases (`--steps=all --aggregate=per-run --no-cache
+-k test_detects_degradation`), passing (noise_sigma) and failing (laplacian_variance); and
+`banana-tests report` on the failing run's JUnit (5,940 cases) and on 20 copies of it under other
+metric names, as 20 shard files (118,800 cases of the suite's exact shape).
+
+    python benchmarks/bench_scale.py [--keep DIR] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from bench_memory import generate
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = ROOT / "banana_tests" / "test_degradation.py"
+SUITE_ARGS = ("--steps=all", "--aggregate=per-run", "--no-cache", "-k", "test_detects_degradation")
+COMMON = ("-p", "no:cacheprovider", "-p", "no:xdist", "-q")
+CASES = 12 * 5 * 99
+SHARDS = 20  # metric names in the big report: 20 × 5,940 = 118,800 cases
+PLAIN = f"""
+import os
+import pytest
+
+
+@pytest.fixture
+def case(request, record_property):
+    record_property("metric", "m")
+    record_property("delta", str(request.param))
+    return request.param
+
+
+@pytest.mark.parametrize("case", range({CASES}), indirect=True)
+def test_case(case):
+    assert os.environ.get("PLAIN_FAIL") != "1", f"case {{case}} failed"
+"""
+BARE = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from PIL import Image
+from metrics_under_test.registry import resolve
+from banana_tests.scoring import load_metric
+root = Path(sys.argv[1])
+spec = resolve("laplacian_variance")[0]
+metric = load_metric(spec, "cpu")
+rows = [json.loads(line) for line in (root / "metadata.jsonl").read_text().splitlines()]
+score = {}
+for i in range(0, len(rows), 16):
+    batch = rows[i : i + 16]
+    images = [np.asarray(Image.open(root / r["file_name"]).convert("RGB")) for r in batch]
+    for r, s in zip(batch, metric(images)):
+        score[(r["seed_image"], r["run"], r["step"])] = spec.scale.normalise(s)
+failed = sum(score[(s, r, t)] - score[(s, r, 1)] >= 0 for (s, r, t) in score if t != 1)
+print(failed, "of", len(score) - 60, "failed")
+"""
+
+
+def measure(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(seconds, peak RSS in MiB) of one command in a fresh process; its output is discarded."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.perf_counter() - start
+    if proc.returncode not in (0, 1):  # pytest: 1 = failures, which half of the rows expect
+        raise RuntimeError(f"{argv} exited {proc.returncode}: {err.decode()[-2000:]}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def shard(junit: Path, out: Path, count: int) -> list[Path]:
+    """`count` copies of a suite JUnit file, each under another metric name (CI's per-metric shards)."""
+    text = junit.read_text()
+    paths = []
+    for i in range(count):
+        name = f"metric{i:02d}"
+        path = out / f"{name}.xml"
+        path.write_text(text.replace("laplacian_variance", name))
+        paths.append(path)
+    return paths
+
+
+def cases_in(junit: Path) -> int:
+    return sum(1 for _, node in ET.iterparse(junit) if node.tag == "testcase")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=Path, help="generate the set into DIR and keep it (reused if present)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per row; the median is shown (default 3)")
+    args = parser.parse_args()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        data = args.keep or work / "set"
+        if not (data / "metadata.jsonl").is_file():
+            generate(data, seeds=12, runs=5, steps=100, size=64)
+        (work / "plain").mkdir()
+        (work / "plain" / "test_plain.py").write_text(PLAIN)
+        (work / "plain" / "conftest.py").write_text("")
+        plain = [py, "-m", "pytest", "test_plain.py", *COMMON, "-p", "no:banana_tests"]
+        suite = [py, "-m", "pytest", str(SUITE), *COMMON, f"--dataset={data}", *SUITE_ARGS]
+        failing_xml, shards = work / "failing.xml", work / "shards"
+        shards.mkdir()
+        rows: list[tuple[str, list[str], Path, dict[str, str]]] = [
+            ("bare loop (decode, score, Δ; no pytest)", [py, "-c", BARE, str(data)], work, env),
+            ("plain pytest, passing", [*plain, "--junitxml=p.xml"], work / "plain", env),
+            (
+                "plain pytest, failing --tb=line",
+                [*plain, "--junitxml=p.xml", "--tb=line"],
+                work / "plain",
+                {**env, "PLAIN_FAIL": "1"},
+            ),
+            (
+                "suite noise_sigma (all pass)",
+                [*suite, "--metric=noise_sigma", "--junitxml=passing.xml"],
+                work,
+                env,
+            ),
+            (
+                "suite laplacian_variance (all fail)",
+                [*suite, "--metric=laplacian_variance", f"--junitxml={failing_xml}"],
+                work,
+                env,
+            ),
+        ]
+        results: dict[str, tuple[float, float, str]] = {}
+
+        def run(label: str, argv: list[str], cwd: Path, row_env: dict[str, str]) -> None:
+            runs = [measure(argv, cwd, row_env) for _ in range(args.repeat)]
+            seconds = [s for s, _ in runs]
+            spread = f"{min(seconds):.1f}–{max(seconds):.1f}"
+            results[label] = (statistics.median(seconds), max(m for _, m in runs), spread)
+            print(
+                f"{label:<48} {results[label][0]:>7.1f} s ({spread}) {results[label][1]:>7.0f} MiB",
+                flush=True,
+            )
+
+        print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
+        for row in rows:
+            run(*row)
+        small = cases_in(failing_xml)
+        big = shard(failing_xml, shards, SHARDS)
+        report = [py, "-m", "banana_tests.cli", "report"]
+        run(f"report on {small:,} cases", [*report, str(failing_xml), f"--out={work / 'r1'}"], work, env)
+        run(
+            f"report on {small * SHARDS:,} cases ({SHARDS} shards)",
+            [*report, *map(str, big), f"--out={work / 'r2'}"],
+            work,
+            env,
+        )
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        print(
+            f"JUnit bytes per case: failing {failing_xml.stat().st_size / small:.0f}, passing "
+            f"{(work / 'passing.xml').stat().st_size / small:.0f}"
+        )
+        r = {k: v[0] for k, v in results.items()}
+        keys = list(r)
+        ratios = [
+            ("suite passing / plain passing", r[keys[3]] / r[keys[1]], "≤ 1.5"),
+            ("suite failing / plain failing --tb=line", r[keys[4]] / r[keys[2]], "≤ 1.5"),
+            (f"report ms per case at {small * SHARDS:,}", 1000 * r[keys[6]] / (small * SHARDS), "≤ 1"),
+            (f"report ms per case at {small:,}", 1000 * r[keys[5]] / small, "≤ 1"),
+            (f"report peak MiB at {small * SHARDS:,}", results[keys[6]][1], "≤ 500"),
+        ]
+        for label, value, target in ratios:
+            print(f"{label:<48} {value:>7.2f}   target {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""What a run prints and writes per case: one line per failing verdict, no traceback or pixels
+unless asked, a matrix legend that says what a cell counts, and small JUnit XML."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from banana_tests.cases import CaseKey
+from banana_tests.junit import read_junit
+from banana_tests.matrix import Cell, Matrix, TrendTally
+from tests.conftest import parse_matrix, suite_folder
+from tests.known_metrics import install_known_metrics
+
+REVERSED = "known_metrics:noise_level_reversed"  # misses every step (tests/known_metrics.py)
+FAILING_LINE = "noise_level_reversed did not detect the degradation of {seed} at step {step}: Δ{step} = +"
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    folder = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
+    install_known_metrics(folder.path)
+    return folder
+
+
+def test_a_failing_verdict_is_one_line_without_a_traceback(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess(
+        "--dataset=data", f"--metric={REVERSED}", "--junitxml=j.xml", "-o", "junit_family=xunit1"
+    )
+    result.assert_outcomes(failed=6)
+    out = result.stdout.str()
+    lines = out.splitlines()
+    verdicts = [line for line in lines if line.startswith("noise_level_reversed did not detect")]
+    assert len(verdicts) == 6
+    for line in verdicts:  # Δ, both raw and both normalised scores on the one line
+        assert line.count("raw ") == 2 and line.count("→ normalised") == 2 and "≥ 0" in line
+    assert "banana-tests: 6 failing verdicts" in out
+    assert "= FAILURES =" not in out and "def test_detects_degradation" not in out and "Verdict(" not in out
+    assert len(lines) < 45  # header, dots, 6 verdicts, matrix, 6 short-summary lines, counts
+    assert parse_matrix(out)[("total", "noise_level_reversed")] == "6/6"
+
+    xml = suite.path / "j.xml"
+    failures = list(ET.parse(xml).iter("failure"))
+    assert len(failures) == 6
+    for failure in failures:
+        assert failure.get("message", "").startswith("VerdictFailure: Δ")
+        assert (failure.text or "").startswith("noise_level_reversed did not detect")
+    assert xml.stat().st_size / 6 < 1500  # one small testcase each, with the run's header
+    reading = read_junit([xml])
+    assert {c.outcome for c in reading.matrix.cells.values()} == {"failed"}  # verdicts, not errors
+
+
+def test_tb_long_keeps_the_traceback(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess("--dataset=data", f"--metric={REVERSED}", "--steps=20", "--tb=long")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*FAILURES*", "*def test_detects_degradation*", "*VerdictFailure*"])
+
+
+def test_a_metric_that_raises_keeps_its_traceback(suite: pytest.Pytester) -> None:
+    """Only the suite's verdicts are shortened: a real error shows where it came from."""
+    (suite.path / "broken_metric.py").write_text(
+        "from metrics_under_test.protocol import metric\n\n\n"
+        '@metric("broken", lower_better=False, score_range=(0.0, 1.0))\n'
+        "def broken(images):\n"
+        "    CALLS.append(len(images))\n"
+        "    if len(CALLS) > 1:  # the load-time probe passes\n"
+        '        raise ZeroDivisionError("scoring blew up")\n'
+        "    return [0.5 for _ in images]\n\n\n"
+        "CALLS = []\n"
+    )
+    result = suite.runpytest_subprocess("--dataset=data", "--metric=broken_metric:broken", "--steps=20")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        ["*ERRORS*", "*raise ZeroDivisionError*", "*E*ZeroDivisionError: scoring blew up"]
+    )
+
+
+def test_help_names_the_group_banana_tests(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--help")
+    result.stdout.fnmatch_lines(["banana-tests:", "*--metric*"])
+    assert "NR-IQA metrics on trial" not in result.stdout.str()
+
+
+def cells(metrics: list[str], seeds: list[str], runs: list[int | None], steps: list[int]) -> Matrix:
+    """Every case failing when its step is 20, passing otherwise."""
+    return Matrix.of(
+        Cell(CaseKey(m, s, step, run), "failed" if step == 20 else "passed", delta=1.0)
+        for m in metrics
+        for s in seeds
+        for run in runs
+        for step in steps
+    )
+
+
+def test_the_legend_says_what_a_cell_counts() -> None:
+    per_run = cells(["m"], ["a"], [0, 1, 2, 3, 4], list(range(2, 101)))
+    legend = "\n".join(per_run.legend())
+    assert "over 5 run(s) × 99 step(s) of one seed image" in legend
+    assert "higher-is-better" in legend and "E<n> = cases with errors, shown beside the failures" in legend
+    assert "over 3 step(s) of one seed image" in cells(["m"], ["a"], [None], [5, 10, 20]).legend()[0]
+
+
+def test_wide_runs_fold_columns_and_long_runs_cap_rows() -> None:
+    metrics = [f"metric{i:02d}" for i in range(12)]
+    matrix = cells(metrics, [f"seed{i:03d}" for i in range(60)], [None], [5, 20])
+    lines = matrix.render(width=60, max_rows=10)
+    assert max(len(line) for line in lines[:-1]) <= 60
+    headers = [line for line in lines if line.startswith(" ")]
+    assert len(headers) == 3  # 12 columns of 10 characters in 60: three blocks of 5, 5 and 2
+    assert sorted(m for h in headers for m in h.split()) == metrics
+    assert sum(line.startswith("total") for line in lines) == 3
+    assert sum(line.startswith("seed") for line in lines) == 3 * 9
+    assert lines[-1].startswith("… 51 more seed images (51 with failures)")
+    parsed = parse_matrix("== banana-tests failure matrix ==\n" + "\n".join(lines[:-1]))
+    assert {parsed[("total", m)] for m in metrics} == {"60/120"}
+
+
+def test_the_trend_summary_gives_one_line_per_metric() -> None:
+    tally = TrendTally()
+    for seed, outcome, rho, first in [
+        ("a", "passed", "-0.9", "5"),
+        ("b", "passed", "-0.5", "20"),
+        ("c", "failed", "0.3", "none"),
+    ]:
+        tally.add(
+            {"metric": "piqe", "seed_image": seed, "spearman": rho, "first_detection_step": first}, outcome
+        )
+    tally.add({"metric": "brisque", "seed_image": "a"}, "skipped")
+    assert tally.lines() == [
+        "brisque  falling (ρ < 0) on 0/0 seed images (1 skipped, 0 errors)",
+        "piqe     falling (ρ < 0) on 2/3 seed images; ρ median -0.50 (-0.90 … +0.30); "
+        "first detection step median 12.5, none on 1",
+    ]
