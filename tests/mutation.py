@@ -224,6 +224,7 @@ def run_one(m: Mutant | None, tests: Sequence[str], log: Path) -> str:
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             os.chdir(PROJECT)
+            os.environ["BANANA_MUTANT"] = "1"  # tests/conftest.py skips its working-tree check
             if m is not None:
                 sys.meta_path.insert(0, _MutantFinder(m))
             import pytest
