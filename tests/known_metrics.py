@@ -45,3 +45,9 @@ def install_known_metrics(folder: Path) -> str:
     """Copy this module into `folder` (the folder a run starts in); return its module name."""
     shutil.copyfile(__file__, folder / "known_metrics.py")
     return "known_metrics"
+
+
+@metric("interrupted", lower_better=True, score_range=(0.0, 100.0), cost="fast")
+def interrupted(images: Sequence[Image]) -> list[float]:
+    """Ctrl-C while scoring: the run stops with pytest's exit code 2."""
+    raise KeyboardInterrupt

@@ -1,0 +1,202 @@
+"""One test per README promise not checked elsewhere, each through pytest itself: exit codes 2, 4
+and 5, what a fully cached run imports, what invalidates the score cache, and the selection
+options (`--reference-step`, `--variant`, `--seed-image`, `--where`, `--runs`, `--image-budget`).
+
+Runs use the known-verdict metrics of tests/known_metrics.py (numpy only) unless the promise is
+about pyiqa.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import parse_matrix, suite_folder
+from tests.known_metrics import install_known_metrics
+
+NOISE = "known_metrics:noise_level"
+IMPORTS_PLUGIN = """
+import sys
+
+
+def pytest_sessionfinish(session):
+    loaded = sorted({"torch", "numpy", "pyiqa"} & set(sys.modules))
+    print("\\nHEAVY MODULES:", ",".join(loaded) or "none")
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    folder = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
+    install_known_metrics(folder.path)
+    return folder
+
+
+def cases(xml: Path) -> dict[str, tuple[str, dict[str, str]]]:
+    out = {}
+    for tc in ET.parse(xml).iter("testcase"):
+        kids = {c.tag for c in tc}
+        outcome = next((o for o in ("failure", "error", "skipped") if o in kids), "passed")
+        out[tc.get("name", "")] = (
+            outcome,
+            {p.get("name", ""): p.get("value", "") for p in tc.iter("property")},
+        )
+    return out
+
+
+# ---- exit codes (README "Exit codes") ----
+
+
+def test_exit_2_when_interrupted(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess("--dataset=data", "--metric=known_metrics:interrupted", "--no-cache")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
+
+
+def test_exit_5_when_nothing_is_collected(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess("--dataset=data", f"--metric={NOISE}", "-k", "no_such_case")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--aggregate=median"], "--aggregate: invalid choice: 'median'"),
+        (["--image-budget=0"], "--image-budget takes a positive number, got 0"),
+        (["--runs=-1"], "--runs takes a positive number, got -1"),
+        (["--baseline=notjson.json"], "notjson.json"),
+        (["--dataset=empty"], "empty"),
+    ],
+    ids=["bad-choice", "image-budget-zero", "runs-negative", "baseline-not-json", "dataset-unusable"],
+)
+def test_exit_4_for_the_causes_the_options_table_lacks(
+    suite: pytest.Pytester, options: list[str], message: str
+) -> None:
+    """The rest of README's exit-4 list is tests/bad_inputs/test_options.py and test_baseline.py."""
+    (suite.path / "notjson.json").write_text("{not json")
+    (suite.path / "empty").mkdir()
+    (suite.path / "empty" / "metadata.jsonl").write_text("null\n5\n")
+    defaults = {"--dataset": "--dataset=data", "--metric": f"--metric={NOISE}"}
+    given = {o.split("=")[0] for o in options}
+    result = suite.runpytest_subprocess(*[v for k, v in defaults.items() if k not in given], *options)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert message in result.stderr.str()
+    assert "test_detects_degradation" not in result.stdout.str()
+
+
+# ---- a fully cached run (README "Speed") ----
+
+
+def test_a_fully_cached_pyiqa_run_imports_neither_torch_nor_pyiqa(suite: pytest.Pytester) -> None:
+    """Checked in the run's own sys.modules at its end. (numpy is imported: the plugin's
+    load_or_skip imports metrics_under_test.pyiqa_backend, which imports numpy at the top.)"""
+    suite.makeconftest(IMPORTS_PLUGIN)
+    args = ("--dataset=data", "--metric=piqe", "--steps=5", "--junitxml=j.xml", "-s")
+    cold = suite.runpytest_subprocess(*args)
+    cold.stdout.fnmatch_lines(["HEAVY MODULES: numpy,pyiqa,torch"])
+    warm = suite.runpytest_subprocess(*args)
+    assert warm.ret == cold.ret == pytest.ExitCode.OK
+    [line] = [x for x in warm.outlines if x.startswith("HEAVY MODULES:")]
+    assert not {"torch", "pyiqa"} & set(line.split(": ", 1)[1].split(",")), line
+    assert {p["score_cached"] for _, p in cases(suite.path / "j.xml").values()} == {"true"}
+
+
+# ---- what invalidates the score cache (README "Score cache") ----
+
+CUSTOM = """
+import numpy as np
+
+class Level:
+    name, lower_better, score_range = "level", True, (0.0, 100.0)
+    version = {version!r}
+    precision = {precision!r}
+
+    def __call__(self, images):
+        return [float(np.asarray(img, dtype=np.float64).std()) for img in images]
+"""
+
+
+def test_a_change_of_version_precision_or_source_rescores(suite: pytest.Pytester) -> None:
+    def run(version: str, precision: str, comment: str = "") -> set[str]:
+        (suite.path / "levelmod.py").write_text(CUSTOM.format(version=version, precision=precision) + comment)
+        result = suite.runpytest_subprocess(
+            "--dataset=data", "--metric=levelmod:Level", "--steps=5", "--junitxml=j.xml"
+        )
+        assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+        return {p["score_cached"] for _, p in cases(suite.path / "j.xml").values()}
+
+    assert run("1", "float32") == {"false"}
+    assert run("1", "float32") == {"true"}
+    assert run("2", "float32") == {"false"}  # version
+    assert run("2", "float32") == {"true"}
+    assert run("2", "float64") == {"false"}  # precision
+    assert run("2", "float64", "# an edit\n") == {"false"}  # the module's source
+    assert run("2", "float64", "# an edit\n") == {"true"}
+
+
+# ---- selection through pytest (README "Selection", Options) ----
+
+
+def run_cases(suite: pytest.Pytester, *options: str) -> dict[str, tuple[str, dict[str, str]]]:
+    result = suite.runpytest_subprocess("--dataset=data", f"--metric={NOISE}", "--junitxml=j.xml", *options)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    return cases(suite.path / "j.xml")
+
+
+def test_reference_step_moves_the_reference(suite: pytest.Pytester) -> None:
+    got = run_cases(suite, "--reference-step=5", "--steps=10,20")
+    assert sorted(got) == sorted(
+        f"test_detects_degradation[noise_level-{s}-step{i}]" for s in ("alpha", "beta") for i in (10, 20)
+    )
+    assert {(o, p["reference_step"]) for o, p in got.values()} == {("passed", "5")}
+    plain = run_cases(suite, "--steps=10,20")
+    for name, (_, props) in got.items():  # the step's score is the same; its reference is step 5's
+        assert props["score_step"] == plain[name][1]["score_step"]
+        assert float(props["score_reference"]) > float(plain[name][1]["score_reference"])
+
+
+def retag(suite: pytest.Pytester, seed: str, **fields: object) -> None:
+    """Give every record of `seed` these fields."""
+    meta = suite.path / "data" / "metadata.jsonl"
+    rows = [json.loads(line) for line in meta.read_text().splitlines()]
+    meta.write_text(
+        "".join(json.dumps({**r, **(fields if r["seed_image"] == seed else {})}) + "\n" for r in rows)
+    )
+
+
+def test_variant_seed_image_and_where_select_records(suite: pytest.Pytester) -> None:
+    retag(suite, "beta", variant="mirror", editor="x")
+    assert {p["seed_image"] for _, p in run_cases(suite).values()} == {"alpha"}  # replicate by default
+    mirror = run_cases(suite, "--variant=mirror")
+    assert {(p["seed_image"], p["variant"]) for _, p in mirror.values()} == {("beta", "mirror")}
+    retag(suite, "beta", variant="replicate")
+    assert {p["seed_image"] for _, p in run_cases(suite, "--seed-image=beta").values()} == {"beta"}
+    assert {p["seed_image"] for _, p in run_cases(suite, "--where=editor=x").values()} == {"beta"}
+    both = run_cases(suite, "--seed-image=alpha", "--seed-image=beta")
+    assert {p["seed_image"] for _, p in both.values()} == {"alpha", "beta"}
+
+
+def test_runs_takes_the_first_runs(suite: pytest.Pytester) -> None:
+    one = run_cases(suite, "--runs=1", "--aggregate=per-run")
+    assert {name.split("-")[-2] for name in one} == {"run0"}
+    mean = run_cases(suite, "--runs=1")
+    assert {p["runs"] for _, p in mean.values()} == {"1"}
+    for name, (_, props) in mean.items():
+        run0 = name.replace("-step", "-run0-step")
+        assert props["delta"] == one[run0][1]["delta"]
+
+
+def test_a_tiny_image_budget_changes_no_verdict(suite: pytest.Pytester) -> None:
+    """The budget bounds the decoded images kept; scores and verdicts stay the same."""
+    ample = run_cases(suite, "--no-cache")
+    tiny = suite.runpytest_subprocess(
+        "--dataset=data", f"--metric={NOISE}", "--junitxml=j.xml", "--no-cache", "--image-budget=1"
+    )
+    assert tiny.ret == pytest.ExitCode.OK
+    assert {k: (o, p["delta"]) for k, (o, p) in cases(suite.path / "j.xml").items()} == {
+        k: (o, p["delta"]) for k, (o, p) in ample.items()
+    }
+    assert parse_matrix(tiny.stdout.str())[("total", "noise_level")] == "0/6"
