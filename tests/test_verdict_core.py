@@ -3,14 +3,19 @@ mutants tests/mutation.py makes: every branch, boundary and string a verdict dep
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from banana_tests.baseline import BaselineError, ControlKey, dump_baseline, load_baseline
 from banana_tests.cases import CaseKey
 from banana_tests.gaps import Gap, Scale, gap, run_mean
 from banana_tests.matrix import Cell, Matrix, OutcomeCounts
-from banana_tests.verdicts import Verdict
+from banana_tests.trend import TrendKey
+from banana_tests.verdicts import Verdict, VerdictFailure, fail_verdict
 from tests.conftest import parse_matrix
 
 KEY = CaseKey("piqe", "alpha", 5)
@@ -192,3 +197,117 @@ def test_render_pads_short_names_to_the_minimum_widths() -> None:
     assert lines[0] == " " * 10 + " " + "      m"
     assert lines[1] == "s" + " " * 9 + " " + "    1/1"
     assert lines[2] == "total" + " " * 5 + " " + "    1/1"
+
+
+# ---- baselines: control ids, entry order, the written text, refused files ----
+
+
+def test_a_control_id_splits_at_the_last_dash() -> None:
+    key = ControlKey.from_test_id("wadiqam-nr-gaussian_noise")
+    assert key == ControlKey("wadiqam-nr", "gaussian_noise")
+    assert key.test_id == "wadiqam-nr-gaussian_noise"
+    assert ControlKey.PARAMS == ("control_metric", "distortion")
+
+
+@pytest.mark.parametrize("bad", ["jpeg", "-jpeg", "piqe-", ""])
+def test_a_control_id_needs_a_metric_and_a_distortion(bad: str) -> None:
+    with pytest.raises(ValueError, match="not a control case id"):
+        ControlKey.from_test_id(bad)
+
+
+def test_keys_are_frozen_values() -> None:
+    for value, field in (
+        (ControlKey("piqe", "jpeg"), "metric"),
+        (Scale(0.0, 1.0, True), "low"),
+        (Gap(1.0, 2.0, 3.0, 4.0, 1), "runs"),
+        (Verdict(KEY, 1, Gap(1.0, 2.0, 3.0, 4.0, 1)), "reference_step"),
+        (Cell(KEY, "passed"), "outcome"),
+    ):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, None)
+    assert ControlKey("a", "b") < ControlKey("a", "c") < ControlKey("b", "a")  # order=True
+
+
+def test_a_written_baseline_is_sorted_text_one_entry_a_line(tmp_path: Path) -> None:
+    keys = [
+        ControlKey("piqe", "jpeg"),
+        TrendKey("piqe", "beta"),
+        CaseKey("piqe", "beta", 5, run=1),
+        CaseKey("piqe", "beta", 5),
+        CaseKey("piqe", "alpha", 20),
+        CaseKey("piqe", "alpha", 5),
+        ControlKey("brisque", "gaussian_blur"),
+        ControlKey("piqe", "gaussian_blur"),
+        TrendKey("piqe", "alpha"),
+        CaseKey("piqe", "beta", 5, run=0),
+    ]
+    path = tmp_path / "b.json"
+    dump_baseline(keys, path)
+    assert path.read_text() == (
+        "{\n"
+        '  "format": "banana-tests-baseline/2",\n'
+        '  "failures": [\n'
+        '    {"kind": "control", "metric": "brisque", "distortion": "gaussian_blur"},\n'
+        '    {"metric": "piqe", "seed_image": "alpha", "step": 5},\n'
+        '    {"metric": "piqe", "seed_image": "alpha", "step": 20},\n'
+        '    {"metric": "piqe", "seed_image": "beta", "step": 5},\n'
+        '    {"metric": "piqe", "seed_image": "beta", "step": 5, "run": 0},\n'
+        '    {"metric": "piqe", "seed_image": "beta", "step": 5, "run": 1},\n'
+        '    {"kind": "trend", "metric": "piqe", "seed_image": "alpha"},\n'
+        '    {"kind": "trend", "metric": "piqe", "seed_image": "beta"},\n'
+        '    {"kind": "control", "metric": "piqe", "distortion": "gaussian_blur"},\n'
+        '    {"kind": "control", "metric": "piqe", "distortion": "jpeg"}\n'
+        "  ]\n"
+        "}\n"
+    )
+    assert load_baseline(path) == frozenset(keys)
+    dump_baseline([], path)
+    assert path.read_text() == '{\n  "format": "banana-tests-baseline/2",\n  "failures": []\n}\n'
+    assert load_baseline(path) == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            '{"format": "banana-tests-baseline/2", "failures": {}}',
+            "'failures' is not a list; a baseline holds",
+        ),
+        (
+            '{"format": "banana-tests-baseline/2", "x": 1, "y": 2}',
+            "unknown key(s) 'x', 'y'; a baseline holds only ['failures', 'format']",
+        ),
+        (
+            '{"format": "banana-tests-baseline/2", "failures": '
+            '[{"metric": "m", "seed_image": "s", "step": 5, "a": 1, "b": 2}]}',
+            "unknown key(s) 'a', 'b'",
+        ),
+        ('{"format": "banana-tests-baseline/3", "failures": []}', "not a banana-tests-baseline/2 file"),
+        ("[]", "not a banana-tests-baseline/2 file"),
+    ],
+)
+def test_a_refused_baseline_says_what_is_wrong(tmp_path: Path, body: str, message: str) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(body)
+    with pytest.raises(BaselineError) as caught:
+        load_baseline(path)
+    assert message in str(caught.value) and str(path) in str(caught.value)
+
+
+# ---- how a verdict fails: a traceback only when asked for ----
+
+
+@pytest.mark.parametrize(
+    ("tbstyle", "fulltrace", "traceback"),
+    [("auto", False, False), ("long", False, True), ("short", True, True), ("long", True, True)],
+)
+def test_a_verdict_fails_with_a_traceback_only_under_tb_long_or_fulltrace(
+    tbstyle: str, fulltrace: bool, traceback: bool
+) -> None:
+    config = SimpleNamespace(option=SimpleNamespace(tbstyle=tbstyle, fulltrace=fulltrace))
+    with pytest.raises(VerdictFailure) as caught:
+        fail_verdict("the message", "Δ5 = +1.000 ≥ 0", config)  # type: ignore[arg-type]
+    assert caught.value.pytrace is traceback
+    assert caught.value.summary == "Δ5 = +1.000 ≥ 0"
+    assert str(caught.value) == "the message"
+    assert isinstance(caught.value, AssertionError)
