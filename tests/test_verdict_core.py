@@ -13,7 +13,7 @@ import pytest
 from banana_tests.baseline import BaselineError, ControlKey, dump_baseline, load_baseline
 from banana_tests.cases import CaseKey
 from banana_tests.gaps import Gap, Scale, gap, run_mean
-from banana_tests.matrix import Cell, Matrix, OutcomeCounts
+from banana_tests.matrix import Cell, Matrix, OutcomeCounts, TrendTally
 from banana_tests.trend import TrendKey
 from banana_tests.verdicts import Verdict, VerdictFailure, fail_verdict
 from tests.conftest import parse_matrix
@@ -311,3 +311,70 @@ def test_a_verdict_fails_with_a_traceback_only_under_tb_long_or_fulltrace(
     assert caught.value.summary == "Δ5 = +1.000 ≥ 0"
     assert str(caught.value) == "the message"
     assert isinstance(caught.value, AssertionError)
+
+
+# ---- the matrix legend, folding, row cap and trend summary ----
+
+
+def test_the_legend_says_what_a_cell_counts() -> None:
+    per_step = Matrix.of([Cell(KEY, "failed", 1.0), Cell(CaseKey("piqe", "alpha", 10), "passed", -1.0)])
+    assert per_step.legend() == [
+        "cell: failing cases (Δ ≥ 0, missed) / cases with a verdict, over 2 step(s) of one seed image",
+        "normalised scores are higher-is-better, so Δ < 0 is detected; s = all skipped;",
+        "E<n> = cases with errors, shown beside the failures",
+    ]
+    per_run = Matrix.of([Cell(CaseKey("piqe", "alpha", 5, run=r), "passed", -1.0) for r in (0, 1, 2)])
+    assert per_run.legend()[0].endswith("over 3 run(s) × 1 step(s) of one seed image")
+
+
+def capped() -> Matrix:
+    """Four seed images; s3 misses on every metric, the others on one each."""
+    metrics = ("metric_aa", "metric_bb", "metric_cc")
+    cells = [
+        Cell(CaseKey(m, s, 5), "failed" if s == "s3" or (s, m) in {("s0", "metric_aa")} else "passed", 0.0)
+        for s in ("s0", "s1", "s2", "s3")
+        for m in metrics
+    ]
+    return Matrix.of(cells)
+
+
+def test_wide_matrices_fold_and_long_ones_show_the_worst_rows() -> None:
+    assert capped().render(width=32, max_rows=3) == [
+        "           metric_aa metric_bb",
+        "s0               1/1       0/1",
+        "s3               1/1       1/1",
+        "total            2/4       1/4",
+        "",
+        "           metric_cc",
+        "s0               0/1",
+        "s3               1/1",
+        "total            1/4",
+        "… 2 more seed images (0 with failures): in the totals and the report",
+    ]
+    whole = capped().render(width=100, max_rows=4)  # exactly max_rows: nothing hidden, one block
+    assert [line.split()[0] for line in whole[1:]] == ["s0", "s1", "s2", "s3", "total"]
+    assert whole[0] == "           metric_aa metric_bb metric_cc"
+
+
+def test_the_trend_summary_line_per_metric() -> None:
+    t = TrendTally()
+    for props, outcome in (
+        ({"metric": "piqe", "spearman": "-0.5", "first_detection_step": "5"}, "passed"),
+        ({"metric": "piqe", "spearman": "0.25", "first_detection_step": ""}, "failed"),
+        ({"metric": "piqe", "spearman": "-1.0", "first_detection_step": "10"}, "passed"),
+        ({"metric": "piqe"}, "skipped"),
+        ({"metric": "piqe"}, "error"),
+        ({"metric": "ab"}, "error"),
+        ({"metric": "niqe", "spearman": "", "first_detection_step": "x"}, "failed"),
+        ({"metric": "nima", "spearman": "-0.75", "first_detection_step": "20"}, "passed"),
+    ):
+        t.add(props, outcome)
+    assert t.lines() == [
+        "ab    falling (ρ < 0) on 0/0 seed images (0 skipped, 1 errors)",
+        "nima  falling (ρ < 0) on 1/1 seed images; ρ median -0.75 (-0.75 … -0.75); "
+        "first detection step median 20",
+        "niqe  falling (ρ < 0) on 0/1 seed images; first detection step none",
+        "piqe  falling (ρ < 0) on 2/3 seed images; ρ median -0.50 (-1.00 … +0.25); first detection step "
+        "median 7.5, none on 1 (1 skipped, 1 errors)",
+    ]
+    assert TrendTally().lines() == []
