@@ -79,13 +79,16 @@ def test_failure_message_shows_both_scores(suite: pytest.Pytester) -> None:
     result = suite.runpytest_subprocess("--dataset=data", "--metric=laplacian_variance", "--steps=20")
     result.assert_outcomes(failed=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(
-        [
-            "*laplacian_variance did not detect the degradation of alpha at step 20: Δ20 = +* ≥ 0 "
-            "(the mean of 2 run*",
-            "*step  20: raw *→ normalised*",
-        ]
-    )
+    for seed in ("alpha", "beta"):  # one line each: Δ, both raw and both normalised scores
+        result.stdout.re_match_lines(
+            [
+                rf"^laplacian_variance did not detect the degradation of {seed} at step 20: "
+                r"Δ20 = \+\d+\.\d{3} ≥ 0 \(the mean of 2 run\(s\)\); "
+                r"step   1: raw \d+\.\d{4} → normalised \d+\.\d\d, "
+                r"step  20: raw \d+\.\d{4} → normalised \d+\.\d\d$"
+            ]
+        )
+    assert parse_matrix(result.stdout.str())[("total", "laplacian_variance")] == "2/2"
 
 
 def test_per_run_aggregate_gives_one_case_per_run(suite: pytest.Pytester) -> None:
