@@ -14,9 +14,10 @@ from banana_tests.baseline import BaselineError, ControlKey, dump_baseline, load
 from banana_tests.cases import CaseKey
 from banana_tests.gaps import Gap, Scale, gap, run_mean
 from banana_tests.matrix import Cell, Matrix, OutcomeCounts, TrendTally
+from banana_tests.trajectories import check_sha256, read_imagefolder
 from banana_tests.trend import TrendKey
 from banana_tests.verdicts import Verdict, VerdictFailure, fail_verdict
-from tests.conftest import parse_matrix
+from tests.conftest import parse_matrix, write_set
 
 KEY = CaseKey("piqe", "alpha", 5)
 
@@ -378,3 +379,22 @@ def test_the_trend_summary_line_per_metric() -> None:
         "median 7.5, none on 1 (1 skipped, 1 errors)",
     ]
     assert TrendTally().lines() == []
+
+
+# ---- trajectories: what a torn line still shows, and the sha256 check's value ----
+
+
+def test_a_torn_line_keeps_the_identity_its_text_shows_whole(tmp_path: Path) -> None:
+    root = write_set(tmp_path / "data", seeds=("alpha",), runs=(0,), steps=(1, 5))
+    meta = root / "metadata.jsonl"
+    torn = '{"file_name": "x.png", "seed_image": "alpha", "variant": "mirror", "run": 3, "step": 7, "sha'
+    meta.write_text(meta.read_text() + torn + "\n")
+    [problem] = read_imagefolder(root).problems
+    assert (problem.seed_image, problem.variant, problem.run, problem.step) == ("alpha", "mirror", 3, 7)
+    assert problem.where.endswith("metadata.jsonl:3")
+
+
+def test_a_good_sha256_is_returned_as_given() -> None:
+    digest = "Ab" * 32
+    assert check_sha256(digest) == digest
+    assert check_sha256(None) is None
