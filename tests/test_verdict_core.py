@@ -398,3 +398,10 @@ def test_a_good_sha256_is_returned_as_given() -> None:
     digest = "Ab" * 32
     assert check_sha256(digest) == digest
     assert check_sha256(None) is None
+
+
+def test_the_default_data_set_is_the_shipped_embedded_set() -> None:
+    from banana_tests import data, trajectories
+
+    assert trajectories.EMBEDDED == data.EMBEDDED
+    assert (trajectories.EMBEDDED / "metadata.jsonl").is_file()
