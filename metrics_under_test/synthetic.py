@@ -24,6 +24,7 @@ configuration and tokenizer are files too, so there is nothing offline to build 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -40,6 +41,12 @@ CLIP_SHAPES: dict[str, tuple[Any, ...]] = {
     "RN50": (1024, 224, (3, 4, 6, 3), 64, None, 77, 49408, 512, 8, 12),
     "ViT-B/32": (512, 224, 12, 768, 32, 77, 49408, 512, 8, 12),
 }
+# the pyiqa modules that build the paper's metrics (pyiqa imports each on first use)
+ARCH_MODULES = (
+    *("arniqa_arch", "clipiqa_arch", "cnniqa_arch", "dbcnn_arch", "hypernet_arch", "liqe_arch"),
+    *("maniqa_arch", "musiq_arch", "nima_arch", "nrqm_arch", "niqe_arch", "paq2piq_arch"),
+    *("qualiclip_arch", "topiq_arch", "tres_arch", "wadiqam_arch", "arch_util"),
+)
 QUALICLIP_PROMPTS = 14  # QualiCLIP's antonym prompts, whose text features its checkpoint holds
 NRQM_FEATURES = 3  # trees split on the first features only: every NRQM feature group has more
 
@@ -88,13 +95,14 @@ def _qualiclip_checkpoint(path: Path) -> None:
 
 def _nrqm_model(path: Path) -> None:
     """NRQM_model.mat's structure: `linear` (4, 1) and three random forests of 7-node trees (as
-    MATLAB's TreeBagger fields: left/right child, two unused, threshold, prediction, attribute)."""
+    MATLAB's TreeBagger fields: left/right child (1-based, 0 at a leaf), two unused, threshold,
+    prediction, attribute), integer where pyiqa indexes with them."""
     import scipy.io
 
     rng = np.random.default_rng(SEED)
     nodes, trees = 7, 10
-    left = np.zeros((nodes, trees)) + np.array([2, 4, 6, 0, 0, 0, 0])[:, None]
-    right = np.where(left > 0, left + 1, 0)
+    left = np.zeros((nodes, trees), dtype=np.int32) + np.array([2, 4, 6, 0, 0, 0, 0], dtype=np.int32)[:, None]
+    right = np.where(left > 0, left + 1, 0).astype(np.int32)
     forests = np.empty((1, 3), dtype=object)
     for i in range(3):
         forests[0, i] = {
@@ -102,9 +110,9 @@ def _nrqm_model(path: Path) -> None:
             "rdau": right,
             "unused_a": np.zeros((nodes, trees)),
             "unused_b": np.zeros((nodes, trees)),
-            "threshold": rng.normal(0.0, 0.1, (nodes, trees)),
+            "threshold": 10.0 ** rng.uniform(-3.0, 2.0, (nodes, trees)),  # features' span here
             "pred": rng.uniform(0.0, 10.0, (nodes, trees)),
-            "attribute": rng.integers(1, NRQM_FEATURES + 1, (nodes, trees)).astype(float),
+            "attribute": rng.integers(1, NRQM_FEATURES + 1, (nodes, trees)).astype(np.int32),
         }
     linear = np.array([[0.0], [0.4], [0.3], [0.3]])
     scipy.io.savemat(str(path), {"model": {"linear": linear, "rf": forests}})
@@ -121,12 +129,13 @@ SYNTHETIC_FILES: dict[str, Callable[[Path], None]] = {
 @contextlib.contextmanager
 def synthetic_parameters() -> Iterator[None]:
     """Within the block, pyiqa, timm, torchvision and CLIP builds get seeded random parameters."""
-    import pyiqa  # noqa: F401  (imports every pyiqa arch module, whose names are patched below)
     import timm.models._builder as timm_builder
     import torch
     import torchvision.models._api as tv_api
     from pyiqa.utils import download_util
 
+    for arch in ARCH_MODULES:  # pyiqa imports them lazily; their own names are patched below
+        importlib.import_module(f"pyiqa.archs.{arch}")
     real_fetch = download_util.load_file_from_url
     real_load_state_dict = torch.nn.Module.load_state_dict
 

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The paper's protocol with real weights, on a machine with CUDA and a network, in one command:
+#   benchmarks/gpu_check.sh [--dataset=PATH_OR_hf:REPO] [--dry-run]
+# 1. the cost table of the 21 paper metrics on the GPU (real parameters, downloaded by pyiqa),
+#    printed next to the CPU table measured on the project's machine (benchmarks/bench_metrics_cpu.md);
+# 2. the suite over the 21 metrics, steps 5/10/20 against step 1, on --dataset (default: the
+#    embedded set; pass Banana100 for the paper's 12 seed images x 5 runs).
+# Without CUDA, or with --dry-run, it does a tiny run on CPU instead (PIQE, which needs no files;
+# small images; two seed images), so the script itself is tested offline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python}
+DATASET=fixtures/emulated
+DRY=0
+for arg in "$@"; do
+    case "$arg" in
+        --dataset=*) DATASET=${arg#--dataset=} ;;
+        --dry-run) DRY=1 ;;
+        *) echo "usage: $0 [--dataset=PATH] [--dry-run]" >&2; exit 2 ;;
+    esac
+done
+if [[ $DRY == 0 ]] && ! "$PYTHON" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
+    echo "gpu_check: no CUDA here: a dry run on CPU instead" >&2
+    DRY=1
+fi
+if [[ $DRY == 1 ]]; then
+    DEVICE=cpu METRICS=piqe SIZES=64x64,128x96 SELECT=(--seed-image=astronaut --seed-image=brick)
+else
+    DEVICE=cuda METRICS=all SIZES=512x512,2048x1152 SELECT=()
+    unset HF_HUB_OFFLINE  # pyiqa downloads the real parameters
+fi
+if [[ $METRICS == all ]]; then
+    METRICS=$("$PYTHON" -c 'from metrics_under_test.table2 import PAPER_METRICS as P; print(",".join(p.pyiqa_name for p in P))')
+fi
+
+echo "== cost on $DEVICE (real parameters) =="
+"$PYTHON" benchmarks/bench_metrics.py --real --device "$DEVICE" --metrics "$METRICS" --sizes "$SIZES" || true
+echo
+echo "== cost on the project's CPU (from benchmarks/bench_metrics_cpu.md) =="
+cat benchmarks/bench_metrics_cpu.md
+echo
+echo "== the paper's protocol on $DEVICE: $DATASET =="
+"$PYTHON" -m pytest --pyargs banana_tests -p no:cacheprovider -q --no-cache --metric="$METRICS" \
+    --device="$DEVICE" --dataset="$DATASET" --steps=5,10,20 --reference-step=1 "${SELECT[@]}" \
+    --junitxml="reports/gpu_check-$DEVICE.xml" -k test_detects_degradation || true
+echo "gpu_check: done ($DEVICE)"
