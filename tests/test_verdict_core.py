@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
+from xml.sax.saxutils import quoteattr
 
 import pytest
 
 from banana_tests.baseline import BaselineError, ControlKey, dump_baseline, load_baseline
 from banana_tests.cases import CaseKey
 from banana_tests.gaps import Gap, Scale, gap, run_mean
+from banana_tests.junit import (
+    MAX_ATTRIBUTE,
+    MAX_INPUT_MB,
+    JUnitError,
+    SourcedOther,
+    SourcedTrend,
+    read_junit,
+)
 from banana_tests.matrix import Cell, Matrix, OutcomeCounts, TrendTally
 from banana_tests.trajectories import check_sha256, read_imagefolder
 from banana_tests.trend import TrendKey
@@ -405,3 +415,80 @@ def test_the_default_data_set_is_the_shipped_embedded_set() -> None:
 
     assert trajectories.EMBEDDED == data.EMBEDDED
     assert (trajectories.EMBEDDED / "metadata.jsonl").is_file()
+
+
+# ---- reading JUnit XML back ----
+
+
+def control_xml(path: Path, message: str) -> Path:
+    from tests.test_junit import case, junit
+
+    child = f"<failure message={quoteattr(message)} />"
+    return junit(path, case("piqe", "-", 0, child, name="test_detects_control_degradation[piqe-jpeg]"))
+
+
+@pytest.mark.parametrize(
+    ("message", "outcome"),
+    [
+        ("VerdictFailure: piqe scored ...", "failed"),
+        ("banana_tests.verdicts.VerdictFailure: piqe scored ...", "failed"),
+        ("AssertionError: assert ...", "failed"),
+        ("RuntimeError: the metric broke", "error"),  # a failure that is no verdict
+    ],
+)
+def test_only_a_verdicts_failure_is_a_failed_control(tmp_path: Path, message: str, outcome: str) -> None:
+    reading = read_junit([control_xml(tmp_path / "j.xml", message)])
+    assert reading.others == {ControlKey("piqe", "jpeg"): outcome}
+
+
+def test_case_properties_are_not_run_metadata(tmp_path: Path) -> None:
+    from tests.test_junit import case, junit
+
+    props = {"run": "0", "score_reference": "1.0", "score_step": "2.0", "delta": "1.0", "editor": "emulate"}
+    xml = junit(tmp_path / "j.xml", case("piqe", "alpha", 5, "<failure message='AssertionError' />", **props))
+    assert read_junit([xml]).metadata == {"editor": ["emulate"], "variant": ["replicate"]}
+
+
+def test_the_input_caps_are_inclusive_and_the_readme_states_the_default(tmp_path: Path) -> None:
+    from tests.conftest import PROJECT
+    from tests.test_junit import case, junit
+
+    xml = junit(tmp_path / "j.xml", case("piqe", "alpha", 5, delta="-1.0", message="x" * 10))
+    size = xml.stat().st_size
+    assert read_junit([xml], max_mb=size / 2**20).matrix.cells  # exactly at the cap: read
+    with pytest.raises(JUnitError, match="over the"):
+        read_junit([xml], max_mb=(size - 1) / 2**20)
+    assert f"(default {MAX_INPUT_MB} MiB" in (PROJECT / "README.md").read_text()
+    at_cap = junit(tmp_path / "cap.xml", case("piqe", "alpha", 5, delta="-1.0", note="y" * MAX_ATTRIBUTE))
+    assert read_junit([at_cap]).matrix.cells
+    over = junit(
+        tmp_path / "over.xml", case("piqe", "alpha", 5, delta="-1.0", note="y" * (MAX_ATTRIBUTE + 1))
+    )
+    with pytest.raises(JUnitError, match="over the 1,048,576 the suite ever writes"):
+        read_junit([over])
+
+
+def test_a_file_without_a_timestamp_is_older_than_one_with(tmp_path: Path) -> None:
+    from tests.test_junit import case, junit
+
+    stamped = junit(tmp_path / "a.xml", case("piqe", "alpha", 5, delta="-1.0"))
+    bare = junit(
+        tmp_path / "b.xml",
+        case("piqe", "alpha", 5, "<failure message='AssertionError' />", delta="1.0"),
+        timestamp=None,
+    )
+    for order in ([stamped, bare], [bare, stamped]):
+        assert read_junit(order).matrix.cells[KEY].outcome == "passed"
+
+
+def test_read_records_are_frozen(tmp_path: Path) -> None:
+    from tests.test_junit import case, junit
+
+    xml = junit(tmp_path / "a.xml", case("piqe", "alpha", 5, delta="-1.0"))
+    reading = read_junit([xml, xml])
+    [replacement] = reading.replaced
+    other = SourcedOther(ControlKey("piqe", "jpeg"), "failed", datetime.now(UTC), (0, 0))
+    trend = SourcedTrend(None, datetime.now(UTC), (0, 0))  # type: ignore[arg-type]
+    for value in (replacement, replacement.kept, replacement.dropped, other, trend):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            value.__setattr__(dataclasses.fields(value)[0].name, None)
