@@ -445,6 +445,7 @@ def test_case_properties_are_not_run_metadata(tmp_path: Path) -> None:
     from tests.test_junit import case, junit
 
     props = {"run": "0", "score_reference": "1.0", "score_step": "2.0", "delta": "1.0", "editor": "emulate"}
+    props |= {"norm_reference": "1", "norm_step": "2", "runs": "1", "score_cached": "false"}
     xml = junit(tmp_path / "j.xml", case("piqe", "alpha", 5, "<failure message='AssertionError' />", **props))
     assert read_junit([xml]).metadata == {"editor": ["emulate"], "variant": ["replicate"]}
 
