@@ -242,7 +242,7 @@ def test_keys_are_frozen_values() -> None:
 def test_a_written_baseline_is_sorted_text_one_entry_a_line(tmp_path: Path) -> None:
     keys = [
         ControlKey("piqe", "jpeg"),
-        TrendKey("piqe", "beta"),
+        TrendKey("piqe", "zeta"),  # sorts after the controls by name: trends still come first
         CaseKey("piqe", "beta", 5, run=1),
         CaseKey("piqe", "beta", 5),
         CaseKey("piqe", "alpha", 20),
@@ -265,7 +265,7 @@ def test_a_written_baseline_is_sorted_text_one_entry_a_line(tmp_path: Path) -> N
         '    {"metric": "piqe", "seed_image": "beta", "step": 5, "run": 0},\n'
         '    {"metric": "piqe", "seed_image": "beta", "step": 5, "run": 1},\n'
         '    {"kind": "trend", "metric": "piqe", "seed_image": "alpha"},\n'
-        '    {"kind": "trend", "metric": "piqe", "seed_image": "beta"},\n'
+        '    {"kind": "trend", "metric": "piqe", "seed_image": "zeta"},\n'
         '    {"kind": "control", "metric": "piqe", "distortion": "gaussian_blur"},\n'
         '    {"kind": "control", "metric": "piqe", "distortion": "jpeg"}\n'
         "  ]\n"
@@ -493,3 +493,33 @@ def test_read_records_are_frozen(tmp_path: Path) -> None:
     for value in (replacement, replacement.kept, replacement.dropped, other, trend):
         with pytest.raises(dataclasses.FrozenInstanceError):
             value.__setattr__(dataclasses.fields(value)[0].name, None)
+
+
+def test_an_error_cell_reads_from_properties() -> None:
+    props = {"metric": "piqe", "seed_image": "alpha", "step": "5"}
+    assert Cell.from_properties("error", props).outcome == "error"
+
+
+def test_a_legend_over_mixed_cases_counts_only_real_runs() -> None:
+    mixed = Matrix.of([Cell(CaseKey("piqe", "alpha", 5, run=r), "passed", -1.0) for r in (None, 0, 1)])
+    assert mixed.legend()[0].endswith("over 2 run(s) × 1 step(s) of one seed image")
+
+
+def test_render_defaults_fold_at_100_columns_and_cap_at_40_rows() -> None:
+    """Seven 12-character metric names: six fit in 100 columns (first column 10), the seventh folds."""
+    names = [f"metric_{i:05d}" for i in range(7)]
+    lines = Matrix.of([Cell(CaseKey(m, "s", 5), "passed", -1.0) for m in names]).render()
+    assert lines.count("") == 1 and len(lines[0]) == 10 + 6 * 13
+
+    def seeds(n: int) -> Matrix:
+        return Matrix.of([Cell(CaseKey("piqe", f"s{i:02d}", 5), "passed", -1.0) for i in range(n)])
+
+    assert not seeds(40).render()[-1].startswith("…")
+    assert seeds(41).render()[-1] == "… 2 more seed images (0 with failures): in the totals and the report"
+
+
+@pytest.mark.parametrize("width", [5, 28])
+def test_a_narrow_render_puts_one_metric_in_each_block(width: int) -> None:
+    lines = capped().render(width=width, max_rows=10)
+    headers = [line.strip() for i, line in enumerate(lines) if i == 0 or lines[i - 1] == ""]
+    assert headers == ["metric_aa", "metric_bb", "metric_cc"]
