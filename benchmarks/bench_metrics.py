@@ -28,6 +28,7 @@ SIZES = ((512, 512), (2048, 1152))  # (width, height)
 PROTOCOL_IMAGES = 12 * 5 * 4
 ALL_STEPS_IMAGES = 12 * 5 * 100
 SYNTHETIC_UNSUPPORTED = ("qalign",)
+CHILD_TIMEOUT_S = 600  # a metric slower than this per 2K image is not worth a row's wait
 
 
 def paper_metrics() -> list[str]:
@@ -64,7 +65,7 @@ def child(name: str, device: str, real: bool, sizes: list[tuple[int, int]]) -> d
     else:
         metric = PyiqaMetric(spec, device)
     row: dict[str, Any] = {"metric": name, "synthetic": synthetic, "build_s": time.perf_counter() - start}
-    metric([image(128, 128)])
+    metric([image(224, 224)])  # LIQE refuses a short side under 224 px
     for width, height in sizes:
         img = image(width, height)
         start = time.perf_counter()
@@ -78,7 +79,10 @@ def measure(name: str, device: str, real: bool, sizes: list[tuple[int, int]]) ->
     """Run `child` in a fresh process; a failure is a row with its last error line."""
     cmd = [sys.executable, __file__, "--child", name, "--device", device, "--sizes", _sizes_text(sizes)]
     cmd += ["--real"] if real else []
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"metric": name, "error": f"over {CHILD_TIMEOUT_S} s"}
     for line in reversed(done.stdout.splitlines()):
         if line.startswith("{"):
             row: dict[str, Any] = json.loads(line)

