@@ -15,11 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from banana_tests.data import EMBEDDED
 from PIL import Image as PILImage
 
 from banana_tests.images import ImageStore
 from banana_tests.scoring import ScoreBook, load_metric
-from banana_tests.trajectories import EMBEDDED, Record
+from banana_tests.trajectories import Record
 from metrics_under_test.protocol import Image, Metric
 from metrics_under_test.registry import MetricSpec, resolve
 from metrics_under_test.weights import stage
