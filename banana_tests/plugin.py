@@ -190,7 +190,9 @@ class MatrixReporter:
         self.all_failed: list[pytest.TestReport] = []
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport]:
+    def pytest_runtest_makereport(
+        self, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         """A verdict's failure message in JUnit (and the short summary) is its Δ alone: the whole
         line is the failure's text already, and saying it twice doubled each failing case's XML."""
         report = yield

@@ -6,12 +6,13 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 import pytest
+from _pytest.outcomes import Failed  # `pytest.fail.Exception`, by a name mypy can follow
 
 from banana_tests.cases import CaseKey
 from banana_tests.gaps import Gap
 
 
-class VerdictFailure(pytest.fail.Exception, AssertionError):
+class VerdictFailure(Failed, AssertionError):
     """A suite case's verdict said "missed". pytest reports its one-line message without a
     traceback (a traceback through the fixture says nothing and costs ~5 ms a case), unless
     `--tb=long` or `--full-trace` asks for one. It is an AssertionError, so a baseline's
