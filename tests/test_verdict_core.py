@@ -523,3 +523,42 @@ def test_a_narrow_render_puts_one_metric_in_each_block(width: int) -> None:
     lines = capped().render(width=width, max_rows=10)
     headers = [line.strip() for i, line in enumerate(lines) if i == 0 or lines[i - 1] == ""]
     assert headers == ["metric_aa", "metric_bb", "metric_cc"]
+
+
+def test_what_a_junit_file_counts_as_a_case(tmp_path: Path) -> None:
+    from tests.test_junit import case, junit
+
+    series = "[[1,60.0,59.0,61.0],[5,50.0,49.0,51.0]]"
+    xml = junit(
+        tmp_path / "j.xml",
+        case("piqe", "alpha", 5, delta="-1.0", name="renamed_by_ci"),  # a `metric` property suffices
+        case("piqe", "beta", 5, delta="-1.0", kind="snapshot"),  # another kind: not a Δ case
+        case("piqe", "gamma", 0, name="t", kind="trend", reference_step="1", trend_series=series),
+    )
+    reading = read_junit([xml])
+    assert list(reading.matrix.cells) == [KEY]
+    assert [(t.metric, t.seed_image, t.rows) for t in reading.trends] == [
+        ("piqe", "gamma", ((1, 60.0, 59.0, 61.0), (5, 50.0, 49.0, 51.0)))
+    ]
+    assert reading.others == {TrendKey("piqe", "gamma"): "passed"}
+    with pytest.raises(JUnitError, match="no JUnit XML files given"):
+        read_junit([])
+
+
+def test_suite_properties_are_run_metadata_and_unstamped_files_say_so(tmp_path: Path) -> None:
+    from tests.test_junit import case
+
+    body = '<testsuite name="pytest"><properties><property name="host" value="ci-1"/></properties>'
+    body += case("piqe", "alpha", 5, delta="-1.0") + "</testsuite>"
+    xml = tmp_path / "j.xml"
+    xml.write_text(f"<testsuites>{body}</testsuites>")
+    reading = read_junit([xml, xml])
+    assert reading.metadata["host"] == ["ci-1"]
+    assert f"{xml} (no timestamp)" in reading.replaced[0].describe()
+
+
+def test_an_oversized_file_is_named_with_its_size(tmp_path: Path) -> None:
+    xml = tmp_path / "big.xml"
+    xml.write_bytes(b" " * (3 * 2**20 + 2**19))
+    with pytest.raises(JUnitError, match=r"big\.xml: 3\.5 MiB is over the 2 MiB limit"):
+        read_junit([xml], max_mb=2)
