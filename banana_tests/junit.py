@@ -139,6 +139,9 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
                 f"{CONTROL_PREFIX}...] or trend testcase and no testcase with a 'metric' property)"
             )
     sourced.sort(key=_when)
+    dates = {item.timestamp for item in sourced if item.timestamp != _OLDEST}
+    if dates:  # the newest run's start, from its testsuite timestamp
+        metadata["date"] = {max(dates).isoformat(sep=" ", timespec="seconds")}
     reading = Reading(Matrix(), metadata={k: sorted(v) for k, v in sorted(metadata.items())})
     reading.files = [Path(p) for p in paths]
     newest = {(t.series.metric, t.series.seed_image): t.series for t in sorted(trends, key=_when)}

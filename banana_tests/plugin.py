@@ -6,6 +6,7 @@ score, never when pytest loads this plugin.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from metrics_under_test.registry import MetricSpec
 
 STATE = pytest.StashKey[SuiteState]()
+RUN = pytest.StashKey[dict[str, str]]()
 Measured = TypeVar("Measured", Verdict, Trend)
 Loaded = TypeVar("Loaded")
 TREND_FIXTURE = "banana_trend"
@@ -104,15 +106,15 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 @pytest.fixture
-def banana_trend(request: pytest.FixtureRequest, record_property) -> Trend:  # type: ignore[no-untyped-def]
+def banana_trend(request: pytest.FixtureRequest) -> Trend:
     """One (metric, seed image) trend, with its JUnit properties; skips when the metric cannot load."""
     state = request.config.stash[STATE]
     plan = state.trends[request.param]
     return _measured(
-        record_property,
+        _recorder(request),
         plan.key.as_properties(),
         plan.reference_step,
-        _run_properties(state),
+        _run_properties(request.config),
         lambda: state.trend_of(plan.key),
         state.metrics[plan.key.metric],
         request.config,
@@ -120,15 +122,16 @@ def banana_trend(request: pytest.FixtureRequest, record_property) -> Trend:  # t
 
 
 @pytest.fixture
-def banana_case(request: pytest.FixtureRequest, record_property) -> Verdict:  # type: ignore[no-untyped-def]
+def banana_case(request: pytest.FixtureRequest) -> Verdict:
     """The case's verdict, with its JUnit properties recorded; skips when the metric cannot load."""
     state = request.config.stash[STATE]
     plan = state.plans[request.param]
+    record_property = _recorder(request)
     verdict = _measured(
         record_property,
         plan.key.as_properties(),
         plan.reference_step,
-        _run_properties(state),
+        _run_properties(request.config),
         lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key)),
         state.metrics[plan.key.metric],
         request.config,
@@ -170,11 +173,28 @@ def _measured(
     return result
 
 
-def _run_properties(state: SuiteState) -> dict[str, str]:
-    """What every case records about its run, for the report's Run table."""
-    from banana_tests.versions import package_versions
+def _recorder(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
+    """`record_property` without its fixture, which warns on every case under junit_family
+    xunit2 (pytest's default in a user's project); the properties are written all the same."""
+    return lambda name, value: request.node.user_properties.append((name, value))
 
-    return {"variant": state.variant, "dataset": state.source.source, "versions": package_versions()}
+
+def _run_properties(config: pytest.Config) -> dict[str, str]:
+    """What every case records about its run, for the report's Run table; xdist workers cannot
+    record suite properties, so each case carries them."""
+    if RUN not in config.stash:
+        from banana_tests.suite import resolve_device
+        from banana_tests.versions import package_versions
+
+        state = config.stash[STATE]
+        config.stash[RUN] = {
+            "variant": state.variant,
+            "dataset": state.source.source,
+            "versions": package_versions(),
+            "device": resolve_device(state.device),
+            "command": shlex.join(["pytest", *config.invocation_params.args]),
+        }
+    return config.stash[RUN]
 
 
 class MatrixReporter:
