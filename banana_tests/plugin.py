@@ -180,21 +180,25 @@ def _recorder(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
 
 
 def _run_properties(config: pytest.Config) -> dict[str, str]:
-    """What every case records about its run, for the report's Run table; xdist workers cannot
-    record suite properties, so each case carries them."""
-    if RUN not in config.stash:
-        from banana_tests.suite import resolve_device
-        from banana_tests.versions import package_versions
+    """What the cases record about their run, for the report's Run table. xdist workers cannot
+    record suite properties, so each case carries them; the device and the command line (long)
+    only the first case of each process."""
+    if RUN in config.stash:
+        return config.stash[RUN]
+    from banana_tests.suite import resolve_device
+    from banana_tests.versions import package_versions
 
-        state = config.stash[STATE]
-        config.stash[RUN] = {
-            "variant": state.variant,
-            "dataset": state.source.source,
-            "versions": package_versions(),
-            "device": resolve_device(state.device),
-            "command": shlex.join(["pytest", *config.invocation_params.args]),
-        }
-    return config.stash[RUN]
+    state = config.stash[STATE]
+    config.stash[RUN] = {
+        "variant": state.variant,
+        "dataset": state.source.source,
+        "versions": package_versions(),
+    }
+    return {
+        **config.stash[RUN],
+        "device": resolve_device(state.device),
+        "command": shlex.join(["pytest", *config.invocation_params.args]),
+    }
 
 
 class MatrixReporter:

@@ -82,7 +82,7 @@ def test_other_tests_trend_cases_and_xdist_suffixes(tmp_path: Path) -> None:
     grouped = case("piqe", "alpha", 5, delta="-1.0", name="test_detects_degradation[piqe-alpha-step5]@piqe")
     reading = read_junit([junit(tmp_path / "x.xml", other, trend, grouped)])
     assert list(reading.matrix.cells) == [CaseKey("piqe", "alpha", 5)]
-    assert reading.metadata == {"variant": ["replicate"]}
+    assert reading.metadata == {"date": ["2026-01-01 10:00:00+00:00"], "variant": ["replicate"]}
 
 
 def test_runs_are_kept_apart(tmp_path: Path) -> None:
