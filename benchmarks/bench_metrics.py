@@ -104,7 +104,7 @@ def table(rows: list[dict[str, Any]], title: str, sizes: list[tuple[int, int]]) 
     lines = []
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['metric']} | failed: {r['error']} |{' |' * (5 + len(sizes))}")
+            lines.append(f"| {r['metric']} | failed: {r['error']} |{' |' * (4 + len(sizes))}")
             continue
         per = " | ".join(f"{r[f's_{w}x{h}']:.2f}" for w, h in sizes)
         lines.append(
