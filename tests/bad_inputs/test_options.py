@@ -31,6 +31,11 @@ ROWS: dict[str, tuple[list[str], str]] = {
     "seed-image-unknown": (["--seed-image=gamma"], "--dataset=data: "),
     "variant-unknown": (["--variant=mirror"], "--dataset=data: "),
     "dataset-missing": (["--dataset=nowhere"], "--dataset=nowhere: nowhere: no such file or folder"),
+    "dataset-hub-offline": (
+        ["--dataset=hf:some/repo"],
+        "the data set is not cached here and HF_HUB_OFFLINE is set",
+    ),
+    "dataset-format-unmatched": (["--dataset-format=csv"], "no .csv files for --dataset-format csv"),
     "device-cuda-without-cuda": (["--device=cuda"], "--device=cuda: CUDA is not available on this machine"),
     "metric-unknown": (["--metric=brisk"], "unknown metric 'brisk'. Did you mean 'brisque'?"),
     "weights-dir-missing": (["--weights-dir=nowhere"], "--weights-dir=nowhere: no such directory"),
