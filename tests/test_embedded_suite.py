@@ -11,6 +11,7 @@ It always runs in CI (`CI=true`): a missing weights mirror fails there instead o
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -126,23 +127,37 @@ def test_scores_match_the_committed_snapshots(suite_run: Cases) -> None:
     assert outcomes == {f"test_scores_match_snapshot[{m}]": "passed" for m in METRICS}
 
 
+def readme_controls() -> dict[str, str]:
+    """README "Control degradations" table: control test id -> `passed` or `failed`."""
+    text = (PROJECT / "README.md").read_text().split("### Control degradations", 1)[1].split("\n#", 1)[0]
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| metric")]
+    out = {}
+    for row in rows:
+        metric, *cells = (c.strip() for c in row.strip("|").split("|"))
+        for distortion, cell in zip(DISTORTIONS, cells, strict=True):
+            verdict = cell.split(" ")[0]
+            assert verdict in ("pass", "fail"), row
+            out[f"test_detects_control_degradation[{metric.lower()}-{distortion}]"] = verdict + "ed"
+    return out
+
+
 def test_control_degradations_are_the_readmes_table(suite_run: Cases) -> None:
-    """README "Control degradations": BRISQUE and NIQE see all three, PIQE none (its failures
-    are in the baseline, so they show as xfail)."""
+    """The control verdicts are the README's table; its failures are in the baseline (xfail)."""
     outcomes = {k: o for k, (o, _) in suite_run.items() if k.startswith("test_detects_control_degradation[")}
-    expected = {"brisque": "passed", "niqe": "passed", "piqe": "xfail"}
-    assert outcomes == {
-        f"test_detects_control_degradation[{m}-{d}]": expected[m] for m in METRICS for d in DISTORTIONS
+    expected = {k: "xfail" if v == "failed" else "passed" for k, v in readme_controls().items()}
+    assert outcomes == expected
+
+
+def test_the_readmes_control_table_is_the_baselines() -> None:
+    """Every metric row, every distortion; a `fail` exactly where the committed baseline lists one."""
+    table = readme_controls()
+    assert set(table) == {f"test_detects_control_degradation[{m}-{d}]" for m in METRICS for d in DISTORTIONS}
+    listed = {
+        f"test_detects_control_degradation[{e['metric']}-{e['distortion']}]"
+        for e in json.loads((BASELINES / "emulated.json").read_text())["failures"]
+        if e.get("kind") == "control"
     }
-
-
-def test_the_readmes_control_table_says_the_same() -> None:
-    text = (PROJECT / "README.md").read_text().split("### Control degradations", 1)[1]
-    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| metric")][
-        :3
-    ]
-    table = {r.split("|")[1].strip(): [c.strip().split(" ")[0] for c in r.split("|")[2:5]] for r in rows}
-    assert table == {"BRISQUE": ["pass"] * 3, "NIQE": ["pass"] * 3, "PIQE": ["fail"] * 3}
+    assert {k for k, v in table.items() if v == "failed"} == listed
 
 
 def test_every_case_carries_every_property(junit: dict[str, dict[str, str]]) -> None:
