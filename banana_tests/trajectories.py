@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 METADATA = "metadata.jsonl"
-EMBEDDED = Path(__file__).resolve().parent.parent / "fixtures" / "emulated"  # the default data set
 REQUIRED = ("file_name", "seed_image", "variant", "run", "step")
 IDENTITY = ("seed_image", "variant", "run", "step")
 MAX_INDEX = 100_000  # the largest run or step number taken at its word; beyond it is a typo or garbage

@@ -198,10 +198,17 @@ def test_budget_stops_a_run_which_a_rerun_finishes(tmp_path: Path) -> None:
     notes: list[str] = []
     with pytest.raises(gemini.BudgetExhausted):
         generate(j, gemini.GeminiEditor(FakeClient(), max_requests=3), out, log=notes.append)
-    assert notes == [
+    assert notes[0] == (
         "4 gemini-3-pro-image-preview calls at $0.134: about $0.54 before retries;"
         " at most 3 requests this run"
+    )
+    # the fake client answers every request alike, so runs 0 and 1 repeat each other: a warning
+    assert notes[1:] == [
+        "warning: editor 'gemini' made byte-identical images in runs 0 and 1 of gy at step 1, so "
+        "replicate runs add no information; use --runs 1, or give the runs different seeds "
+        "(--seed with --vary-seed) if the editor takes one"
     ]
     assert len(rows(out)) == 3
     generate(j, gemini.GeminiEditor(FakeClient(), max_requests=3), out, log=notes.append)
-    assert len(rows(out)) == 4 and notes[-1].startswith("1 gemini-3-pro-image-preview calls")
+    assert len(rows(out)) == 4 and notes[-2].startswith("1 gemini-3-pro-image-preview calls")
+    assert notes[-1].startswith("warning: editor 'gemini' made byte-identical images in runs 0 and 1")

@@ -411,10 +411,17 @@ def test_a_good_sha256_is_returned_as_given() -> None:
 
 
 def test_the_default_data_set_is_the_shipped_embedded_set() -> None:
-    from banana_tests import data, trajectories
+    from banana_tests.data import EMBEDDED
 
-    assert trajectories.EMBEDDED == data.EMBEDDED
-    assert (trajectories.EMBEDDED / "metadata.jsonl").is_file()
+    from banana_tests.selection import Selection
+    from banana_tests.sources import SourceOptions
+    from banana_tests.suite import SuiteState
+
+    assert (EMBEDDED / "metadata.jsonl").is_file()
+    state = SuiteState({}, SourceOptions(str(EMBEDDED)), Selection(), False, "cpu", 1, 1)
+    assert state.embedded
+    other = SuiteState({}, SourceOptions(str(EMBEDDED.parent)), Selection(), False, "cpu", 1, 1)
+    assert not other.embedded
 
 
 # ---- reading JUnit XML back ----
