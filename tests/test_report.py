@@ -125,7 +125,7 @@ def test_summary_counts_each_metric(reports: dict[str, Path]) -> None:
         mine = [r for r in table if r["metric"] == metric]
         worst = max(float(r["delta"]) for r in mine)
         assert (worst < 0) == (failed == 0)
-        assert f"| {metric} | 6 | {failed} | 0 | 0 | {worst:+.2f} |" in summary
+        assert f"| {metric} | 6 | {failed} | 0 | 0 | {worst:+.3f} |" in summary
 
 
 def test_a_rerun_replaces_older_results_and_says_so(
@@ -260,4 +260,4 @@ def test_a_nan_delta_stays_a_failure_in_every_file(tmp_path: Path) -> None:
         ("alpha", "nan", "failed"),
         ("beta", "-2.0", "passed"),
     ]
-    assert "| piqe | 2 | 1 | 0 | 0 | -2.00 |" in (out / "summary.md").read_text()
+    assert "| piqe | 2 | 1 | 0 | 0 | -2.000 |" in (out / "summary.md").read_text()

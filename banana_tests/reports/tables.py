@@ -108,6 +108,6 @@ def summary_markdown(matrix: Matrix, title: str = "banana-tests failure matrix")
         "|---|---:|---:|---:|---:|---:|",
     ]
     for s in summarise(matrix):
-        worst = "" if s.worst_delta is None else f"{s.worst_delta:+.2f}"
+        worst = "" if s.worst_delta is None else f"{s.worst_delta:+.3f}"
         lines.append(f"| {s.metric} | {s.cases} | {s.failed} | {s.skipped} | {s.error} | {worst} |")
     return "\n".join(lines) + "\n"
