@@ -144,7 +144,7 @@ def load_or_skip(config: pytest.Config, spec: MetricSpec, load: Callable[[], Loa
     """`load()`, or, when the metric's parameters are missing, a skip for a metric that only
     `offline` or `all` chose and a failure for one the user named: a gate whose metric never
     ran must not pass."""
-    from metrics_under_test.pyiqa_backend import MissingWeights
+    from metrics_under_test.weights import MissingWeights
 
     try:
         return load()

@@ -17,13 +17,9 @@ import numpy as np
 
 from metrics_under_test.protocol import Image
 from metrics_under_test.registry import MetricSpec
-from metrics_under_test.weights import pyiqa_cache_dir
+from metrics_under_test.weights import MissingWeights, pyiqa_cache_dir
 
 _NAMING_LOCALS = ("filename", "url", "repo_id", "pretrained_model_name_or_path")
-
-
-class MissingWeights(Exception):
-    """A metric's parameter files are not here and cannot be downloaded now."""
 
 
 def offline() -> bool:

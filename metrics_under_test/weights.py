@@ -12,6 +12,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 
+class MissingWeights(Exception):
+    """A metric's parameter files are not here and cannot be downloaded now. Defined here, away
+    from numpy and torch, so the plugin can catch it without importing either."""
+
+
 def torch_hub_dir() -> Path:
     """`torch.hub.get_dir()`, by the same rules: $TORCH_HOME, else $XDG_CACHE_HOME/torch."""
     torch_home = os.environ.get("TORCH_HOME")
