@@ -16,6 +16,8 @@ import pytest
 from hypothesis import settings
 from PIL import Image
 
+from banana_tests.trajectories import Record
+
 MakeSet = Callable[..., Path]
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -183,3 +185,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 _TREE = pytest.StashKey[dict[str, float]]()
+
+
+Crop = tuple[str, int, int, int, int, int]  # seed image, embedded step, top, left, height, width
+
+
+def write_crops(root: Path, crops: Iterable[Crop]) -> list[Record]:
+    """Crops of the embedded set's run-0 images as PNG records in `root`: real textures, small
+    enough for the slow metrics."""
+    from banana_tests.data import EMBEDDED
+
+    out = []
+    for step, (seed, at, top, left, h, w) in enumerate(crops):
+        source = EMBEDDED / "images" / seed / "run0" / f"step{at:03d}.png"
+        with Image.open(source) as im:
+            crop = np.asarray(im.convert("RGB"))[top : top + h, left : left + w]
+        path = root / f"{seed}.png"
+        Image.fromarray(crop).save(path)
+        out.append(Record(seed, "replicate", 0, step, path, f"crop of {source.name}"))
+    return out

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from banana_tests.data import EMBEDDED
-from PIL import Image as PILImage
 
 from banana_tests.images import ImageStore
 from banana_tests.scoring import ScoreBook, load_metric
@@ -24,6 +22,7 @@ from banana_tests.trajectories import Record
 from metrics_under_test.protocol import Image, Metric
 from metrics_under_test.registry import MetricSpec, resolve
 from metrics_under_test.weights import stage
+from tests.conftest import write_crops
 
 # max |batched - alone| allowed per metric, from differences measured on this machine on the crops
 # below and, where said, on embedded images in the suite's own batches (up to 5 images of 320 px).
@@ -84,16 +83,7 @@ def torch_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def records(tmp_path_factory: pytest.TempPathFactory) -> list[Record]:
     """The crops as PNG files, read back through the suite's image store like any data set."""
-    root = tmp_path_factory.mktemp("crops")
-    out = []
-    for step, (seed, at, top, left, h, w) in enumerate(CROPS):
-        source = EMBEDDED / "images" / seed / "run0" / f"step{at:03d}.png"
-        with PILImage.open(source) as im:
-            crop = np.asarray(im.convert("RGB"))[top : top + h, left : left + w]
-        path = root / f"{seed}.png"
-        PILImage.fromarray(crop).save(path)
-        out.append(Record(seed, "replicate", 0, step, path, f"crop of {source.name}"))
-    return out
+    return write_crops(tmp_path_factory.mktemp("crops"), CROPS)
 
 
 @pytest.fixture(scope="module")

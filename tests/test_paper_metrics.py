@@ -20,8 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from banana_tests.data import EMBEDDED
-from PIL import Image as PILImage
 
 from banana_tests.images import ImageStore
 from banana_tests.scoring import ScoreBook
@@ -31,6 +29,7 @@ from metrics_under_test.pyiqa_backend import MissingWeights, PyiqaMetric
 from metrics_under_test.registry import lookup
 from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.weights import stage
+from tests.conftest import write_crops
 from tests.test_batch_invariance import mirror
 
 REAL = ("brisque", "niqe", "piqe")  # real parameters from the mirror (or none needed)
@@ -86,21 +85,9 @@ def torch_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def records(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Record]]:
     """The crops as PNG files, decoded by the suite's image store like any data set."""
     return {
-        "small": _write(tmp_path_factory.mktemp("crops"), CROPS),
-        "large": _write(tmp_path_factory.mktemp("large"), LARGE_CROPS),
+        "small": write_crops(tmp_path_factory.mktemp("crops"), CROPS),
+        "large": write_crops(tmp_path_factory.mktemp("large"), LARGE_CROPS),
     }
-
-
-def _write(root: Path, crops: tuple[tuple[str, int, int, int, int, int], ...]) -> list[Record]:
-    out = []
-    for step, (seed, at, top, left, h, w) in enumerate(crops):
-        source = EMBEDDED / "images" / seed / "run0" / f"step{at:03d}.png"
-        with PILImage.open(source) as im:
-            crop = np.asarray(im.convert("RGB"))[top : top + h, left : left + w]
-        path = root / f"{seed}.png"
-        PILImage.fromarray(crop).save(path)
-        out.append(Record(seed, "replicate", 0, step, path, f"crop of {source.name}"))
-    return out
 
 
 class Scored:
