@@ -10,6 +10,7 @@ import pytest
 from banana_tests import scheduler
 from banana_tests.scheduler import SUITE_DIR, auto_workers
 from tests.conftest import suite_folder
+from tests.known_metrics import install_known_metrics
 
 pytest.importorskip("xdist")
 
@@ -66,10 +67,13 @@ def test_n_auto_runs_the_suite_serially_on_two_cores(
     suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5, 10, 20))
     pytester.makeconftest("import os\nos.cpu_count = lambda: 2\n")  # this machine's size, wherever it runs
 
-    result = pytester.runpytest_subprocess("--dataset=data", "--metric=piqe,laplacian_variance", "-n", "auto")
+    module = install_known_metrics(pytester.path)  # known verdicts, and no torch to import
+    result = pytester.runpytest_subprocess(
+        "--dataset=data", f"--metric={module}:noise_level,laplacian_variance", "-n", "auto", "--no-cache"
+    )
 
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 6
+    result.assert_outcomes(passed=3, failed=3)  # noise_level detects every step, the Laplacian none
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "created:" not in result.stdout.str()  # xdist started no workers
 
 
