@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -204,3 +205,39 @@ def write_crops(root: Path, crops: Iterable[Crop]) -> list[Record]:
         Image.fromarray(crop).save(path)
         out.append(Record(seed, "replicate", 0, step, path, f"crop of {source.name}"))
     return out
+
+
+SHARED_MIRROR = PROJECT.parent / "shared" / "pyiqa-weights"  # read-only pyiqa parameters beside the clone
+Cases = dict[str, tuple[str, dict[str, str]]]
+
+
+def weights_mirror() -> Path | None:
+    """The shared mirror of pyiqa parameter files beside the clone (as CI lays it out), else
+    $BANANA_WEIGHTS_DIR, else None."""
+    if SHARED_MIRROR.is_dir():
+        return SHARED_MIRROR
+    env = os.environ.get("BANANA_WEIGHTS_DIR")
+    return Path(env) if env else None
+
+
+def junit_cases(xml: Path) -> Cases:
+    """JUnit test cases by name: (outcome, properties)."""
+    out = {}
+    for tc in ET.parse(xml).iter("testcase"):
+        kids = {c.tag for c in tc}
+        outcome = next((o for o in ("failure", "error", "skipped") if o in kids), "passed")
+        out[tc.get("name", "")] = (
+            outcome,
+            {p.get("name", ""): p.get("value", "") for p in tc.iter("property")},
+        )
+    return out
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytester folder with a tiny trajectory set, the suite's test module and the known metrics."""
+    from tests.known_metrics import install_known_metrics
+
+    folder = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
+    install_known_metrics(folder.path)
+    return folder

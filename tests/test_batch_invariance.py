@@ -9,7 +9,6 @@ each score compared with the image scored alone.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from banana_tests.trajectories import Record
 from metrics_under_test.protocol import Image, Metric
 from metrics_under_test.registry import MetricSpec, resolve
 from metrics_under_test.weights import stage
-from tests.conftest import write_crops
+from tests.conftest import weights_mirror, write_crops
 
 # max |batched - alone| allowed per metric, from differences measured on this machine on the crops
 # below and, where said, on embedded images in the suite's own batches (up to 5 images of 320 px).
@@ -61,15 +60,6 @@ CROPS = (
 MIRROR_ENV = "BANANA_WEIGHTS_DIR"
 
 
-def mirror() -> Path | None:
-    """The shared read-only folder of pyiqa parameter files beside the checkout, else $BANANA_WEIGHTS_DIR."""
-    beside = Path(__file__).resolve().parents[2] / "shared" / "pyiqa-weights"
-    if beside.is_dir():
-        return beside
-    env = os.environ.get(MIRROR_ENV)
-    return Path(env) if env else None
-
-
 @pytest.fixture(scope="module")
 def torch_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A pyiqa cache of this module's own, offline, so no download is tried and none is left behind."""
@@ -94,7 +84,7 @@ def built(torch_home: Path) -> Callable[[str], tuple[MetricSpec, Metric]]:
     def get(name: str) -> tuple[MetricSpec, Metric]:
         if name not in cache:
             (spec,) = resolve(name)
-            folder = mirror()
+            folder = weights_mirror()
             if folder is not None:
                 stage(folder, ((w.file, w.path) for w in spec.weights))
             missing = [w.file for w in spec.missing_weights()]

@@ -22,17 +22,17 @@ import pytest
 from banana_tests.data import BASELINES, EMBEDDED
 
 from banana_tests.trajectories import read_imagefolder
-from tests.conftest import CASE_PROPERTIES, PROJECT, parse_matrix
+from tests.conftest import CASE_PROPERTIES, PROJECT, SHARED_MIRROR, parse_matrix
 
 METRICS = {"brisque": (0.0, 150.0), "niqe": (0.0, 100.0), "piqe": (0.0, 100.0)}  # Table 2, lower is better
 NEEDED = ("brisque_svm_weights.pth", "niqe_modelparameters.mat")
 DISTORTIONS = ("gaussian_noise", "gaussian_blur", "jpeg")
 
 
-def weights_mirror() -> Path:
+def required_mirror() -> Path:
     """The shared mirror beside the clone (as CI lays it out), else $BANANA_WEIGHTS_DIR; in CI
     its absence is a failure, elsewhere a skip."""
-    candidates = [PROJECT.parent / "shared" / "pyiqa-weights"]
+    candidates = [SHARED_MIRROR]
     if os.environ.get("BANANA_WEIGHTS_DIR"):
         candidates.append(Path(os.environ["BANANA_WEIGHTS_DIR"]))
     for mirror in candidates:
@@ -51,7 +51,7 @@ Cases = dict[str, tuple[str, dict[str, str]]]
 def suite_run(tmp_path_factory: pytest.TempPathFactory) -> Cases:
     """Every case of the gated suite run by name: (outcome, JUnit properties); the outcome of an
     xfail (a baselined failure) is `xfail`."""
-    mirror = weights_mirror()
+    mirror = required_mirror()
     out = tmp_path_factory.mktemp("embedded")
     xml = out / "junit.xml"
     env = {

@@ -12,9 +12,7 @@ import pytest
 from banana_tests.cli import main
 from metrics_under_test.registry import CATALOG, catalog
 from metrics_under_test.weights import stage
-from tests.conftest import offline
-
-MIRROR = Path(__file__).resolve().parents[2] / "shared" / "pyiqa-weights"
+from tests.conftest import SHARED_MIRROR, offline
 
 
 def listing(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, dict]:  # type: ignore[type-arg]
@@ -45,11 +43,11 @@ def test_availability_follows_the_files_in_the_cache_and_the_mirror(
     assert not rows["brisque"]["available"] and "brisque_svm_weights.pth" in rows["brisque"]["how_to_provide"]
     assert not rows["dbcnn"]["available"] and rows["dbcnn"]["fetches_at_load"] is None
     assert not rows["afine_nr"]["available"] and rows["afine_nr"]["fetches_at_load"]
-    if not MIRROR.is_dir():
-        pytest.skip(f"no weights mirror at {MIRROR}")
-    mirrored = listing(capsys, "--weights-dir", str(MIRROR))
+    if not SHARED_MIRROR.is_dir():
+        pytest.skip(f"no weights mirror at {SHARED_MIRROR}")
+    mirrored = listing(capsys, "--weights-dir", str(SHARED_MIRROR))
     assert mirrored["brisque"]["weights"][0]["found"] == "mirror" and mirrored["niqe"]["available"]
-    stage(MIRROR, ((w.file, w.path) for n in ("brisque", "niqe") for w in catalog()[n].weights))
+    stage(SHARED_MIRROR, ((w.file, w.path) for n in ("brisque", "niqe") for w in catalog()[n].weights))
     staged = listing(capsys)
     assert staged["brisque"]["available"] and staged["niqe"]["weights"][0]["found"] == "cache"
     assert str(empty_torch_home) in staged["niqe"]["weights"][0]["path"]

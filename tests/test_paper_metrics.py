@@ -29,8 +29,7 @@ from metrics_under_test.pyiqa_backend import MissingWeights, PyiqaMetric
 from metrics_under_test.registry import lookup
 from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.weights import stage
-from tests.conftest import write_crops
-from tests.test_batch_invariance import mirror
+from tests.conftest import weights_mirror, write_crops
 
 REAL = ("brisque", "niqe", "piqe")  # real parameters from the mirror (or none needed)
 # ILNIQE (real parameters) takes ~10 s an image whatever its size: its same path (PyiqaMetric,
@@ -134,7 +133,7 @@ def scored(torch_home: Path, records: dict[str, list[Record]]) -> Callable[[str]
 
 def _build(name: str) -> PyiqaMetric:
     """The metric on CPU: real parameters from the mirror, else synthetic ones."""
-    spec, folder = lookup(name), mirror()
+    spec, folder = lookup(name), weights_mirror()
     if name in REAL:
         if folder is not None:
             stage(folder, ((w.file, w.path) for w in spec.weights))

@@ -5,40 +5,19 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CASE_PROPERTIES, parse_matrix, suite_folder
-from tests.known_metrics import install_known_metrics
+from tests.conftest import CASE_PROPERTIES, SHARED_MIRROR, junit_cases, parse_matrix
 
 # Known by construction (tests/known_metrics.py): NOISE detects every step, REVERSED none.
 NOISE, REVERSED = "known_metrics:noise_level", "known_metrics:noise_level_reversed"
 
 
-@pytest.fixture
-def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """A pytester folder with a tiny trajectory set, the suite's test module and the known metrics."""
-    folder = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
-    install_known_metrics(folder.path)
-    return folder
-
-
-def cases(xml: Path) -> dict[str, tuple[str, dict[str, str]]]:
-    """JUnit test cases by name: (outcome, properties)."""
-    out = {}
-    for tc in ET.parse(xml).iter("testcase"):
-        kids = {c.tag for c in tc}
-        outcome = next((o for o in ("failure", "error", "skipped") if o in kids), "passed")
-        props = {p.get("name"): p.get("value") for p in tc.iter("property")}
-        out[tc.get("name")] = (outcome, props)
-    return out
-
-
 def test_one_case_per_metric_seed_and_step(suite: pytest.Pytester) -> None:
     result = suite.runpytest_subprocess("--dataset=data", f"--metric={NOISE}", "--junitxml=j.xml", "-v")
-    got = cases(suite.path / "j.xml")
+    got = junit_cases(suite.path / "j.xml")
     assert sorted(got) == sorted(
         f"test_detects_degradation[noise_level-{s}-step{i}]" for s in ("alpha", "beta") for i in (5, 10, 20)
     )
@@ -56,7 +35,7 @@ def test_junit_properties_rebuild_the_case(suite: pytest.Pytester) -> None:
     suite.runpytest_subprocess(
         "--dataset=data", f"--metric={NOISE},{REVERSED}", "--steps=20", "--junitxml=j.xml"
     )
-    got = cases(suite.path / "j.xml")
+    got = junit_cases(suite.path / "j.xml")
     assert len(got) == 4
     for name, (outcome, props) in got.items():
         assert set(props) >= CASE_PROPERTIES, name
@@ -95,7 +74,7 @@ def test_per_run_aggregate_gives_one_case_per_run(suite: pytest.Pytester) -> Non
     result = suite.runpytest_subprocess(
         "--dataset=data", f"--metric={REVERSED}", "--aggregate=per-run", "--steps=5", "--junitxml=j.xml"
     )
-    got = cases(suite.path / "j.xml")
+    got = junit_cases(suite.path / "j.xml")
     assert sorted(got) == sorted(
         f"test_detects_degradation[noise_level_reversed-{s}-run{r}-step5]"
         for s in ("alpha", "beta")
@@ -111,7 +90,7 @@ def test_xdist_gives_the_same_verdicts_as_a_serial_run(suite: pytest.Pytester) -
     args = ("--dataset=data", f"--metric={NOISE},{REVERSED}")
     serial_run = suite.runpytest_subprocess(*args, "--cache-dir=cache-serial", "--junitxml=serial.xml")
     result = suite.runpytest_subprocess(*args, "--cache-dir=cache-xdist", "-n", "2", "--junitxml=xdist.xml")
-    serial, xdist = cases(suite.path / "serial.xml"), cases(suite.path / "xdist.xml")
+    serial, xdist = junit_cases(suite.path / "serial.xml"), junit_cases(suite.path / "xdist.xml")
     assert len(serial) == 12
     assert {p["score_cached"] for _, p in [*serial.values(), *xdist.values()]} == {"false"}
     assert {k: (o, p["delta"]) for k, (o, p) in serial.items()} == {
@@ -170,7 +149,7 @@ def test_only_metrics_that_offline_or_all_chose_may_skip(text: str, named: set[s
 
 
 def test_weights_dir_is_staged_into_the_pyiqa_cache(suite: pytest.Pytester, tmp_path: Path) -> None:
-    mirror = Path(__file__).resolve().parents[2] / "shared" / "pyiqa-weights"
+    mirror = SHARED_MIRROR
     if not (mirror / "brisque_svm_weights.pth").is_file():
         pytest.skip(f"no weights mirror at {mirror}")
     result = suite.runpytest_subprocess(
@@ -198,7 +177,7 @@ def test_a_missing_reference_step_errors_only_its_cases(suite: pytest.Pytester) 
         )
     )
     result = suite.runpytest_subprocess("--dataset=data", f"--metric={REVERSED}", "--junitxml=j.xml")
-    got = cases(suite.path / "j.xml")
+    got = junit_cases(suite.path / "j.xml")
     assert {o for k, (o, _) in got.items() if "-beta-" in k} == {"error"}
     assert {o for k, (o, _) in got.items() if "-alpha-" in k} == {"failure"}
     result.assert_outcomes(failed=3, errors=3)

@@ -9,13 +9,10 @@ about pyiqa.
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import parse_matrix, suite_folder
-from tests.known_metrics import install_known_metrics
+from tests.conftest import junit_cases, parse_matrix
 
 NOISE = "known_metrics:noise_level"
 IMPORTS_PLUGIN = """
@@ -26,25 +23,6 @@ def pytest_sessionfinish(session):
     loaded = sorted({"torch", "numpy", "pyiqa"} & set(sys.modules))
     print("\\nHEAVY MODULES:", ",".join(loaded) or "none")
 """
-
-
-@pytest.fixture
-def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    folder = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
-    install_known_metrics(folder.path)
-    return folder
-
-
-def cases(xml: Path) -> dict[str, tuple[str, dict[str, str]]]:
-    out = {}
-    for tc in ET.parse(xml).iter("testcase"):
-        kids = {c.tag for c in tc}
-        outcome = next((o for o in ("failure", "error", "skipped") if o in kids), "passed")
-        out[tc.get("name", "")] = (
-            outcome,
-            {p.get("name", ""): p.get("value", "") for p in tc.iter("property")},
-        )
-    return out
 
 
 # ---- exit codes (README "Exit codes") ----
@@ -101,7 +79,7 @@ def test_a_fully_cached_pyiqa_run_imports_neither_torch_nor_pyiqa(suite: pytest.
     assert warm.ret == cold.ret == pytest.ExitCode.OK
     [line] = [x for x in warm.outlines if x.startswith("HEAVY MODULES:")]
     assert not {"torch", "pyiqa"} & set(line.split(": ", 1)[1].split(",")), line
-    assert {p["score_cached"] for _, p in cases(suite.path / "j.xml").values()} == {"true"}
+    assert {p["score_cached"] for _, p in junit_cases(suite.path / "j.xml").values()} == {"true"}
 
 
 # ---- what invalidates the score cache (README "Score cache") ----
@@ -126,7 +104,7 @@ def test_a_change_of_version_precision_or_source_rescores(suite: pytest.Pytester
             "--dataset=data", "--metric=levelmod:Level", "--steps=5", "--junitxml=j.xml"
         )
         assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-        return {p["score_cached"] for _, p in cases(suite.path / "j.xml").values()}
+        return {p["score_cached"] for _, p in junit_cases(suite.path / "j.xml").values()}
 
     assert run("1", "float32") == {"false"}
     assert run("1", "float32") == {"true"}
@@ -143,7 +121,7 @@ def test_a_change_of_version_precision_or_source_rescores(suite: pytest.Pytester
 def run_cases(suite: pytest.Pytester, *options: str) -> dict[str, tuple[str, dict[str, str]]]:
     result = suite.runpytest_subprocess("--dataset=data", f"--metric={NOISE}", "--junitxml=j.xml", *options)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    return cases(suite.path / "j.xml")
+    return junit_cases(suite.path / "j.xml")
 
 
 def test_reference_step_moves_the_reference(suite: pytest.Pytester) -> None:
@@ -196,7 +174,7 @@ def test_a_tiny_image_budget_changes_no_verdict(suite: pytest.Pytester) -> None:
         "--dataset=data", f"--metric={NOISE}", "--junitxml=j.xml", "--no-cache", "--image-budget=1"
     )
     assert tiny.ret == pytest.ExitCode.OK
-    assert {k: (o, p["delta"]) for k, (o, p) in cases(suite.path / "j.xml").items()} == {
+    assert {k: (o, p["delta"]) for k, (o, p) in junit_cases(suite.path / "j.xml").items()} == {
         k: (o, p["delta"]) for k, (o, p) in ample.items()
     }
     assert parse_matrix(tiny.stdout.str())[("total", "noise_level")] == "0/6"
