@@ -26,6 +26,9 @@ CASE_PROPERTIES = frozenset(
     {"metric", "seed_image", "step", "run", "delta", "score_reference", "score_step"}
     | {"norm_reference", "norm_step", "runs", "score_cached"}
 )
+RUN_PROPERTIES = frozenset({"variant", "dataset", "versions", "device", "command"})
+"""What the first case of each process records about its run (and older files on every case);
+a trend case may be that first case, so the reader takes these from it too."""
 MAX_INPUT_MB = 64
 """Default cap on one file's size: about 55,000 failing or 70,000 passing cases (the suite writes ~1.2 and
 ~0.95 KB a case; benchmarks/bench_scale.py); raise it (`--max-input-mb`) for bigger single files."""
@@ -131,8 +134,8 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
                 others.append(item)
             else:
                 sourced.append(item)
-                for name, value in props.items():
-                    metadata.setdefault(name, set()).add(value)
+            for name, value in props.items():  # the run's facts, carried forward from any case
+                metadata.setdefault(name, set()).add(value)
         if not found:
             raise JUnitError(
                 f"{path}: JUnit XML without banana-tests cases (no {CASE_PREFIX}...], "
@@ -162,8 +165,9 @@ def _when(item: Item) -> tuple[datetime, tuple[int, int]]:
 
 
 def _read_file(path: Path, index: int, max_mb: float) -> Iterator[tuple[Item, dict[str, str]]]:
-    """Each suite case in one file, with the file's run metadata: suite and non-case properties.
-    Trend and control cases come with no metadata (the Δ cases carry it). The file is parsed
+    """Each suite case in one file, with the run metadata it carries: suite properties and a Δ
+    case's non-case properties, a trend case's RUN_PROPERTIES (the first case of a process
+    records them, see plugin._run_properties; control cases none). The file is parsed
     incrementally, each testcase dropped once read, so memory follows the cases, not the XML."""
     try:
         size = path.stat().st_size
@@ -226,9 +230,10 @@ def _case(
     # The gate expects only a failed assertion (the verdict): any other failure is no verdict.
     verdict = "error" if outcome == "failed" and not _asserted(case) else outcome
     if props.get("kind") == "trend":
+        run = {k: v for k, v in props.items() if k in RUN_PROPERTIES}
         try:
             found: list[tuple[Item, dict[str, str]]] = [
-                (SourcedOther(TrendKey(props["metric"], props["seed_image"]), verdict, stamp, order), {})
+                (SourcedOther(TrendKey(props["metric"], props["seed_image"]), verdict, stamp, order), run)
             ]
             if "trend_series" in props:
                 found.append((SourcedTrend(TrendSeries.from_properties(props), stamp, order), {}))

@@ -181,21 +181,19 @@ def _recorder(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
 
 def _run_properties(config: pytest.Config) -> dict[str, str]:
     """What the cases record about their run, for the report's Run table. xdist workers cannot
-    record suite properties, so each case carries them; the device and the command line (long)
-    only the first case of each process."""
+    record suite properties, so the first case of each process carries them and `report` carries
+    them forward (banana_tests.junit): on every case they were a sixth of its JUnit."""
     if RUN in config.stash:
         return config.stash[RUN]
     from banana_tests.suite import resolve_device
     from banana_tests.versions import package_versions
 
     state = config.stash[STATE]
-    config.stash[RUN] = {
+    config.stash[RUN] = {}
+    return {
         "variant": state.variant,
         "dataset": state.source.source,
         "versions": package_versions(),
-    }
-    return {
-        **config.stash[RUN],
         "device": resolve_device(state.device),
         "command": shlex.join(["pytest", *config.invocation_params.args]),
     }

@@ -85,6 +85,16 @@ def test_other_tests_trend_cases_and_xdist_suffixes(tmp_path: Path) -> None:
     assert reading.metadata == {"date": ["2026-01-01 10:00:00+00:00"], "variant": ["replicate"]}
 
 
+def test_the_run_facts_come_from_whichever_case_recorded_them(tmp_path: Path) -> None:
+    """The first case of each process records the run's facts; it may be a trend case."""
+    facts = {"dataset": "/data/set", "versions": "banana-tests 0.1.0", "device": "cpu", "command": "pytest"}
+    trend = case("piqe", "alpha", 0, kind="trend", name="test_trend[piqe-alpha]", **facts, spearman="-1.0")
+    quiet = case("piqe", "alpha", 5, delta="-1.0")  # no facts but the variant
+    reading = read_junit([junit(tmp_path / "x.xml", trend, quiet)])
+    assert {k: v for k, v in reading.metadata.items() if k in facts} == {k: [v] for k, v in facts.items()}
+    assert "spearman" not in reading.metadata and "kind" not in reading.metadata
+
+
 def test_runs_are_kept_apart(tmp_path: Path) -> None:
     path = junit(
         tmp_path / "x.xml",

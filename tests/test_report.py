@@ -17,10 +17,12 @@ from PIL import Image
 from banana_tests.baseline import load_baseline
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
+from banana_tests.junit import RUN_PROPERTIES
 from banana_tests.matrix import Cell, Matrix
 from banana_tests.paper import PAPER_CSV, paper_cells
 from banana_tests.reports.compare import compare, comparison_markdown
-from tests.conftest import write_set
+from banana_tests.versions import package_versions
+from tests.conftest import junit_cases, write_set
 
 PROJECT = Path(__file__).resolve().parent.parent
 # The paper's Figure 6, as listed in ../shared/paper/README.md (failures out of 36 per metric).
@@ -116,6 +118,24 @@ def test_every_file_is_written(reports: dict[str, Path]) -> None:
     assert html.count("data:image/png;base64,") == 4
     assert "http://" not in html and "https://" not in html and 'src="/' not in html
     assert "replicate" in html  # run metadata from the cases' properties
+
+
+def test_the_run_facts_are_recorded_once_per_process_and_reach_every_report(
+    runs: dict[str, list[Path]], reports: dict[str, Path]
+) -> None:
+    """Repeated on every case, the run's facts were a sixth of its JUnit: now the first case of
+    each process records them (xdist workers cannot write suite properties) and `report`
+    carries them forward, serial, under -n 2 and over shards alike."""
+    processes = {"serial": (1,), "xdist": (1, 2), "shards": (2,)}
+    for name, files in runs.items():
+        cases = [props for f in files for _, props in junit_cases(f).values()]
+        carriers = [props for props in cases if RUN_PROPERTIES & props.keys()]
+        assert len(carriers) in processes[name] and len(cases) == 12, name
+        assert all(props.keys() >= RUN_PROPERTIES for props in carriers), name
+        html = (reports[name] / "report.html").read_text()
+        run_table = html.split("<h2>Run</h2>")[1].split("<h2>")[0]
+        for fact in ("replicate", package_versions(), "cpu"):
+            assert f"<td>{fact}</td>" in run_table, (name, fact)
 
 
 def test_summary_counts_each_metric(reports: dict[str, Path]) -> None:

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from banana_tests.cli import main
-from banana_tests.junit import JUnitError, read_junit
+from banana_tests.junit import RUN_PROPERTIES, JUnitError, read_junit
 from banana_tests.reports.trends import TrendSeries
 from banana_tests.trend import Trend, TrendKey
 from banana_tests.versions import package_versions
@@ -95,8 +95,9 @@ def test_each_trend_case_records_its_series_in_line_with_its_delta_cases(run: tu
     assert {p["metric"] for p in props} == {"noise_level"}
     assert [float(p["spearman"]) for p in trends] == [-1.0, -1.0]  # the noise grows at every step
     assert [p["first_detection_step"] for p in trends] == ["5", "5"]
-    for p in props:
-        assert (p["dataset"], p["versions"]) == (str(data), package_versions())
+    first, *rest = props  # the run's facts once per process; `report` carries them forward
+    assert (first["dataset"], first["versions"]) == (str(data), package_versions())
+    assert [RUN_PROPERTIES & p.keys() for p in rest] == [set()] * len(rest)
     for p in trends:
         series = TrendSeries.from_properties(p)
         assert [r[0] for r in series.rows] == [1, 5, 10, 20]
