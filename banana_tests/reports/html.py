@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from html import escape
 from pathlib import Path
 
@@ -93,25 +93,26 @@ def _cell(header: str, value: Value) -> Html:
     return f'<td class="num">{markup}</td>' if header in _RIGHT else f"<td>{markup}</td>"
 
 
-def _table(
-    headers: Sequence[str],
-    rows: Iterable[Sequence[Value]],
-    classes: Sequence[str] = (),
-    ids: Sequence[str] = (),
-    kind: str = "sortable",
-) -> Html:
-    """A table (sortable unless `kind` says otherwise); `classes` gives each body row a CSS
-    class (its outcome) and `ids` an anchor to link to."""
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Value]], kind: str = "sortable") -> Html:
+    """A table (sortable unless `kind` says otherwise)."""
+    return "".join(_table_chunks(headers, ((row, "", "") for row in rows), kind))
+
+
+def _table_chunks(
+    headers: Sequence[str], rows: Iterable[tuple[Sequence[Value], str, str]], kind: str = "sortable"
+) -> Iterator[Html]:
+    """A table piece by piece, a body row a piece; each row comes with its CSS class (its
+    outcome) and its anchor to link to, either may be empty."""
     head = "".join(
         f'<th class="num">{escape(h)}</th>' if h in _RIGHT else f"<th>{escape(h)}</th>" for h in headers
     )
-    body = []
-    for i, row in enumerate(rows):
+    yield f'<table class="{kind}"><thead><tr>{head}</tr></thead><tbody>'
+    for row, css, ident in rows:
         cells = "".join(_cell(h, v) for h, v in zip(headers, row, strict=True))
-        cls = f' class="{classes[i]}"' if classes else ""
-        anchor = f' id="{escape(ids[i])}"' if ids else ""
-        body.append(f"<tr{anchor}{cls}>{cells}</tr>")
-    return f'<table class="{kind}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+        cls = f' class="{css}"' if css else ""
+        anchor = f' id="{escape(ident)}"' if ident else ""
+        yield f"<tr{anchor}{cls}>{cells}</tr>"
+    yield "</tbody></table>"
 
 
 def anchor(key: CaseKey) -> str:
@@ -233,13 +234,12 @@ def comparison_html(comparisons: Sequence[MetricComparison]) -> Html:
     return "\n".join(parts)
 
 
-def _case_rows(matrix: Matrix) -> tuple[list[list[str]], list[str], list[str]]:
-    """Every cell to three decimals; the run column says "mean" for cells averaged over runs."""
-    rows: list[list[str]] = []
-    classes, ids = [], []
+def _case_rows(matrix: Matrix) -> Iterator[tuple[list[str], str, str]]:
+    """Every cell to three decimals, with its outcome and anchor; the run column says "mean" for
+    cells averaged over runs. Made one at a time: 118,800 rows held at once were ~100 MiB."""
     for c in sorted_cells(matrix):
         k = c.key
-        rows.append(
+        yield (
             [
                 k.metric,
                 k.seed_image,
@@ -251,11 +251,10 @@ def _case_rows(matrix: Matrix) -> tuple[list[list[str]], list[str], list[str]]:
                 "mean" if k.run is None else str(k.run),
                 "" if c.reference_step is None else str(c.reference_step),
                 "" if c.runs is None else str(c.runs),
-            ]
+            ],
+            c.outcome,
+            anchor(k),
         )
-        classes.append(c.outcome)
-        ids.append(anchor(k))
-    return rows, classes, ids
 
 
 def render_html(
@@ -267,9 +266,22 @@ def render_html(
     trends: Sequence[Path] = (),
     comparisons: Sequence[MetricComparison] | None = None,
 ) -> str:
-    """The page: the run's facts, per-metric summary, the comparison with the paper when given,
-    `notes` (heading, preformatted text, e.g. replaced cases), figures, the trend figures if
-    any, then every cell."""
+    """The page as one string; see `html_chunks`."""
+    return "".join(html_chunks(matrix, figures, metadata, title, notes, trends, comparisons))
+
+
+def html_chunks(
+    matrix: Matrix,
+    figures: Sequence[Path],
+    metadata: Mapping[str, str],
+    title: str,
+    notes: Sequence[tuple[str, str]] = (),
+    trends: Sequence[Path] = (),
+    comparisons: Sequence[MetricComparison] | None = None,
+) -> Iterator[Html]:
+    """The page, piece by piece for writing as it is made: the run's facts, per-metric summary,
+    the comparison with the paper when given, `notes` (heading, preformatted text, e.g. replaced
+    cases), figures, the trend figures if any, then every cell, a row a piece."""
     summary = _table(
         ["metric", "cases", "passed", "failed", "skipped", "error", "worst Δ"],
         (
@@ -286,9 +298,7 @@ def render_html(
         ),
     )
     facts = _table(["fact", "value"], ([k, v] for k, v in run_facts(metadata)), kind="facts")
-    rows, classes, ids = _case_rows(matrix)
     headers = ["metric", "seed image", "step", "Δ", "outcome", "score (reference)", "score (step)"]
-    cells = _table([*headers, "run", "reference step", "runs"], rows, classes, ids)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -315,11 +325,8 @@ def render_html(
             "the spread over runs, and the reference score dashed.</p>"
         )
         parts += [_figure(p) for p in trends if p.suffix == ".png"]
-    parts += [
-        "<h2>Every case</h2>",
-        "<p>Δ and scores to three decimals; matrix.csv has every digit.</p>",
-        cells,
-        f"<script>{_SORT}</script>",
-        "</body></html>",
-    ]
-    return "\n".join(parts) + "\n"
+    parts += ["<h2>Every case</h2>", "<p>Δ and scores to three decimals; matrix.csv has every digit.</p>"]
+    for part in parts:
+        yield part + "\n"
+    yield from _table_chunks([*headers, "run", "reference step", "runs"], _case_rows(matrix))
+    yield f"\n<script>{_SORT}</script>\n</body></html>\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from banana_tests.matrix import Matrix
 from banana_tests.reports.compare import MetricComparison
-from banana_tests.reports.html import render_html
+from banana_tests.reports.html import html_chunks
 from banana_tests.reports.tables import matrix_csv, summary_markdown
 from banana_tests.reports.trends import TrendSeries, render_trends
 
@@ -41,9 +41,8 @@ def write_report(
     figures = render_figures(matrix, out, figure_steps)
     trend_figures = render_trends(trends, out)
     page = out / "report.html"
-    page.write_text(
-        render_html(matrix, figures, metadata, title, notes, trend_figures, comparisons), encoding="utf-8"
-    )
+    with page.open("w", encoding="utf-8") as html:  # written as made: its case table is the bulk
+        html.writelines(html_chunks(matrix, figures, metadata, title, notes, trend_figures, comparisons))
     return [*written, *figures, *trend_figures, page]
 
 
