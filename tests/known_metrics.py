@@ -21,7 +21,7 @@ from metrics_under_test.protocol import Image, metric
 _KERNEL = np.array([[1.0, -2.0, 1.0], [-2.0, 4.0, -2.0], [1.0, -2.0, 1.0]])
 
 
-def _sigma(img: Image) -> float:
+def sigma(img: Image) -> float:
     """Immerkær's noise σ of the mean of the channels (CVIU 64(2), 1996)."""
     y = img.astype(np.float64).mean(axis=-1)
     h, w = y.shape
@@ -32,13 +32,13 @@ def _sigma(img: Image) -> float:
 @metric("noise_level", lower_better=True, score_range=(0.0, 100.0), cost="fast")
 def noise_level(images: Sequence[Image]) -> list[float]:
     """The injected noise σ; lower is better, so it detects every step of the test sets."""
-    return [_sigma(img) for img in images]
+    return [sigma(img) for img in images]
 
 
 @metric("noise_level_reversed", lower_better=False, score_range=(0.0, 100.0), cost="fast")
 def noise_level_reversed(images: Sequence[Image]) -> list[float]:
     """The same σ read as higher-is-better: it misses every step of the test sets."""
-    return [_sigma(img) for img in images]
+    return [sigma(img) for img in images]
 
 
 def install_known_metrics(folder: Path) -> str:

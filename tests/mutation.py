@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import importlib
 import importlib.abc
 import importlib.util
 import os
@@ -57,7 +59,11 @@ TARGETS: dict[str, tuple[frozenset[str] | None, tuple[str, ...]]] = {
         ("tests/test_table2.py", "tests/test_registry.py"),
     ),
 }
-TIMEOUT_S = 120.0
+# Imported by the parent before it forks, so that no child pays for them: heavy third-party
+# modules the target's tests use (never a banana_tests module: a child must import the mutant).
+WARM: dict[str, tuple[str, ...]] = {"banana_tests/trajectories.py": ("datasets",)}
+# A mutant whose tests run longer than this many baselines (or MIN_TIMEOUT_S) loops: killed.
+TIMEOUT_FACTOR, MIN_TIMEOUT_S = 4.0, 30.0
 # Tests that run the suite in a subprocess: the mutant is not there, so they cannot kill it.
 SUBPROCESS_TESTS = (
     "test_baseline_gates_new_failures_and_fixed_cells",
@@ -215,7 +221,7 @@ def _pytest_args(tests: Sequence[str]) -> list[str]:
     ]
 
 
-def run_one(m: Mutant | None, tests: Sequence[str], log: Path) -> str:
+def run_one(m: Mutant | None, tests: Sequence[str], log: Path, timeout: float) -> str:
     """'killed', 'survived' or 'timeout' for mutant `m` (None: the unmutated baseline)."""
     pid = os.fork()
     if pid == 0:  # the child
@@ -238,7 +244,7 @@ def run_one(m: Mutant | None, tests: Sequence[str], log: Path) -> str:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(int(code))
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline = time.monotonic() + timeout
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -257,6 +263,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--logs", type=Path, default=Path("/tmp/banana-mutation"), help="per-mutant logs")
     parser.add_argument("--only", type=int, nargs="*", help="only these mutant indices")
     args = parser.parse_args(argv)
+    if args.list:
+        for path in args.paths:
+            for m in mutants(path):
+                print(f"{m.path}:{m.line} #{m.index} {m.what}")
+        return 0
     args.logs.mkdir(parents=True, exist_ok=True)
     # Imported once here, before any fork, so each child starts warm; never the targets.
     import hypothesis  # noqa: F401
@@ -264,11 +275,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     import PIL.Image  # noqa: F401
     import pytest  # noqa: F401
 
+    for path in args.paths:
+        for name in WARM.get(path, ()):
+            with contextlib.suppress(ImportError):  # its tests skip without it
+                importlib.import_module(name)
     totals = {"killed": 0, "timeout": 0, "survived": 0}
     survivors: list[Mutant] = []
     for path in args.paths:
         _, tests = TARGETS[path]
-        base = run_one(None, tests, args.logs / "baseline.log")
+        start = time.monotonic()
+        base = run_one(None, tests, args.logs / "baseline.log", 10 * 60.0)
+        base_s = time.monotonic() - start
+        timeout = max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * base_s)
         if base != "survived":
             print(f"{path}: the tests fail without any mutant; see {args.logs / 'baseline.log'}")
             return 2
@@ -277,12 +295,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.only is not None and m.index not in args.only:
                 continue
             log = args.logs / f"{m.module}-{m.index}.log"
-            result = run_one(m, tests, log)
+            result = run_one(m, tests, log, timeout)
             totals[result] += 1
             if result == "survived":
                 survivors.append(m)
                 print(f"SURVIVED {m.path}:{m.line} #{m.index} {m.what}", flush=True)
-        print(f"{path}: {len(found)} mutants", flush=True)
+        took = time.monotonic() - start
+        print(f"{path}: {len(found)} mutants; tests {base_s:.1f} s unmutated, {took:.0f} s all", flush=True)
     killed = totals["killed"] + totals["timeout"]
     total = killed + totals["survived"]
     print(f"killed {killed}/{total} ({100 * killed / max(total, 1):.1f} %), timeouts {totals['timeout']}")

@@ -1,6 +1,7 @@
 """One test per README promise not checked elsewhere, each through pytest itself: exit codes 2, 4
-and 5, what a fully cached run imports, what invalidates the score cache, and the selection
-options (`--reference-step`, `--variant`, `--seed-image`, `--where`, `--runs`, `--image-budget`).
+and 5, what a fully cached run imports, what invalidates the score cache (a parameter file
+included), and the selection options (`--reference-step`, `--variant`, `--seed-image`, `--where`,
+`--runs`, `--image-budget`).
 
 Runs use the known-verdict metrics of tests/known_metrics.py (numpy only) unless the promise is
 about pyiqa.
@@ -9,10 +10,14 @@ about pyiqa.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from tests.conftest import junit_cases, parse_matrix
+from tests.conftest import junit_cases, parse_matrix, weights_mirror
 
 NOISE = "known_metrics:noise_level"
 IMPORTS_PLUGIN = """
@@ -65,21 +70,88 @@ def test_exit_4_for_the_causes_the_options_table_lacks(
     assert "test_detects_degradation" not in result.stdout.str()
 
 
-# ---- a fully cached run (README "Speed") ----
+# ---- a fully cached run (README "Speed") and a changed parameter file ("Score cache") ----
 
 
-def test_a_fully_cached_pyiqa_run_imports_neither_torch_nor_pyiqa(suite: pytest.Pytester) -> None:
-    """Checked in the run's own sys.modules at its end. (numpy is imported: the plugin's
-    load_or_skip imports metrics_under_test.pyiqa_backend, which imports numpy at the top.)"""
+def niqe_parameters(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A writable copy of NIQE's parameter file in a TORCH_HOME of the run's own (no mirror)."""
+    mirror = weights_mirror()
+    if mirror is None or not (mirror / "niqe_modelparameters.mat").is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail("no pyiqa weights mirror: CI must have one (README, 'Quick start')")
+        pytest.skip("no pyiqa weights mirror beside the clone or in $BANANA_WEIGHTS_DIR")
+    params = suite.path / "torch" / "hub" / "pyiqa" / "niqe_modelparameters.mat"
+    params.parent.mkdir(parents=True)
+    shutil.copyfile(mirror / params.name, params)
+    monkeypatch.setenv("TORCH_HOME", str(suite.path / "torch"))
+    monkeypatch.delenv("BANANA_WEIGHTS_DIR", raising=False)
+    return params
+
+
+def shift_pristine_mean(params: Path, mtime_ns: int) -> None:
+    """NIQE's pristine mean scaled by 1.5, rewritten in place: the same size, other bytes, and
+    the file's mtime set to `mtime_ns`."""
+    from scipy.io import loadmat
+
+    raw = bytearray(params.read_bytes())
+    mu = loadmat(params)["mu_prisparam"].astype("<f8").tobytes()
+    at = raw.find(mu)
+    assert at > 0 and raw.find(mu, at + 1) == -1, "the mean's bytes are not in the file once"
+    raw[at : at + len(mu)] = (np.frombuffer(mu, "<f8") * 1.5).tobytes()
+    params.write_bytes(bytes(raw))
+    os.utime(params, ns=(mtime_ns, mtime_ns))
+
+
+def test_a_cached_pyiqa_run_imports_no_torch_until_a_parameter_file_changes(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NIQE on one seed image and step, four runs; imports are read from the run's own sys.modules
+    at its end (README "Speed": a fully cached run imports neither torch nor numpy). Between the
+    runs, NIQE's parameter file changes content but not size: a new mtime is a miss; the same
+    mtime is the README's stated limit (a file's hash is remembered by path, size and mtime),
+    read as a hit."""
+    params = niqe_parameters(suite, monkeypatch)
+    size, stamp = params.stat().st_size, params.stat().st_mtime_ns
     suite.makeconftest(IMPORTS_PLUGIN)
-    args = ("--dataset=data", "--metric=piqe", "--steps=5", "--junitxml=j.xml", "-s")
-    cold = suite.runpytest_subprocess(*args)
-    cold.stdout.fnmatch_lines(["HEAVY MODULES: numpy,pyiqa,torch"])
-    warm = suite.runpytest_subprocess(*args)
-    assert warm.ret == cold.ret == pytest.ExitCode.OK
-    [line] = [x for x in warm.outlines if x.startswith("HEAVY MODULES:")]
-    assert not {"torch", "pyiqa"} & set(line.split(": ", 1)[1].split(",")), line
-    assert {p["score_cached"] for _, p in junit_cases(suite.path / "j.xml").values()} == {"true"}
+
+    def run() -> tuple[set[str], dict[str, tuple[str, str, str, str]]]:
+        """The heavy modules the run imported; its cases' outcome, score_cached and scores."""
+        result = suite.runpytest_subprocess(
+            "--dataset=data", "--metric=niqe", "--seed-image=alpha", "--steps=5", "--junitxml=j.xml", "-s"
+        )
+        [line] = [x for x in result.outlines if x.startswith("HEAVY MODULES:")]
+        cases = junit_cases(suite.path / "j.xml")
+        assert sorted(cases) == ["test_detects_degradation[niqe-alpha-step5]"]
+        [(outcome, _)] = cases.values()
+        assert result.ret == {"passed": 0, "failure": 1}[outcome], result.stdout.str()
+        scores = {
+            k: (o, p["score_cached"], p["score_reference"], p["score_step"]) for k, (o, p) in cases.items()
+        }
+        return set(line.split(": ", 1)[1].split(",")) - {"none"}, scores
+
+    def cached(cases: dict[str, tuple[str, str, str, str]]) -> dict[str, tuple[str, str, str, str]]:
+        return {k: (o, "true", r, s) for k, (o, _, r, s) in cases.items()}
+
+    imported, cold = run()
+    assert imported == {"numpy", "pyiqa", "torch"}
+    # NIQE misses step 5 on these 96×128 crops (Δ = +0.445): pinned, the data are sha256-seeded.
+    assert {(o, c) for o, c, _, _ in cold.values()} == {("failure", "false")}
+    imported, warm = run()
+    assert imported == set()
+    assert warm == cached(cold)
+
+    shift_pristine_mean(params, stamp + 1_000_000_000)
+    assert params.stat().st_size == size
+    imported, changed = run()
+    assert imported == {"numpy", "pyiqa", "torch"}
+    assert {c for _, c, _, _ in changed.values()} == {"false"}
+    for name, (_, _, ref, step) in changed.items():  # new scores, from the new parameters
+        assert (ref, step) != cold[name][2:]
+    # Other content again, at the same size and mtime: the stored hash is taken unread.
+    shift_pristine_mean(params, stamp + 1_000_000_000)
+    imported, stale = run()
+    assert imported == set()
+    assert stale == cached(changed)
 
 
 # ---- what invalidates the score cache (README "Score cache") ----

@@ -9,55 +9,52 @@ import pytest
 
 from banana_tests.suite import _gpu_driver
 from tests.conftest import suite_folder
+from tests.known_metrics import install_known_metrics
 
 COUNTING = '''
 import os
 
+from known_metrics import sigma
+
 
 class Counted:
-    """Appends "<name> <pid>" to $BUILD_LOG each time it is constructed."""
+    """Appends "<name> <pid>" to $BUILD_LOG each time it is constructed; scores the noise σ."""
 
-    lower_better = False
-    score_range = (0.0, 255.0)
+    score_range = (0.0, 100.0)
 
     def __init__(self):
         with open(os.environ["BUILD_LOG"], "a") as log:
             log.write(f"{self.name} {os.getpid()}\\n")
 
     def __call__(self, images):
-        return [float(img.mean()) for img in images]
+        return [sigma(img) for img in images]
 
 
-class First(Counted):
-    name = "first"
+class First(Counted):  # lower σ is better: detects every step (tests/known_metrics.py)
+    name, lower_better = "first", True
 
 
-class Second(Counted):
-    name = "second"
+class Second(Counted):  # higher σ is better: misses every step
+    name, lower_better = "second", False
 '''
 
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     suite_folder(pytester, monkeypatch, seeds=("alpha", "beta", "gamma"), runs=(0, 1), steps=(1, 5, 10, 20))
+    install_known_metrics(pytester.path)
     pytester.makepyfile(countmetric=COUNTING)
     monkeypatch.setenv("PYTHONPATH", str(pytester.path))
     monkeypatch.setenv("BUILD_LOG", str(pytester.path / "builds.log"))
     return pytester
 
 
-def verdicts(result: pytest.RunResult) -> int:
-    """Cases with a verdict (passed or failed); errors and skips are not allowed."""
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("errors", 0) == outcomes.get("skipped", 0) == 0, result.stdout.str()[-2000:]
-    return outcomes.get("passed", 0) + outcomes.get("failed", 0)
-
-
 def test_each_metric_is_built_once_per_worker(suite: pytest.Pytester) -> None:
     result = suite.runpytest_subprocess(
         "-n", "2", "--dataset=data", "--metric=countmetric:First,countmetric:Second", "--no-cache"
     )
-    assert verdicts(result) == 18
+    result.assert_outcomes(passed=9, failed=9)  # 3 seed images × 3 steps, each metric
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     builds = Counter(tuple(line.split()) for line in (suite.path / "builds.log").read_text().splitlines())
     assert sorted(name for name, _ in builds) == ["first", "second"]  # once each, in one worker each
     assert set(builds.values()) == {1}
@@ -65,9 +62,9 @@ def test_each_metric_is_built_once_per_worker(suite: pytest.Pytester) -> None:
 
 def test_a_rerun_from_the_cache_builds_nothing(suite: pytest.Pytester) -> None:
     args = ("--dataset=data", "--metric=countmetric:First", "--junitxml=j.xml", "-o", "junit_family=xunit1")
-    assert verdicts(suite.runpytest_subprocess(*args)) == 9
+    suite.runpytest_subprocess(*args).assert_outcomes(passed=9)
     (suite.path / "builds.log").unlink()
-    assert verdicts(suite.runpytest_subprocess(*args)) == 9
+    suite.runpytest_subprocess(*args).assert_outcomes(passed=9)
     assert not (suite.path / "builds.log").exists()
     cached = {
         p.get("value")
@@ -90,7 +87,7 @@ def test_the_torch_example_runs_on_cuda(suite: pytest.Pytester) -> None:
     result = suite.runpytest_subprocess(
         "--dataset=data", "--metric=noise_sigma", "--device=cuda", "--no-cache"
     )
-    assert verdicts(result) == 9
+    result.assert_outcomes(passed=9)  # the torch twin of known_metrics:noise_level, lower is better
 
 
 def test_asking_for_cuda_where_there_is_none_is_a_clear_error(suite: pytest.Pytester) -> None:

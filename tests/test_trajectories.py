@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -17,6 +18,11 @@ from banana_tests.trajectories import (
     IDENTITY,
     REQUIRED,
     DataError,
+    Problem,
+    Record,
+    TrajectorySet,
+    check_index,
+    check_name,
     read_imagefolder,
     resolve_inside,
 )
@@ -196,3 +202,120 @@ def test_random_lines_never_break_the_reader_and_stay_with_their_records(
             assert [(a.path, b.path) for a, b in case.pairs] == [
                 (root / a.path.relative_to(clean), root / b.path.relative_to(clean)) for a, b in twin.pairs
             ]
+
+
+# ---- exact edges of the reader: each test kills mutants of trajectories.py (tests/MUTATION.md) ----
+
+
+def metadata(root: Path, *lines: str) -> Path:
+    """A set of `lines` alone (no images: nothing here opens one)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "metadata.jsonl").write_text("".join(line + "\n" for line in lines))
+    return root
+
+
+def good_line(seed: str = "a", variant: str = "replicate") -> str:
+    return json.dumps(
+        {"file_name": f"{seed}.png", "seed_image": seed, "variant": variant, "run": 0, "step": 1}
+    )
+
+
+def test_select_keeps_the_records_of_one_variant(tmp_path: Path) -> None:
+    ts = read_imagefolder(metadata(tmp_path, good_line("a"), good_line("b", "mirror"), good_line("c")))
+    assert [r.seed_image for r in ts.select("replicate")] == ["a", "c"]
+    assert [r.seed_image for r in ts.select("mirror")] == ["b"]
+    assert ts.select("other") == []
+    assert ts.variants == ["mirror", "replicate"]
+
+
+def test_records_problems_and_sets_are_frozen_values_without_their_extra(tmp_path: Path) -> None:
+    """`extra` (prompt, editor, ...) is carried, not identity: two records of one image are equal
+    and hash alike whatever else their lines say, and a dict in it never makes them unhashable."""
+    record = Record("a", "replicate", 0, 1, tmp_path / "a.png", "m:1", extra={"prompt": "p"})
+    assert record.sha256 is None  # a record made outside a set (scorer.file_record) has no digest
+    twin = dataclasses.replace(record, extra={"prompt": "q"})
+    assert record == twin and hash(record) == hash(twin) and len({record, twin}) == 1
+    problem = Problem("m:2", "bad", "a", "replicate", 0, 1, extra={"x": 1})
+    assert problem == dataclasses.replace(problem, extra={"x": 2})
+    assert hash(problem) == hash(dataclasses.replace(problem, extra={"x": 2}))
+    for value in (record, problem, TrajectorySet(tmp_path, (record,), (problem,))):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            value.__setattr__(dataclasses.fields(value)[0].name, None)
+
+
+def test_a_line_that_does_not_parse_keeps_no_fields(tmp_path: Path) -> None:
+    ts = read_imagefolder(metadata(tmp_path, good_line(), "not json", "{}"))
+    unparsed, parsed = ts.problems
+    assert unparsed.extra is None  # None: the line did not parse
+    assert parsed.extra == {}
+
+
+@pytest.mark.parametrize("unknown", IDENTITY)
+def test_a_problem_has_a_key_only_when_its_whole_identity_is_known(unknown: str) -> None:
+    known = {"seed_image": "a", "variant": "replicate", "run": 0, "step": 5}
+    assert Problem("m:1", "bad", **known).key == ("a", 0, 5)
+    assert Problem("m:1", "bad", **{**known, unknown: None}).key is None
+
+
+def test_a_line_nested_too_deeply_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    ts = read_imagefolder(metadata(tmp_path, good_line(), "[" * 100_000 + "]" * 100_000))
+    [problem] = ts.problems
+    assert problem.message == "not JSON: nested too deeply"
+    assert (problem.seed_image, problem.run, problem.extra) == (None, None, None)
+
+
+def test_missing_fields_come_first_then_what_the_line_has_cut_at_120(tmp_path: Path) -> None:
+    many = {f"field_{i:02d}": i for i in range(20)}
+    root = metadata(tmp_path, good_line(), "{}", json.dumps({"seed_image": 5, "run": 0}), json.dumps(many))
+    nothing, wrong_seed, crowded = (p.message for p in read_imagefolder(root).problems)
+    assert nothing == "missing field(s) file_name, seed_image, variant, run, step (has none)"
+    assert wrong_seed == (
+        "missing field(s) file_name, variant, step (has run, seed_image); "
+        "seed_image must be a non-empty string, got 5"
+    )
+    has = ", ".join(sorted(many))
+    assert crowded == f"missing field(s) {', '.join(REQUIRED)} (has {has[:117]}...)"
+
+
+@pytest.mark.parametrize("bad", [5, 6])
+def test_a_set_without_records_shows_its_first_five_problems(tmp_path: Path, bad: int) -> None:
+    with pytest.raises(DataError) as raised:
+        read_imagefolder(metadata(tmp_path, *(["null"] * bad)))
+    lines = str(raised.value).splitlines()
+    assert lines[0].endswith("metadata.jsonl: no usable records")
+    assert [line.split(": ", 1)[1] for line in lines[1:6]] == ["a line must be a JSON object, got null"] * 5
+    assert lines[6:] == ([] if bad == 5 else ["  ... and 1 more"])
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (["x" * 54], '["' + "x" * 54 + '"]'),  # 58 characters: shown whole
+        ("x" * 58, '"' + "x" * 58 + '"'),  # 60: shown whole
+        ("x" * 59, '"' + "x" * 56 + "..."),  # 61: cut to 60, the last three a "..."
+        (b"ab", "b'ab'"),  # not JSON: its repr
+        (b"a" * 100, "b'" + "a" * 55 + "..."),
+        (10**5000, "an integer too long to show"),
+    ],
+    ids=["58-chars", "60-chars", "61-chars", "bytes", "long-bytes", "huge-int"],
+)
+def test_a_bad_value_is_shown_as_json_writes_it_cut_at_60(value: object, shown: str) -> None:
+    with pytest.raises(DataError) as raised:
+        check_index("run", value)
+    assert str(raised.value).endswith(f", got {shown}")
+    assert str(raised.value).startswith("run must be ")
+    if isinstance(value, str):
+        return  # a good name
+    with pytest.raises(DataError) as named:
+        check_name("seed_image", value)
+    assert str(named.value) == f"seed_image must be a non-empty string, got {shown}"
+
+
+def test_run_and_step_bounds_are_inclusive_and_json_takes_no_text() -> None:
+    assert check_index("step", 100_000) == check_index("run", 0) + 100_000
+    assert check_index("step", "100000", columnar=True) == 100_000
+    assert check_index("step", "0000100000", columnar=True) == 100_000  # zero-padded, as paths write it
+    with pytest.raises(DataError, match="between 0 and 100,000"):
+        check_index("step", "100001", columnar=True)
+    with pytest.raises(DataError, match=r'^run must be a JSON integer, got "5"$'):
+        check_index("run", "5")  # a JSON line says exactly what it means: text is not a number
