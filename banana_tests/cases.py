@@ -62,6 +62,17 @@ class CaseKey:
         )
 
 
+def metric_of_id(test_id: str, metrics: list[str] | tuple[str, ...]) -> str | None:
+    """The metric a parametrized test's id starts with: a case id, a control, trend or snapshot
+    id (`brisque-blur`, `brisque`), or a user's test on `banana_metric`, which the plugin puts
+    first (`brisque-1`); None when the id starts with none of `metrics`."""
+    test_id = strip_xdist_group(test_id)
+    for metric in sorted(metrics, key=len, reverse=True):
+        if test_id == metric or test_id.startswith(metric + "-"):
+            return metric
+    return None
+
+
 def strip_xdist_group(name: str) -> str:
     """Drop the `@group` suffix xdist's loadgroup adds to test names."""
     return _XDIST_GROUP.sub("", name)

@@ -1,7 +1,8 @@
 """The pytest11 entry point: options, parametrization, JUnit properties, the terminal matrix.
 
-It stays light: torch, pyiqa and the image stack are imported only when a case first needs a
-score, never when pytest loads this plugin.
+It registers the public fixtures (banana_tests.public_fixtures) and parametrizes them; the
+suite's own cases are built on them. It stays light: torch, pyiqa and the image stack are
+imported only when a case first needs a score, never when pytest loads this plugin.
 """
 
 from __future__ import annotations
@@ -16,21 +17,35 @@ import pytest
 from banana_tests.cases import CASE_FIXTURE
 from banana_tests.matrix import Cell, TrendTally
 from banana_tests.options import add_data_options, add_gate_options, add_metric_options, spaced_path_options
+from banana_tests.public_fixtures import (  # the fixtures are registered by being here
+    METRIC_FIXTURE,
+    METRICS_FIXTURE,
+    TRAJECTORIES_FIXTURE,
+    banana_metric,
+    banana_metrics,
+    banana_trajectories,
+)
+from banana_tests.scorer import Scorer
+from banana_tests.scorer import load_or_skip as _load_or_skip
 from banana_tests.snapshot_selection import INI, SnapshotSelection
 from banana_tests.snapshot_selection import PARAM as SNAPSHOT_PARAM
-from banana_tests.suite import SuiteState
+from banana_tests.suite import STATE, SuiteState
 from banana_tests.trend import Trend
 from banana_tests.verdicts import Verdict, VerdictFailure
 
 if TYPE_CHECKING:
     from metrics_under_test.registry import MetricSpec
 
-STATE = pytest.StashKey[SuiteState]()
+__all__ = ["STATE", "banana_metric", "banana_metrics", "banana_trajectories", "load_or_skip"]
+
 RUN = pytest.StashKey[dict[str, str]]()
 Measured = TypeVar("Measured", Verdict, Trend)
 Loaded = TypeVar("Loaded")
 TREND_FIXTURE = "banana_trend"
+# Tests that need the data set read at collection, and those that need only the machine prepared.
 SUITE_PARAMS = frozenset({CASE_FIXTURE, TREND_FIXTURE, SNAPSHOT_PARAM, "control_metric"})
+DATA_FIXTURES = frozenset({TRAJECTORIES_FIXTURE})
+SCORING_FIXTURES = frozenset({METRIC_FIXTURE, METRICS_FIXTURE})
 TREND_MODULE = Path(__file__).resolve().parent / "test_trend.py"
 VERDICT_LINE = "banana_verdict"  # a failing verdict's report attribute: its one-line message
 
@@ -74,17 +89,44 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return auto_workers(config)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A data set that cannot be read leaves the cases unplanned; collection then stops with
-    that usage error (raised from a collector it would be a collection error, exit 2)."""
+    """`banana_metric` over the selection, first (outermost), so every id starts with the metric
+    and the scheduler can keep a metric's tests together. The suite's cases carry their metric
+    in the same parameter: (metric, case) pairs, ids unchanged. A data set that cannot be read
+    leaves the cases unplanned; collection then stops with that usage error (raised from a
+    collector it would be a collection error, exit 2)."""
     state = metafunc.config.stash[STATE]
-    if CASE_FIXTURE in metafunc.fixturenames:
+    names = metafunc.fixturenames
+    if CASE_FIXTURE in names:
         keys = [p.key for p in state.try_collect()]
-        metafunc.parametrize(CASE_FIXTURE, keys, ids=[k.test_id for k in keys], indirect=True)
-    if TREND_FIXTURE in metafunc.fixturenames:
+        pairs = [(k.metric, k) for k in keys]
+        ids = [k.test_id for k in keys]
+        metafunc.parametrize((METRIC_FIXTURE, CASE_FIXTURE), pairs, ids=ids, indirect=True, scope="function")
+    elif TREND_FIXTURE in names:
         state.try_collect()
         trends = sorted(state.trends)
-        metafunc.parametrize(TREND_FIXTURE, trends, ids=[k.test_id for k in trends], indirect=True)
+        metafunc.parametrize(
+            (METRIC_FIXTURE, TREND_FIXTURE),
+            [(k.metric, k) for k in trends],
+            ids=[k.test_id for k in trends],
+            indirect=True,
+            scope="function",
+        )
+    elif METRIC_FIXTURE in names and not _parametrized_by_marker(metafunc, METRIC_FIXTURE):
+        metrics = list(state.metrics)
+        metafunc.parametrize(METRIC_FIXTURE, metrics, ids=metrics, indirect=True)
+
+
+def _parametrized_by_marker(metafunc: pytest.Metafunc, name: str) -> bool:
+    """The test chose its own values with `@pytest.mark.parametrize(name, ..., indirect=True)`."""
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",")]
+        if name in names:
+            return True
+    return False
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -92,8 +134,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """A run that collected any of the suite's tests first checks that its data and options can
     be used, so a bad `--dataset` is one usage error, not an error in every test."""
     state = config.stash[STATE]
-    if any(SUITE_PARAMS & getattr(getattr(item, "callspec", None), "params", {}).keys() for item in items):
+    if any(
+        SUITE_PARAMS & getattr(getattr(item, "callspec", None), "params", {}).keys()
+        or DATA_FIXTURES & set(getattr(item, "fixturenames", ()))
+        for item in items
+    ):
         state.try_collect()
+    elif any(SCORING_FIXTURES & set(getattr(item, "fixturenames", ())) for item in items):
+        state.try_prepare()
     if state.usage_error is not None:
         raise pytest.UsageError(state.usage_error)
 
@@ -106,8 +154,9 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 @pytest.fixture
-def banana_trend(request: pytest.FixtureRequest) -> Trend:
-    """One (metric, seed image) trend, with its JUnit properties; skips when the metric cannot load."""
+def banana_trend(request: pytest.FixtureRequest, banana_metric: Scorer) -> Trend:
+    """One (metric, seed image) trend measured with `banana_metric`, with its JUnit properties;
+    skips when the metric cannot load (see banana_tests.scorer.load_or_skip)."""
     state = request.config.stash[STATE]
     plan = state.trends[request.param]
     return _measured(
@@ -115,15 +164,14 @@ def banana_trend(request: pytest.FixtureRequest) -> Trend:
         plan.key.as_properties(),
         plan.reference_step,
         _run_properties(request.config),
-        lambda: state.trend_of(plan.key),
-        state.metrics[plan.key.metric],
-        request.config,
+        lambda: state.trend_of(plan.key, banana_metric),
     )
 
 
 @pytest.fixture
-def banana_case(request: pytest.FixtureRequest) -> Verdict:
-    """The case's verdict, with its JUnit properties recorded; skips when the metric cannot load."""
+def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdict:
+    """The case's verdict, Δ by `banana_metric.delta`, with its JUnit properties recorded; skips
+    when the metric cannot load (see banana_tests.scorer.load_or_skip)."""
     state = request.config.stash[STATE]
     plan = state.plans[request.param]
     record_property = _recorder(request)
@@ -132,26 +180,16 @@ def banana_case(request: pytest.FixtureRequest) -> Verdict:
         plan.key.as_properties(),
         plan.reference_step,
         _run_properties(request.config),
-        lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key)),
-        state.metrics[plan.key.metric],
-        request.config,
+        lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key, banana_metric)),
     )
     record_property("score_cached", state.score_cached(plan.key))
     return verdict
 
 
 def load_or_skip(config: pytest.Config, spec: MetricSpec, load: Callable[[], Loaded]) -> Loaded:
-    """`load()`, or, when the metric's parameters are missing, a skip for a metric that only
-    `offline` or `all` chose and a failure for one the user named: a gate whose metric never
-    ran must not pass."""
-    from metrics_under_test.weights import MissingWeights
-
-    try:
-        return load()
-    except MissingWeights as exc:
-        if spec.name in config.stash[STATE].named:
-            pytest.fail(f"{spec.name} was named with --metric but cannot load: {exc}", pytrace=False)
-        pytest.skip(str(exc))
+    """`load()` under the gate's rule for a metric whose parameters are missing: a skip when only
+    `offline` or `all` chose it, a failure when the user named it (banana_tests.scorer)."""
+    return _load_or_skip(spec.name, spec.name in config.stash[STATE].named, load)
 
 
 def _measured(
@@ -160,14 +198,12 @@ def _measured(
     reference_step: int,
     run: dict[str, str],
     measure: Callable[[], Measured],
-    spec: MetricSpec,
-    config: pytest.Config,
 ) -> Measured:
-    """Record the case's identity first (so a skip or error still names it), then measure it and
-    record its figures; see `load_or_skip` for a metric that cannot load."""
+    """Record the case's identity first (so a skip or error still names it), then measure it
+    (the scorer skips or fails a metric that cannot load) and record its figures."""
     for name, value in {**identity, "reference_step": str(reference_step), **run}.items():
         record_property(name, value)
-    result = load_or_skip(config, spec, measure)
+    result = measure()
     for name, value in result.properties().items():
         record_property(name, value)
     return result

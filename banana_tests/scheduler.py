@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from banana_tests.cases import CaseKey
+from banana_tests.cases import metric_of_id
 from banana_tests.suite import selected_metrics
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric
@@ -67,7 +67,8 @@ _PARAM = re.compile(r"\[(?P<id>[^\]]+)\]$")
 
 
 class MetricScheduling(LoadScopeScheduling):
-    """Scope = the metric named in a suite case's id."""
+    """Scope = the metric a test's id starts with: the suite's cases and any test on the public
+    `banana_metric` fixture, so each worker builds a metric's model once."""
 
     def __init__(self, config, log=None, metrics: tuple[str, ...] = ()) -> None:  # type: ignore[no-untyped-def]
         super().__init__(config, log)
@@ -75,9 +76,5 @@ class MetricScheduling(LoadScopeScheduling):
 
     def _split_scope(self, nodeid: str) -> str:
         m = _PARAM.search(nodeid)
-        if m is not None:
-            try:
-                return "metric:" + CaseKey.from_test_id(m["id"], self.metrics).metric
-            except ValueError:
-                pass
-        return nodeid
+        metric = metric_of_id(m["id"], self.metrics) if m is not None else None
+        return nodeid if metric is None else "metric:" + metric

@@ -15,20 +15,22 @@ import pytest
 
 from banana_tests.cases import CaseKey
 from banana_tests.data import EMBEDDED
-from banana_tests.gaps import Gap, gap
+from banana_tests.gaps import Gap
 from banana_tests.matrix import Matrix
 from banana_tests.options import DEFAULT_STEPS
 from banana_tests.plan import CasePlan, parse_steps, plan_cases
 from banana_tests.selection import Selection
 from banana_tests.sources import SourceOptions, from_options, load, with_problems
-from banana_tests.trajectories import DataError, DataWarning, Record
+from banana_tests.trajectories import DataError, DataWarning, Problem, Record
 from banana_tests.trend import Trend, TrendKey, TrendPlan, measure, plan_trends
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import MetricSpec, UnknownMetric, resolve
 from metrics_under_test.weights import stage
 
 if TYPE_CHECKING:
+    from banana_tests.scorer import Scorer
     from banana_tests.scoring import ScoreBook
+    from banana_tests.trajectory_view import Trajectories
 
 
 @dataclass
@@ -49,11 +51,14 @@ class SuiteState:
     narrowed: tuple[str, ...] = ()  # the selection options that keep only part of the data set
     usage_error: str | None = None  # why the suite's cases could not be planned
     records: list[Record] = field(default_factory=list)  # the selected records, read at collection
+    problems: list[Problem] = field(default_factory=list)  # the bad lines that concern the selection
     plans: dict[CaseKey, CasePlan] = field(default_factory=dict)
     trends: dict[TrendKey, TrendPlan] = field(default_factory=dict)
     matrix: Matrix = field(default_factory=Matrix)
     _book: ScoreBook | None = None
     _needs: dict[str, list[Record]] = field(default_factory=dict)
+    _scorers: dict[str, Scorer] = field(default_factory=dict)
+    _prepared: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> SuiteState:
@@ -106,7 +111,7 @@ class SuiteState:
         """Read the data set and plan every case; a set that cannot be read, or options it
         cannot satisfy, are a usage error."""
         if not self.plans:
-            self._prepare_machine()
+            self.prepare()
             try:
                 loaded = load(self.source, self.selection)
             except DataError as exc:
@@ -118,7 +123,7 @@ class SuiteState:
                 )
             held = sorted({step for steps in loaded.held.values() for step in steps})
             self._check_steps(loaded.records, held)
-            self.records = loaded.records
+            self.records, self.problems = loaded.records, loaded.problems
             metrics, steps = list(self.metrics), self.selection.steps
 
             def planned(per_run: bool) -> list[CasePlan]:
@@ -136,8 +141,18 @@ class SuiteState:
                 self.trends = {t.key: t for t in trends}
         return list(self.plans.values())
 
-    def _prepare_machine(self) -> None:
-        """What only a run of the suite needs: the weights staged, an explicit device present."""
+    def try_prepare(self) -> None:
+        """`prepare()`, keeping a usage error for the plugin to raise once collection is done."""
+        try:
+            self.prepare()
+        except pytest.UsageError as exc:
+            self.usage_error = str(exc)
+
+    def prepare(self) -> None:
+        """What scoring needs, once per process: the weights staged, an explicit device present."""
+        if self._prepared:
+            return
+        self._prepared = True
         if self.mirror is not None:
             if not self.mirror.is_dir():
                 raise pytest.UsageError(f"--weights-dir={self.mirror}: no such directory")
@@ -174,6 +189,29 @@ class SuiteState:
             self._book = ScoreBook(resolve_device(self.device), images, cache=cache)
         return self._book
 
+    def scorer(self, metric: str) -> Scorer:
+        """The public fixtures' Scorer of a selected metric, one per process over this book."""
+        if metric not in self._scorers:
+            from banana_tests.scorer import Scorer
+
+            self.prepare()
+            self._scorers[metric] = Scorer(self.metrics[metric], self.book, metric in self.named)
+        return self._scorers[metric]
+
+    def trajectories(self) -> Trajectories:
+        """The selected records as the public fixture gives them."""
+        from banana_tests.trajectory_view import Trajectories
+
+        self.collect()
+        return Trajectories(
+            self.records,
+            self.problems,
+            self.book.images,
+            self.source.source,
+            self.variant,
+            self.reference_step,
+        )
+
     def needs(self, metric: str) -> list[Record]:
         """Every record this metric's cases need, so they are scored in one pass; empty once asked
         (that pass scored them), since the book scans all it is given: 5,940 cases took 75 s."""
@@ -187,24 +225,24 @@ class SuiteState:
         cache, else "cached/total" over its reference and step scores."""
         plan = self.plans[key]
         records = [r for pair in plan.pairs for r in pair]
-        hits = sum(self.book.cached(self.metrics[key.metric], records))
+        hits = sum(self.scorer(key.metric).cached(records))
         return "true" if hits == len(records) else "false" if hits == 0 else f"{hits}/{len(records)}"
 
-    def trend_of(self, key: TrendKey) -> Trend:
-        """The trend of one (metric, seed image); its images are scored like the Δ cases'."""
-        return measure(self.trends[key], self.metrics[key.metric], self.book)
+    def trend_of(self, key: TrendKey, scorer: Scorer) -> Trend:
+        """The trend of one (metric, seed image) with that metric's scorer; its images are scored
+        like the Δ cases'."""
+        return scorer.guard(lambda: measure(self.trends[key], scorer.spec, scorer.book))
 
-    def gap(self, key: CaseKey) -> Gap:
-        """Δ for one case; scores every image its metric needs here on first use."""
+    def gap(self, key: CaseKey, scorer: Scorer) -> Gap:
+        """Δ for one case with that metric's scorer (the public Δ engine); scores every image the
+        metric needs here on first use."""
         plan = self.plans[key]
         if plan.error:
             raise DataError(plan.error)
-        spec = self.metrics[key.metric]
-        refs = self.book.scores(spec, [a for a, _ in plan.pairs], self.needs(key.metric))
-        steps = self.book.scores(spec, [b for _, b in plan.pairs])
-        return gap(spec.scale, refs, steps)
+        return scorer.delta(plan.pairs, self.needs(key.metric))
 
 
+STATE = pytest.StashKey[SuiteState]()
 SELECTED = pytest.StashKey[list[MetricSpec]]()
 NO_CUDA = "--device=cuda: CUDA is not available on this machine; use --device=cpu or --device=auto"
 

@@ -4,11 +4,12 @@ The other half of the paper's story: a metric that ranks noisier, blurrier or mo
 crops as worse here, yet misses iterative-editing degradation, fails on the editing trajectories
 alone. Eight crops of the clean seed images, each with two strengths, are drawn once from a seeded
 generator and run as hypothesis's explicit examples; the stronger must score worse (normalised).
+Written on the public fixtures: each metric's `Scorer` from `banana_metrics` scores the crops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -20,10 +21,9 @@ from hypothesis import strategies as st
 
 from banana_tests.data import SEEDS
 from banana_tests.distortions import DISTORTIONS, Array
-from banana_tests.plugin import STATE, load_or_skip
+from banana_tests.scorer import Scorer
+from banana_tests.suite import STATE
 from banana_tests.verdicts import fail_verdict
-from metrics_under_test.protocol import Metric, check_scores
-from metrics_under_test.registry import MetricSpec
 
 MIN_GAP = 0.25  # strengths closer than this may legitimately tie
 CROP = (160, 320)
@@ -65,14 +65,6 @@ class Crop:
     def pixels(self) -> Array:
         box = (slice(self.top, self.top + self.height), slice(self.left, self.left + self.width))
         return np.ascontiguousarray(clean_images()[self.seed_image][box])
-
-
-@cache
-def metric(spec: MetricSpec, device: str) -> Metric:
-    """Built once per worker; the offline metrics this runs in CI are small."""
-    from banana_tests.scoring import load_metric
-
-    return load_metric(spec, device)
 
 
 EXAMPLES = 8
@@ -117,19 +109,17 @@ def _with_examples(test: Callable[..., None]) -> Callable[..., None]:
 )
 def test_detects_control_degradation(
     pytestconfig: pytest.Config,
+    banana_metrics: Mapping[str, Scorer],
     control_metric: str,
     distortion: str,
     crop: Crop,
     levels: tuple[float, float],
     noise_seed: int,
 ) -> None:
-    state = pytestconfig.stash[STATE]
-    spec = state.metrics[control_metric]
-    score = load_or_skip(pytestconfig, spec, lambda: metric(spec, state.book.device))
+    scorer = banana_metrics[control_metric]
     distort = DISTORTIONS[distortion]
     pixels = crop.pixels
-    images = [distort(pixels, s, noise_seed) for s in levels]
-    mild, strong = (spec.scale.normalise(v) for v in check_scores(spec.name, images, score(images)))
+    mild, strong = map(scorer.normalise, scorer.scores([distort(pixels, s, noise_seed) for s in levels]))
     if not strong < mild:
         fail_verdict(
             f"{control_metric} did not rank {distortion} at strength {levels[1]:.2f} below {levels[0]:.2f} "

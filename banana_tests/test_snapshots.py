@@ -1,24 +1,28 @@
 """Score snapshots: a metric's raw scores must not drift from the recorded ones.
 
 Record or refresh them with `pytest --snapshot-update --metric=NAMES` on a run over the whole
-data set; the other metrics' snapshots are kept, and nothing is ever deleted.
+data set; the other metrics' snapshots are kept, and nothing is ever deleted. Written on the
+public fixtures: the scores are `banana_metrics[name].scores(...)` of `banana_trajectories`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from banana_tests.plugin import STATE, load_or_skip
+from banana_tests.scorer import Scorer
 from banana_tests.snapshot_selection import PARAM, recorded_metrics, snapshot_root
 from banana_tests.snapshots import (
     ScoreSnapshotExtension,
     abs_tolerance,
     dataset_label,
-    score_snapshot,
+    score_id,
     snapshot_folder,
 )
+from banana_tests.suite import STATE
+from banana_tests.trajectory_view import Trajectories
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -32,7 +36,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(PARAM, metrics, ids=metrics)
 
 
-def test_scores_match_snapshot(request: pytest.FixtureRequest, snapshot_metric: str, snapshot) -> None:  # type: ignore[no-untyped-def]
+def test_scores_match_snapshot(  # type: ignore[no-untyped-def]
+    request: pytest.FixtureRequest,
+    snapshot_metric: str,
+    banana_metrics: Mapping[str, Scorer],
+    banana_trajectories: Trajectories,
+    snapshot,
+) -> None:
+    """Selected metrics only run (the others are deselected): `banana_metrics` holds each."""
     config = request.config
     state = config.stash[STATE]
     updating = bool(config.getoption("update_snapshots"))
@@ -43,11 +54,12 @@ def test_scores_match_snapshot(request: pytest.FixtureRequest, snapshot_metric: 
             + " (a narrowed run would record only part of the scores)",
             pytrace=False,
         )
-    spec = state.metrics[snapshot_metric]
+    scorer = banana_metrics[snapshot_metric]
     name = f"{request.node.originalname}[{snapshot_metric}].json"
     folder = snapshot_folder(snapshot_root(config), request.node.path, dataset_label(state), name, updating)
     extension = ScoreSnapshotExtension.configured(
-        config.getoption("snapshot_rtol"), abs_tolerance(spec), bool(state.narrowed), folder
+        config.getoption("snapshot_rtol"), abs_tolerance(scorer.spec), bool(state.narrowed), folder
     )
-    scores = load_or_skip(config, spec, lambda: score_snapshot(state, spec))
+    records = list(banana_trajectories)  # sorted by (seed image, run, step)
+    scores = dict(zip(map(score_id, records), scorer.scores(records), strict=True))
     assert scores == snapshot.use_extension(extension)

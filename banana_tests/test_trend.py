@@ -1,13 +1,20 @@
-"""Trend cases (`--trend`): does each metric's score fall with the step on each seed image?"""
+"""Trend cases (`--trend`): does each metric's score fall with the step on each seed image?
+
+Written on the public fixtures: `banana_trend` is measured with `banana_metric`'s scores.
+"""
 
 from __future__ import annotations
 
 import pytest
 
+from banana_tests.scorer import Scorer
 from banana_tests.trend import Trend
 from banana_tests.verdicts import fail_verdict
 
 
-def test_trend_detects_degradation(banana_trend: Trend, pytestconfig: pytest.Config) -> None:
+def test_trend_detects_degradation(
+    banana_metric: Scorer, banana_trend: Trend, pytestconfig: pytest.Config
+) -> None:
+    # banana_metric (the id's first part) is the scorer that measured banana_trend.
     if not banana_trend.detected:
         fail_verdict(banana_trend.message(), banana_trend.summary(), pytestconfig)

@@ -1,0 +1,160 @@
+"""One metric on trial as a test sees it: its scale, its scores and its Δ, behind the suite's rules.
+
+A `Scorer` is what the public `banana_metric` fixture yields. It scores records of the trajectory
+set, image files and in-memory images through the worker's `ScoreBook` (one model per worker,
+batches of one size, the persistent score cache), and computes Δ with the same engine as the
+shipped cases. Loading follows the gate's rule: a metric whose parameters are missing skips a
+test when only `offline` or `all` chose it, and fails it when `--metric` named it.
+
+Nothing here imports torch, pyiqa or numpy: the model is built on the first score that the cache
+does not hold, never when the fixture is set up.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+
+import pytest
+
+from banana_tests.gaps import Gap, Scale, gap
+from banana_tests.trajectories import Record
+from metrics_under_test.registry import MetricSpec
+
+if TYPE_CHECKING:
+    from banana_tests.scoring import ScoreBook
+    from metrics_under_test.protocol import Image, Metric
+
+Scoreable: TypeAlias = "Record | str | os.PathLike[str] | Image"
+"""A record of the trajectory set, an image file's path, or an (H, W, 3) uint8 RGB array."""
+Pair: TypeAlias = "tuple[Scoreable, Scoreable]"
+T = TypeVar("T")
+
+
+def load_or_skip(name: str, named: bool, load: Callable[[], T]) -> T:
+    """`load()`, or, when the metric's parameters are missing, a skip for a metric that only
+    `offline` or `all` chose and a failure for one the user `named`: a gate whose metric never
+    ran must not pass."""
+    from metrics_under_test.weights import MissingWeights
+
+    try:
+        return load()
+    except MissingWeights as exc:
+        if named:
+            pytest.fail(f"{name} was named with --metric but cannot load: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+
+
+class Scorer:
+    """A selected metric: `name`, `lower_better`, `score_range` (the paper's Table 2 range, else
+    pyiqa's), `normalise()`, `scores()` and `delta()`. Scores are raw, as the metric gives them."""
+
+    def __init__(self, spec: MetricSpec, book: ScoreBook, named: bool) -> None:
+        self.spec = spec
+        self.book = book
+        self.named = named
+
+    def __repr__(self) -> str:
+        return f"<Scorer {self.name} {self.score_range} {'lower' if self.lower_better else 'higher'} better>"
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def lower_better(self) -> bool:
+        return self.spec.lower_better
+
+    @property
+    def score_range(self) -> tuple[float, float]:
+        """The typical range that normalisation maps to [0, 100]."""
+        return self.spec.low, self.spec.high
+
+    @property
+    def scale(self) -> Scale:
+        return self.spec.scale
+
+    def normalise(self, score: float) -> float:
+        """The README's Table 2 rule: `100·(s−lo)/(hi−lo)`, or `100·(hi−s)/(hi−lo)` when lower is
+        better, so higher always means better quality. Not clipped, so a Δ keeps its sign."""
+        return self.scale.normalise(score)
+
+    @property
+    def model(self) -> Metric:
+        """The loaded metric, built once per worker (the worker holds one model at a time: taking
+        another metric's model drops this one, so use it and let it go)."""
+        return self.guard(lambda: self.book.model(self.spec))
+
+    def guard(self, action: Callable[[], T]) -> T:
+        """`action()` under the loading rule (see `load_or_skip`)."""
+        return load_or_skip(self.name, self.named, action)
+
+    def score(self, item: Scoreable) -> float:
+        """The raw score of one record, image file or RGB array."""
+        return self.scores([item])[0]
+
+    def scores(self, items: Sequence[Scoreable], upcoming: Sequence[Record] = ()) -> list[float]:
+        """Raw scores, in order, of records, image files and RGB arrays. Files and records are
+        checked and decoded as the suite does (8-bit RGB only) and cached by their bytes, arrays by
+        their pixels; `upcoming` are records you will ask for later, scored in the same batches."""
+        files: list[tuple[int, Record]] = []
+        arrays: list[tuple[int, Image]] = []
+        for i, item in enumerate(items):
+            if isinstance(item, Record):
+                files.append((i, item))
+            elif isinstance(item, str | os.PathLike):
+                files.append((i, file_record(item)))
+            else:
+                arrays.append((i, checked_array(item, i)))
+        out: list[float] = [0.0] * len(items)
+
+        def run() -> None:
+            if files or upcoming:
+                values = self.book.scores(self.spec, [r for _, r in files], upcoming)
+                for (i, _), v in zip(files, values, strict=True):
+                    out[i] = v
+            if arrays:
+                values = self.book.score_pixels(self.spec, [a for _, a in arrays])
+                for (i, _), v in zip(arrays, values, strict=True):
+                    out[i] = v
+
+        self.guard(run)
+        return out
+
+    def delta(self, pairs: Sequence[Pair], upcoming: Sequence[Record] = ()) -> Gap:
+        """Δ exactly as the shipped cases compute it: `pairs` holds one (reference, step) pair per
+        run; the raw scores are averaged over the runs, then normalised, and
+        Δ = n(step) − n(reference). The result's `detected` is the paper's verdict, Δ < 0."""
+        if not pairs:
+            raise ValueError("delta needs at least one (reference, step) pair")
+        refs = self.scores([a for a, _ in pairs], upcoming)
+        steps = self.scores([b for _, b in pairs])
+        return gap(self.scale, refs, steps)
+
+    def cached(self, items: Sequence[Record | str | os.PathLike[str]]) -> list[bool]:
+        """Whether each record's or file's score, once scored, came from the persistent cache."""
+        records = [r if isinstance(r, Record) else file_record(r) for r in items]
+        return self.book.cached(self.spec, records)
+
+
+def file_record(path: str | os.PathLike[str]) -> Record:
+    """An image file outside any trajectory set, as a record: scored and cached like one."""
+    real = Path(os.path.realpath(path))
+    return Record(real.stem, "", 0, 0, real, str(path))
+
+
+def checked_array(image: Any, position: int) -> Image:
+    """An (H, W, 3) uint8 array, as every metric's protocol takes, made contiguous (a shifted or
+    cropped view is fine); else a TypeError saying what was given."""
+    shape, dtype = getattr(image, "shape", None), getattr(image, "dtype", None)
+    if shape is None or len(shape) != 3 or shape[2] != 3 or str(dtype) != "uint8":
+        raise TypeError(
+            f"item {position}: expected a Record, an image path or an (H, W, 3) uint8 RGB array, "
+            f"got {type(image).__name__}" + (f" of shape {shape} and dtype {dtype}" if shape else "")
+        )
+    import numpy as np  # an array was given, so numpy is loaded already
+
+    contiguous: Image = np.ascontiguousarray(image)
+    return contiguous
