@@ -30,8 +30,8 @@ RUN_PROPERTIES = frozenset({"variant", "dataset", "versions", "device", "command
 """What the first case of each process records about its run (and older files on every case);
 a trend case may be that first case, so the reader takes these from it too."""
 MAX_INPUT_MB = 64
-"""Default cap on one file's size: about 55,000 failing or 70,000 passing cases (the suite writes ~1.2 and
-~0.95 KB a case; benchmarks/bench_scale.py); raise it (`--max-input-mb`) for bigger single files."""
+"""Default cap on one file's size: about 63,000 failing or 84,000 passing cases (the suite writes ~1.05 and
+~0.8 KB a case; benchmarks/bench_scale.py); raise it (`--max-input-mb`) for bigger single files."""
 MAX_ATTRIBUTE = 1 << 20
 """Cap on one attribute value (property value, message): the suite writes at most a few KiB."""
 _OLDEST = datetime.min.replace(tzinfo=UTC)

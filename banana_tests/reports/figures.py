@@ -216,7 +216,8 @@ def failure_counts(matrix: Matrix, stem: Path) -> list[Path]:
 
     rows, cols = _rows(matrix), matrix.metrics
     cmap = ListedColormap(colormaps["Reds"](np.linspace(0.25, 0.95, 256)), name="banana_failures")
-    labels = [f"{col} ({matrix.counts(col).label()})" for col in cols]
+    totals = matrix.tally()
+    labels = [f"{col} ({totals[(col, None)].label()})" for col in cols]
     title = "Failing steps (Δ ≥ 0) per seed image and metric"
     fig, ax = _axes(
         plt, rows, cols, labels, title, "metric (failing steps / steps with a verdict, all seed images)"
@@ -264,11 +265,11 @@ def step_summary(matrix: Matrix, stem: Path) -> list[Path]:
     plt = _pyplot()
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8.0, 6.4), layout="constrained")
     colours = plt.get_cmap("tab10")
-    for i, metric in enumerate(matrix.metrics):
-        by_step: dict[int, list[Cell]] = {}
-        for cell in matrix.cells.values():
-            if cell.key.metric == metric and cell.outcome in ("passed", "failed"):
-                by_step.setdefault(cell.key.step, []).append(cell)
+    groups: dict[str, dict[int, list[Cell]]] = {metric: {} for metric in matrix.metrics}
+    for cell in matrix.cells.values():  # one pass for every metric
+        if cell.outcome in ("passed", "failed"):
+            groups[cell.key.metric].setdefault(cell.key.step, []).append(cell)
+    for i, (metric, by_step) in enumerate(groups.items()):
         steps = sorted(by_step)
         rate = [100 * sum(c.outcome == "failed" for c in by_step[s]) / len(by_step[s]) for s in steps]
         mean = []

@@ -12,7 +12,7 @@ from pathlib import Path
 from banana_tests.matrix import Matrix
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.html import html_chunks
-from banana_tests.reports.tables import matrix_csv, summary_markdown
+from banana_tests.reports.tables import summary_markdown, write_csv
 from banana_tests.reports.trends import TrendSeries, render_trends
 
 
@@ -35,7 +35,8 @@ def write_report(
 
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "matrix.csv", out / "summary.md"]
-    written[0].write_text(matrix_csv(matrix), encoding="utf-8")
+    with written[0].open("w", encoding="utf-8", newline="") as table:
+        write_csv(matrix, table)
     summary = summary_markdown(matrix, title)
     written[1].write_text(summary + (f"\n{summary_extra}" if summary_extra else ""), encoding="utf-8")
     figures = render_figures(matrix, out, figure_steps)
