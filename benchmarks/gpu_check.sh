@@ -6,10 +6,12 @@
 # 2. the suite over the 21 metrics, steps 5/10/20 against step 1, on --dataset (default: the
 #    embedded set; pass Banana100 for the paper's 12 seed images x 5 runs).
 # Without CUDA, or with --dry-run, it does a tiny run on CPU instead (PIQE, which needs no files;
-# small images; two seed images), so the script itself is tested offline.
+# small images; two seed images), so the script itself is tested offline (tests/test_gpu_check.py).
+# $PYTHON picks the interpreter (default python), $GPU_CHECK_REPORTS the JUnit folder (reports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
+REPORTS=${GPU_CHECK_REPORTS:-reports}
 DATASET=fixtures/emulated
 DRY=0
 for arg in "$@"; do
@@ -42,5 +44,5 @@ echo
 echo "== the paper's protocol on $DEVICE: $DATASET =="
 "$PYTHON" -m pytest --pyargs banana_tests -p no:cacheprovider -q --no-cache --metric="$METRICS" \
     --device="$DEVICE" --dataset="$DATASET" --steps=5,10,20 --reference-step=1 "${SELECT[@]}" \
-    --junitxml="reports/gpu_check-$DEVICE.xml" -k test_detects_degradation || true
+    --junitxml="$REPORTS/gpu_check-$DEVICE.xml" -k test_detects_degradation || true
 echo "gpu_check: done ($DEVICE)"
