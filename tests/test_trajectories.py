@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import warnings
 from pathlib import Path
@@ -319,3 +320,44 @@ def test_run_and_step_bounds_are_inclusive_and_json_takes_no_text() -> None:
         check_index("step", "100001", columnar=True)
     with pytest.raises(DataError, match=r'^run must be a JSON integer, got "5"$'):
         check_index("run", "5")  # a JSON line says exactly what it means: text is not a number
+
+
+def test_a_byte_that_is_not_utf8_is_named_with_its_column(tmp_path: Path) -> None:
+    root = metadata(tmp_path, good_line())
+    with (root / "metadata.jsonl").open("ab") as f:
+        f.write(b'{"seed_image": "a\xff"}\n')
+    [problem] = read_imagefolder(root).problems
+    assert problem.message == "not UTF-8 text: byte 0xff at column 18"
+
+
+def test_sha256_is_no_extra_field_and_repeated_keys_are_all_named(tmp_path: Path) -> None:
+    row = json.loads(good_line())
+    digest = "ab" * 32
+    repeated = '{"seed_image": "a", "run": 0, "seed_image": "a", "run": 0}'
+    root = metadata(tmp_path, json.dumps({**row, "sha256": digest, "prompt": "p"}), repeated)
+    ts = read_imagefolder(root)
+    [record] = ts.records
+    assert (record.sha256, dict(record.extra)) == (digest, {"prompt": "p"})
+    [problem] = ts.problems
+    assert problem.message == "not JSON: key(s) 'run', 'seed_image' appear more than once"
+
+
+def test_a_value_is_shown_in_its_own_characters(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r'^run must be a JSON integer, got "é"$'):
+        check_index("run", "é")
+
+
+def test_a_metadata_file_that_cannot_be_read_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = metadata(tmp_path, good_line())
+    real_open = Path.open
+
+    def broken(self: Path, *args: Any, **kwargs: Any) -> Any:
+        if self.name == "metadata.jsonl":
+            raise OSError(errno.EIO, "Input/output error", str(self))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", broken)
+    with pytest.raises(DataError, match=r"metadata\.jsonl: cannot read it: Input/output error$"):
+        read_imagefolder(root)
