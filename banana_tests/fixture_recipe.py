@@ -33,7 +33,7 @@ DEFAULT_DIR = EMBEDDED
 RECIPE = "recipe.json"
 METADATA = "metadata.jsonl"
 PROMPT = "Produce an exact replica of the provided image, with no alterations."
-# All bundled with scikit-image 0.26 (no download). Eight, not more, to keep the set near 20 MB
+# All bundled with scikit-image 0.26 (no download). Eight, not more, to keep the set under 25 MB
 # (noisy 384 px PNGs are ~0.25 MB each); `grass` and `immunohistochemistry` also load offline.
 SEED_IMAGES = (
     "astronaut",
