@@ -23,21 +23,26 @@ from metrics_under_test.weights import pyiqa_cache_dir
 # parameters, which do the same arithmetic. Shown so a user can size a run before starting it:
 # the paper's protocol scores 240 such images per metric, `--steps all` 6,000.
 CPU_SECONDS_2K: dict[str, float] = {
-    "arniqa": 21.5,
+    "arniqa": 21.6,
     "brisque": 2.91,
     "clipiqa": 24.3,
     "cnniqa": 4.7,
     "dbcnn": 36.9,
     "hyperiqa": 5.31,
     "ilniqe": 27.4,
+    "liqe": 7.46,
+    "maniqa": 263,
     "musiq": 54.4,
     "nima": 2.46,
     "niqe": 16.5,
-    "piqe": 1.81,
+    "nrqm": 1857,
     "paq2piq": 9.67,
-    "wadiqam_nr": 26.1,
+    "pi": 1426,
+    "piqe": 1.81,
+    "qualiclip": 12.9,
     "topiq_nr": 46,
-    "liqe": 7.46,
+    "tres": 49.2,
+    "wadiqam_nr": 26.1,
 }
 
 
