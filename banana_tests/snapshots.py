@@ -34,13 +34,6 @@ def score_id(record: Record) -> str:
     return f"{record.variant}/{record.seed_image}/run{record.run}/step{record.step}"
 
 
-def score_snapshot(state: SuiteState, spec: MetricSpec) -> Scores:
-    """Raw scores of every selected record, in a stable order."""
-    state.collect()
-    records = sorted(state.records, key=lambda r: (r.seed_image, r.run, r.step))
-    return dict(zip(map(score_id, records), state.book.scores(spec, records), strict=True))
-
-
 # Normalised points. The same code on two machines of this project's kind moved NIQE by up to 0.028
 # points (BLAS kernels differ by CPU); verdicts are decided by gaps of whole points.
 ATOL_NORMALISED = 0.1
