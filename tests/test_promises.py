@@ -64,9 +64,9 @@ def test_exit_4_for_the_causes_the_options_table_lacks(
     (suite.path / "empty" / "metadata.jsonl").write_text("null\n5\n")
     defaults = {"--dataset": "--dataset=data", "--metric": f"--metric={NOISE}"}
     given = {o.split("=")[0] for o in options}
-    # In process: a usage error stops the run before anything is scored, and this saves a Python
-    # start per case (about 0.8 s of CPU each) against CI's time budget.
-    result = suite.runpytest_inprocess(*[v for k, v in defaults.items() if k not in given], *options)
+    # Not in process: pytester then drops the modules the run imported, and a later import of
+    # numpy's C extensions in this worker fails ("cannot load module more than once per process").
+    result = suite.runpytest_subprocess(*[v for k, v in defaults.items() if k not in given], *options)
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     assert message in result.stderr.str()
     assert "test_detects_degradation" not in result.stdout.str()
