@@ -108,7 +108,7 @@ def test_a_cached_pyiqa_run_imports_no_torch_until_a_parameter_file_changes(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """NIQE on one seed image and step, four runs; imports are read from the run's own sys.modules
-    at its end (README "Speed": a fully cached run imports neither torch nor numpy). Between the
+    at its end (README "Speed": a fully cached run imports none of torch, pyiqa and numpy). Between the
     runs, NIQE's parameter file changes content but not size: a new mtime is a miss; the same
     mtime is the README's stated limit (a file's hash is remembered by path, size and mtime),
     read as a hit."""
