@@ -7,7 +7,7 @@ ScoreBook's batching and image decoding, and pyiqa's own forward all run.
 
 Each metric is built and scored in a process of its own (this module run as a script), which
 exits when done: one pytest worker that built them in turn grew to 10 GB under `-n 2` and was
-killed; a process per metric peaked at 2.8 GB (ILNIQE). The plumbing cases took 24 min under
+killed; a process per metric peaked at 2.8 GB (ILNIQE). The plumbing cases took 10-24 min under
 `-n 2` on the loaded 2-core machine, so `pytest tests -n 2` skips them and CI runs them with a
 second command (COMMAND, the README's); the missing-file cases run in the first only.
 """
@@ -39,7 +39,7 @@ from tests.conftest import PROJECT, weights_mirror, write_crops
 ASKED = "BANANA_PAPER_METRICS"  # run the per-metric processes
 COMMAND = f"{ASKED}=1 pytest tests/test_paper_metrics.py tests/test_gpu_check.py -n 2"  # README, .ci/run
 heavy = pytest.mark.skipif(
-    not os.environ.get(ASKED), reason=f"a process per paper metric (24 min here): run by {COMMAND}"
+    not os.environ.get(ASKED), reason=f"a process per paper metric (10-24 min here): run by {COMMAND}"
 )
 REAL = ("brisque", "niqe", "ilniqe", "piqe")  # real parameters from the mirror (or none needed)
 # The slowest first (seconds per process at load ~11), so that under -n 2 none starts last.
@@ -72,7 +72,7 @@ LARGE = ("liqe",)
 # MANIQA scores 20 uniform 224 px crops, each a ViT-B/8 pass (~10 s an image here), TReS 50, each
 # a ResNet-50 pass (~4 min for the seven scorings): 2 crops run the same code much faster.
 FEWER_CROPS: dict[str, dict[str, Any]] = {"maniqa": {"test_sample": 2}, "tres": {"test_sample": 2}}
-CHILD_TIMEOUT_S = 3600  # a hang, not a slow metric: ILNIQE, the slowest, took 886 s at load 11
+CHILD_TIMEOUT_S = 3600  # a hang, not a slow metric: ILNIQE, the slowest, took 410-886 s at load 7-11
 # A guard against waiting on the network (the hub's retries, which HF_HUB_OFFLINE=1 stops, take
 # ~40 s), not a speed test: MANIQA builds its ViT-B/8 before timm asks the hub, 9.7 s at load 11.
 MISSING_WITHIN_S = 30.0
