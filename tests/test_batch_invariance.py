@@ -24,7 +24,7 @@ from metrics_under_test.weights import stage
 from tests.conftest import weights_mirror, write_crops
 
 # max |batched - alone| allowed per metric, from differences measured on this machine on the crops
-# below and, where said, on embedded images in the suite's own batches (up to 5 images of 320 px).
+# below and, where said, on embedded images in the suite's own batches (up to 5 images of 384 px).
 TOLERANCE = {
     # float32 SVM: a sum of 774 support-vector terms with coefficients up to ±1024 that cancel down
     # to the score; one image (gemv) and a batch (gemm) add them in different orders, so batched
