@@ -12,6 +12,7 @@ _XDIST_GROUP = re.compile(r"@[^\]@]+$")
 
 
 CASE_FIXTURE = "banana_case"  # the indirect parameter that carries a case's key
+TREND_FIXTURE = "banana_trend"  # the indirect parameter that carries a trend key
 
 
 @dataclass(frozen=True, order=True)

@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
-from banana_tests.cases import CASE_FIXTURE
-from banana_tests.matrix import Cell, TrendTally
-from banana_tests.options import add_data_options, add_gate_options, add_metric_options, spaced_path_options
+from banana_tests.cases import CASE_FIXTURE, TREND_FIXTURE
 from banana_tests.public_fixtures import (  # the fixtures are registered by being here
     METRIC_FIXTURE,
     METRICS_FIXTURE,
@@ -25,23 +23,29 @@ from banana_tests.public_fixtures import (  # the fixtures are registered by bei
     banana_metrics,
     banana_trajectories,
 )
-from banana_tests.scorer import Scorer
-from banana_tests.scorer import load_or_skip as _load_or_skip
-from banana_tests.snapshot_selection import INI, SnapshotSelection
-from banana_tests.snapshot_selection import PARAM as SNAPSHOT_PARAM
-from banana_tests.suite import STATE, SuiteState
-from banana_tests.trend import Trend
-from banana_tests.verdicts import Verdict, VerdictFailure
+from banana_tests.session.options import (
+    add_data_options,
+    add_gate_options,
+    add_metric_options,
+    spaced_path_options,
+)
+from banana_tests.session.scorer import Scorer
+from banana_tests.session.scorer import load_or_skip as _load_or_skip
+from banana_tests.session.snapshot_selection import INI, SnapshotSelection
+from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
+from banana_tests.session.suite import STATE, SuiteState
+from banana_tests.verdicts.matrix import Cell, TrendTally
+from banana_tests.verdicts.trend import Trend
+from banana_tests.verdicts.verdict import Verdict, VerdictFailure
 
 if TYPE_CHECKING:
-    from metrics_under_test.registry import MetricSpec
+    from metrics_under_test.spec import MetricSpec
 
 __all__ = ["STATE", "banana_metric", "banana_metrics", "banana_trajectories", "load_or_skip"]
 
 RUN = pytest.StashKey[dict[str, str]]()
 Measured = TypeVar("Measured", Verdict, Trend)
 Loaded = TypeVar("Loaded")
-TREND_FIXTURE = "banana_trend"
 # Tests that need the data set read at collection, and those that need only the machine prepared.
 SUITE_PARAMS = frozenset({CASE_FIXTURE, TREND_FIXTURE, SNAPSHOT_PARAM, "control_metric"})
 DATA_FIXTURES = frozenset({TRAJECTORIES_FIXTURE})
@@ -75,7 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(state), "banana-tests-xdist")
     if config.getoption("baseline"):
-        from banana_tests.gating import BaselineGate
+        from banana_tests.session.gating import BaselineGate
 
         gate = BaselineGate(Path(config.getoption("baseline")), config.getoption("strict_baseline"))
         config.pluginmanager.register(gate, "banana-tests-baseline")
@@ -84,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """Module-level, since xdist asks before pytest_configure registers XdistHooks."""
-    from banana_tests.scheduler import auto_workers
+    from banana_tests.scheduler.metric_groups import auto_workers
 
     return auto_workers(config)
 
@@ -156,7 +160,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 @pytest.fixture
 def banana_trend(request: pytest.FixtureRequest, banana_metric: Scorer) -> Trend:
     """One (metric, seed image) trend measured with `banana_metric`, with its JUnit properties;
-    skips when the metric cannot load (see banana_tests.scorer.load_or_skip)."""
+    skips when the metric cannot load (see banana_tests.session.scorer.load_or_skip)."""
     state = request.config.stash[STATE]
     plan = state.trends[request.param]
     return _measured(
@@ -171,7 +175,7 @@ def banana_trend(request: pytest.FixtureRequest, banana_metric: Scorer) -> Trend
 @pytest.fixture
 def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdict:
     """The case's verdict, Δ by `banana_metric.delta`, with its JUnit properties recorded; skips
-    when the metric cannot load (see banana_tests.scorer.load_or_skip)."""
+    when the metric cannot load (see banana_tests.session.scorer.load_or_skip)."""
     state = request.config.stash[STATE]
     plan = state.plans[request.param]
     record_property = _recorder(request)
@@ -188,7 +192,7 @@ def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdic
 
 def load_or_skip(config: pytest.Config, spec: MetricSpec, load: Callable[[], Loaded]) -> Loaded:
     """`load()` under the gate's rule for a metric whose parameters are missing: a skip when only
-    `offline` or `all` chose it, a failure when the user named it (banana_tests.scorer)."""
+    `offline` or `all` chose it, a failure when the user named it (banana_tests.session.scorer)."""
     return _load_or_skip(spec.name, spec.name in config.stash[STATE].named, load)
 
 
@@ -218,11 +222,11 @@ def _recorder(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
 def _run_properties(config: pytest.Config) -> dict[str, str]:
     """What the cases record about their run, for the report's Run table. xdist workers cannot
     record suite properties, so the first case of each process carries them and `report` carries
-    them forward (banana_tests.junit): on every case they were a sixth of its JUnit."""
+    them forward (banana_tests.reports.junit): on every case they were a sixth of its JUnit."""
     if RUN in config.stash:
         return config.stash[RUN]
-    from banana_tests.suite import resolve_device
-    from banana_tests.versions import package_versions
+    from banana_tests.session.suite import resolve_device
+    from banana_tests.session.versions import package_versions
 
     state = config.stash[STATE]
     config.stash[RUN] = {}
@@ -263,7 +267,7 @@ class MatrixReporter:
         return report
 
     def pytest_report_header(self, config: pytest.Config) -> str | None:
-        from banana_tests.scheduler import AUTO_NOTE
+        from banana_tests.scheduler.metric_groups import AUTO_NOTE
 
         return config.stash.get(AUTO_NOTE, None)
 
@@ -335,6 +339,6 @@ class XdistHooks:
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log):  # type: ignore[no-untyped-def]
         if config.getoption("dist") != "load":
             return None
-        from banana_tests.scheduler import MetricScheduling
+        from banana_tests.scheduler.metric_groups import MetricScheduling
 
         return MetricScheduling(config, log, tuple(self.state.metrics))

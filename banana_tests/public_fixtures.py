@@ -16,9 +16,9 @@ from types import MappingProxyType
 
 import pytest
 
-from banana_tests.scorer import Scorer
-from banana_tests.suite import STATE
-from banana_tests.trajectory_view import Trajectories
+from banana_tests.session.scorer import Scorer
+from banana_tests.session.suite import STATE
+from banana_tests.trajectories.view import Trajectories
 
 __all__ = ["Scorer", "Trajectories", "banana_metric", "banana_metrics", "banana_trajectories"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from banana_tests.scorer import Scorer
-from banana_tests.verdicts import Verdict, fail_verdict
+from banana_tests.session.scorer import Scorer
+from banana_tests.verdicts.verdict import Verdict, fail_verdict
 
 
 def test_detects_degradation(

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.scorer import Scorer
-from banana_tests.snapshot_selection import PARAM, recorded_metrics, snapshot_root
-from banana_tests.snapshots import (
+from banana_tests.session.scorer import Scorer
+from banana_tests.session.snapshot_selection import PARAM, recorded_metrics, snapshot_root
+from banana_tests.session.snapshots import (
     ScoreSnapshotExtension,
     abs_tolerance,
     dataset_label,
     score_id,
     snapshot_folder,
 )
-from banana_tests.suite import STATE
-from banana_tests.trajectory_view import Trajectories
+from banana_tests.session.suite import STATE
+from banana_tests.trajectories.view import Trajectories
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from banana_tests.scorer import Scorer
-from banana_tests.trend import Trend
-from banana_tests.verdicts import fail_verdict
+from banana_tests.session.scorer import Scorer
+from banana_tests.verdicts.trend import Trend
+from banana_tests.verdicts.verdict import fail_verdict
 
 
 def test_trend_detects_degradation(

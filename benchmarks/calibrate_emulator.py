@@ -5,8 +5,8 @@
 
 For each candidate `EmulatorParams` on a small grid, the embedded set is built in memory exactly
 as `banana-tests fixtures refresh` builds it (same seeds, runs, steps, recipe), scored with the
-suite's own metric code (`banana_tests.scoring.load_metric`, the pyiqa backend the suite runs)
-and turned into the suite's verdicts (`banana_tests.gaps.gap`: run-mean raw scores, normalised,
+suite's own metric code (`banana_tests.scoring.score_book.load_metric`, the pyiqa backend the suite runs)
+and turned into the suite's verdicts (`banana_tests.verdicts.gaps.gap`: run-mean raw scores, normalised,
 Δ < 0 detected). It prints, per candidate, the failure rate of BRISQUE, NIQE and PIQE beside the
 paper's (Figure 5, `fixtures/paper/paper_fig5_gaps.csv`) and the mean PSNR against step 1 at
 steps 5, 10 and 20, the check that the degradation is visible but not absurd.
@@ -42,9 +42,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator  # noqa: E402
-from banana_tests.fixture_recipe import Recipe, seed_image  # noqa: E402
-from banana_tests.gaps import gap  # noqa: E402
-from banana_tests.paper import paper_cells  # noqa: E402
+from banana_tests.editors.fixture_recipe import Recipe, seed_image  # noqa: E402
+from banana_tests.reports.paper import paper_cells  # noqa: E402
+from banana_tests.verdicts.gaps import gap  # noqa: E402
 
 TUNED = ("brisque", "niqe", "piqe")
 STEPS = (5, 10, 20)
@@ -90,7 +90,7 @@ class Scorer:
 
     def _metric(self, name: str) -> Any:
         if name not in self.metrics:
-            from banana_tests.scoring import load_metric
+            from banana_tests.scoring.score_book import load_metric
             from metrics_under_test.registry import lookup
             from metrics_under_test.weights import mirror_from_env, stage
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from metrics_under_test.protocol import Metric, MetricError, check_scores
-from metrics_under_test.registry import MetricSpec
+from metrics_under_test.spec import MetricSpec
 
 GROUP = "banana_tests.metrics"
 COSTS = ("fast", "slow", "neural", "vlm")

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from metrics_under_test.protocol import Image
-from metrics_under_test.registry import MetricSpec
+from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import MissingWeights, pyiqa_cache_dir
 
 _NAMING_LOCALS = ("filename", "url", "repo_id", "pretrained_model_name_or_path")

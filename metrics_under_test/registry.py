@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from banana_tests.gaps import Scale
+from metrics_under_test.spec import MetricSpec, WeightFile
 from metrics_under_test.table2 import PAPER_METRICS
-from metrics_under_test.weights import torch_hub_dir
 
 CATALOG = Path(__file__).with_name("pyiqa_catalog.json")
 SPECIAL = ("offline", "all")
@@ -25,46 +23,6 @@ SPECIAL = ("offline", "all")
 
 class UnknownMetric(LookupError):
     """A --metric name that is not a metric on trial; the message lists what is."""
-
-
-@dataclass(frozen=True)
-class WeightFile:
-    """A parameter file a metric needs, where pyiqa (or torch) looks for it, and its source."""
-
-    file: str
-    url: str
-    cache: str = "pyiqa"  # "pyiqa": torch hub dir/pyiqa; "torch": torch hub dir/checkpoints
-
-    @property
-    def path(self) -> Path:
-        sub = "pyiqa" if self.cache == "pyiqa" else "checkpoints"
-        return torch_hub_dir() / sub / self.file
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """Everything the suite knows about a metric before loading it."""
-
-    name: str
-    backend: str
-    low: float
-    high: float
-    lower_better: bool
-    weights: tuple[WeightFile, ...] = ()
-    cost: str = "neural"  # fast | slow | neural | vlm
-    paper_name: str | None = None
-    weights_note: str = ""  # what else it fetches at load time, when not in `weights`
-    target: str | None = None  # backend "custom": the `package.module:attr` that builds it
-
-    @property
-    def scale(self) -> Scale:
-        return Scale(self.low, self.high, self.lower_better)
-
-    def missing_weights(self, mirror: Path | None = None) -> list[WeightFile]:
-        """Files neither in pyiqa's cache nor in `mirror` (the --weights-dir the suite links from)."""
-        return [
-            w for w in self.weights if not w.path.exists() and not (mirror and (mirror / w.file).is_file())
-        ]
 
 
 @cache

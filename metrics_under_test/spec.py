@@ -26,7 +26,6 @@ class WeightFile:
         return torch_hub_dir() / sub / self.file
 
 
-
 @dataclass(frozen=True)
 class MetricSpec:
     """Everything the suite knows about a metric before loading it."""

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import settings
 from PIL import Image
 
-from banana_tests.trajectories import Record
+from banana_tests.trajectories.records import Record
 
 MakeSet = Callable[..., Path]
 PROJECT = Path(__file__).resolve().parent.parent

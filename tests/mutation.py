@@ -37,31 +37,35 @@ PROJECT = Path(__file__).resolve().parent.parent
 
 # target file -> (functions to mutate, "Class.method" or "function"; None = the whole module), tests
 TARGETS: dict[str, tuple[frozenset[str] | None, tuple[str, ...]]] = {
-    "banana_tests/gaps.py": (
+    "banana_tests/verdicts/gaps.py": (
         None,
         ("tests/test_gaps.py", "tests/test_engine_properties.py", "tests/test_verdict_core.py"),
     ),
-    "banana_tests/verdicts.py": (None, ("tests/test_verdict_core.py",)),
-    "banana_tests/matrix.py": (None, ("tests/test_verdict_core.py", "tests/test_baseline.py")),
-    "banana_tests/baseline.py": (None, ("tests/test_baseline.py", "tests/test_verdict_core.py")),
-    "banana_tests/junit.py": (
+    "metrics_under_test/scale.py": (
+        None,
+        ("tests/test_gaps.py", "tests/test_engine_properties.py", "tests/test_verdict_core.py"),
+    ),
+    "banana_tests/verdicts/verdict.py": (None, ("tests/test_verdict_core.py",)),
+    "banana_tests/verdicts/matrix.py": (None, ("tests/test_verdict_core.py", "tests/test_baseline.py")),
+    "banana_tests/verdicts/baseline.py": (None, ("tests/test_baseline.py", "tests/test_verdict_core.py")),
+    "banana_tests/reports/junit.py": (
         None,
         ("tests/test_junit.py", "tests/test_verdict_core.py", "tests/bad_inputs/test_report_generate.py"),
     ),
-    "banana_tests/trajectories.py": (
+    "banana_tests/trajectories/records.py": (
         None,
         ("tests/test_trajectories.py", "tests/bad_inputs/test_data.py", "tests/test_verdict_core.py"),
     ),
-    "banana_tests/cache.py": (frozenset({"identity", "identity_key"}), ("tests/test_cache.py",)),
+    "banana_tests/scoring/cache.py": (frozenset({"identity", "identity_key"}), ("tests/test_cache.py",)),
     "metrics_under_test/table2.py": (None, ("tests/test_table2.py",)),
-    "metrics_under_test/registry.py": (
+    "metrics_under_test/spec.py": (
         frozenset({"MetricSpec.scale"}),
         ("tests/test_table2.py", "tests/test_registry.py"),
     ),
 }
 # Imported by the parent before it forks, so that no child pays for them: heavy third-party
 # modules the target's tests use (never a banana_tests module: a child must import the mutant).
-WARM: dict[str, tuple[str, ...]] = {"banana_tests/trajectories.py": ("datasets",)}
+WARM: dict[str, tuple[str, ...]] = {"banana_tests/trajectories/records.py": ("datasets",)}
 # A mutant whose tests run longer than this many baselines (or MIN_TIMEOUT_S) loops: killed.
 TIMEOUT_FACTOR, MIN_TIMEOUT_S = 4.0, 30.0
 # Tests that run the suite in a subprocess: the mutant is not there, so they cannot kill it.

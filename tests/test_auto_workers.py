@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from banana_tests import scheduler
-from banana_tests.scheduler import SUITE_DIR, auto_workers
+from banana_tests.scheduler import metric_groups as scheduler
+from banana_tests.scheduler.metric_groups import SUITE_DIR, auto_workers
 from tests.conftest import suite_folder
 from tests.known_metrics import install_known_metrics
 
@@ -92,7 +92,7 @@ def make():
 def test_a_factory_metric_is_built_once_for_the_count_and_the_session(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from banana_tests.suite import SuiteState
+    from banana_tests.session.suite import SuiteState
 
     pytester.makepyfile(counted_factory=FACTORY)
     monkeypatch.syspath_prepend(pytester.path)

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from banana_tests.plan import plan_cases
-from banana_tests.selection import Selection
-from banana_tests.sources import SourceOptions, load, with_problems
-from banana_tests.trajectories import DataWarning
+from banana_tests.trajectories.plan import plan_cases
+from banana_tests.trajectories.records import DataWarning
+from banana_tests.trajectories.selection import Selection
+from banana_tests.trajectories.sources import SourceOptions, load, with_problems
 from tests.conftest import noisy_image, write_set
 from tests.known_metrics import install_known_metrics
 

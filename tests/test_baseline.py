@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.baseline import (
+from banana_tests.cases import CaseKey
+from banana_tests.cli import main
+from banana_tests.reports.paper import paper_cells
+from banana_tests.reports.paper_baseline import FIXTURE
+from banana_tests.verdicts.baseline import (
     BaselineError,
     ControlKey,
     Known,
@@ -17,12 +21,8 @@ from banana_tests.baseline import (
     load_baseline,
     write_baseline,
 )
-from banana_tests.cases import CaseKey
-from banana_tests.cli import main
-from banana_tests.matrix import Cell, Matrix
-from banana_tests.paper import paper_cells
-from banana_tests.paper_baseline import FIXTURE
-from banana_tests.trend import TrendKey
+from banana_tests.verdicts.matrix import Cell, Matrix
+from banana_tests.verdicts.trend import TrendKey
 from metrics_under_test.table2 import PAPER_METRICS
 from tests.conftest import SUITE_MODULE, suite_folder
 

@@ -1,6 +1,6 @@
 """An image's score must not depend on the batch it is scored in (issue 19).
 
-The suite scores images in batches of one size (`banana_tests.scoring.batches`), so a metric or
+The suite scores images in batches of one size (`banana_tests.scoring.score_book.batches`), so a metric or
 adapter that mishandles a batch of two or more images (ILNIQE raised on the pyiqa adapter's
 channels-last tensor) or mixes images up within one would change the matrix silently. Every metric
 that can run offline here is scored through the suite's own path, ScoreBook and load_metric, and
@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from banana_tests.images import ImageStore
-from banana_tests.scoring import ScoreBook, load_metric
-from banana_tests.trajectories import Record
+from banana_tests.scoring.score_book import ScoreBook, load_metric
+from banana_tests.trajectories.images import ImageStore
+from banana_tests.trajectories.records import Record
 from metrics_under_test.protocol import Image, Metric
-from metrics_under_test.registry import MetricSpec, resolve
+from metrics_under_test.registry import resolve
+from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import stage
 from tests.conftest import weights_mirror, write_crops
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from banana_tests.cache import FILE, CacheWarning, ScoreCache, identity, identity_key
-from banana_tests.scoring import ScoreBook
-from banana_tests.trajectories import read_imagefolder
+from banana_tests.scoring.cache import FILE, CacheWarning, ScoreCache, identity, identity_key
+from banana_tests.scoring.score_book import ScoreBook
+from banana_tests.trajectories.records import read_imagefolder
 from metrics_under_test import examples
-from metrics_under_test.registry import MetricSpec, WeightFile
+from metrics_under_test.spec import MetricSpec, WeightFile
 from tests.conftest import MakeSet
 
 SPEC = MetricSpec(name="mean", backend="custom", low=0.0, high=255.0, lower_better=False)

@@ -16,8 +16,8 @@ from banana_tests.editors import base
 from banana_tests.editors.diffusers_editor import QWEN_IMAGE_EDIT, DiffusersEditor, load_pipeline
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
 from banana_tests.editors.jpeg import JpegEditor
+from banana_tests.editors.prompts import FRUITS, REPLICATE, VARIANTS, apply_transform, resolve
 from banana_tests.editors.replica import EmulateEditor
-from banana_tests.prompts import FRUITS, REPLICATE, VARIANTS, apply_transform, resolve
 from tests.conftest import noisy_image
 
 
@@ -174,7 +174,7 @@ def test_sharpen_adds_contrast_at_edges() -> None:
 
 def test_embedded_recipe_records_the_calibrated_defaults() -> None:
     """`recipe.json` is what `fixtures refresh` builds from: it must hold the defaults documented."""
-    from banana_tests.fixture_recipe import DEFAULT_DIR, RECIPE, load_recipe
+    from banana_tests.editors.fixture_recipe import DEFAULT_DIR, RECIPE, load_recipe
 
     assert load_recipe(DEFAULT_DIR / RECIPE).params == EmulatorParams()
 

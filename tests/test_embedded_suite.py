@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from banana_tests.data import BASELINES, EMBEDDED
 
-from banana_tests.trajectories import read_imagefolder
+from banana_tests.trajectories.records import read_imagefolder
 from tests.conftest import CASE_PROPERTIES, PROJECT, SHARED_MIRROR, parse_matrix
 
 METRICS = {"brisque": (0.0, 150.0), "niqe": (0.0, 100.0), "piqe": (0.0, 100.0)}  # Table 2, lower is better

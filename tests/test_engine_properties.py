@@ -9,8 +9,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from banana_tests.cases import CaseKey
-from banana_tests.gaps import Scale, gap, run_mean
+from banana_tests.verdicts.gaps import gap, run_mean
 from metrics_under_test.registry import catalog
+from metrics_under_test.scale import Scale
 
 finite = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, allow_infinity=False)
 positive = st.floats(min_value=1e-2, max_value=1e2, allow_nan=False, allow_infinity=False)

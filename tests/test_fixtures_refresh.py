@@ -9,7 +9,7 @@ import pytest
 from banana_tests.data import SEEDS
 
 from banana_tests.cli import main
-from banana_tests.fixture_recipe import DEFAULT_DIR
+from banana_tests.editors.fixture_recipe import DEFAULT_DIR
 
 
 def test_refresh_reproduces_the_committed_sha256(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from banana_tests.gaps import Scale, gap, run_mean
+from banana_tests.verdicts.gaps import gap, run_mean
+from metrics_under_test.scale import Scale
 
 
 def test_normalise_maps_the_typical_range_to_0_100() -> None:

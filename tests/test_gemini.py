@@ -12,8 +12,8 @@ import pytest
 from PIL import Image, ImageOps
 
 from banana_tests.editors import base, gemini
-from banana_tests.generate import Job, generate
-from banana_tests.prompts import resolve
+from banana_tests.editors.generate import Job, generate
+from banana_tests.editors.prompts import resolve
 from tests.conftest import noisy_image
 
 KEY = "AIzaFAKE-secret-key-0123456789"

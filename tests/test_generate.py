@@ -20,8 +20,8 @@ from PIL import Image
 
 from banana_tests.cli import main
 from banana_tests.editors import gemini
-from banana_tests.progress import Progress
-from banana_tests.trajectories import read_imagefolder
+from banana_tests.editors.progress import Progress
+from banana_tests.trajectories.records import read_imagefolder
 from tests.conftest import noisy_image, parse_matrix
 from tests.known_metrics import install_known_metrics
 from tests.test_gemini import KEY, APIError, FakeClient

@@ -6,10 +6,10 @@ from xml.sax.saxutils import quoteattr
 
 import pytest
 
-from banana_tests.baseline import ControlKey
 from banana_tests.cases import CaseKey
-from banana_tests.junit import MAX_ATTRIBUTE, JUnitError, read_junit
-from banana_tests.trend import TrendKey
+from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, read_junit
+from banana_tests.verdicts.baseline import ControlKey
+from banana_tests.verdicts.trend import TrendKey
 
 
 def case(metric: str, seed: str, step: int, child: str = "", name: str | None = None, **props: str) -> str:

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from banana_tests.cases import CaseKey
-from banana_tests.junit import read_junit
-from banana_tests.matrix import Cell, Matrix, TrendTally
+from banana_tests.reports.junit import read_junit
+from banana_tests.verdicts.matrix import Cell, Matrix, TrendTally
 from tests.conftest import parse_matrix, suite_folder
 from tests.known_metrics import install_known_metrics
 

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from banana_tests.images import ImageStore
-from banana_tests.scoring import ScoreBook
+from banana_tests.scoring.score_book import ScoreBook
+from banana_tests.trajectories.images import ImageStore
 from metrics_under_test import synthetic
 from metrics_under_test.pyiqa_backend import MissingWeights, PyiqaMetric
 from metrics_under_test.registry import lookup

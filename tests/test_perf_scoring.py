@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
-from banana_tests import scoring
-from banana_tests.images import ImageStore
-from banana_tests.scoring import ScoreBook
-from banana_tests.trajectories import DataError, Record, read_imagefolder
+from banana_tests.scoring import score_book as scoring
+from banana_tests.scoring.score_book import ScoreBook
+from banana_tests.trajectories.images import ImageStore
+from banana_tests.trajectories.records import DataError, Record, read_imagefolder
 from metrics_under_test.protocol import Image
-from metrics_under_test.registry import MetricSpec, lookup
+from metrics_under_test.registry import lookup
+from metrics_under_test.spec import MetricSpec
 
 
 class Recorder:

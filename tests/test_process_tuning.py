@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from banana_tests import process_tuning
-from banana_tests.process_tuning import keep_freed_memory, share_cores
+from banana_tests.scoring import process_tuning
+from banana_tests.scoring.process_tuning import keep_freed_memory, share_cores
 
 GLIBC = process_tuning._glibc() is not None
 
@@ -38,7 +38,7 @@ def test_torch_gets_its_share_of_the_cores_under_xdist(
 
 CHURN = """
 import ctypes, ctypes.util, resource, sys
-from banana_tests.process_tuning import keep_freed_memory
+from banana_tests.scoring.process_tuning import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
@@ -103,7 +103,7 @@ def test_release_trims_the_heap_through_glibc(monkeypatch: pytest.MonkeyPatch) -
 
 FREEZE = """
 import atexit, gc
-from banana_tests.process_tuning import freeze_heap_at_exit
+from banana_tests.scoring.process_tuning import freeze_heap_at_exit
 before = atexit._ncallbacks()
 freeze_heap_at_exit()
 freeze_heap_at_exit()

@@ -253,7 +253,7 @@ def test_trajectories_by_key_selected_and_decoded_on_demand(suite: pytest.Pytest
         test_own="""
         import re
         import pytest
-        from banana_tests.trajectories import DataError
+        from banana_tests.trajectories.records import DataError
 
         def test_keys(banana_trajectories):
             t = banana_trajectories
@@ -319,7 +319,7 @@ def test_a_named_metric_that_cannot_load_fails_as_the_shipped_cases_do(suite: py
 
 
 def test_a_metric_that_offline_or_all_chose_skips_with_the_loading_message() -> None:
-    from banana_tests.scorer import load_or_skip
+    from banana_tests.session.scorer import load_or_skip
     from metrics_under_test.weights import MissingWeights
 
     def load() -> None:
@@ -351,7 +351,8 @@ def test_the_examples_run_on_any_metric(suite: pytest.Pytester) -> None:
 
 def test_the_fixture_modules_import_no_heavy_stack() -> None:
     modules = (
-        "banana_tests.plugin, banana_tests.public_fixtures, banana_tests.scorer, banana_tests.trajectory_view"
+        "banana_tests.plugin, banana_tests.public_fixtures, banana_tests.session.scorer, "
+        "banana_tests.trajectories.view"
     )
     heavy = "{'torch', 'pyiqa', 'numpy', 'datasets', 'PIL'}"
     code = f"import sys, {modules}; print(sorted({heavy} & set(sys.modules)))"

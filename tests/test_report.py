@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from banana_tests.baseline import load_baseline
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
-from banana_tests.junit import RUN_PROPERTIES
-from banana_tests.matrix import Cell, Matrix
-from banana_tests.paper import PAPER_CSV, paper_cells
 from banana_tests.reports.compare import compare, comparison_markdown
-from banana_tests.versions import package_versions
+from banana_tests.reports.junit import RUN_PROPERTIES
+from banana_tests.reports.paper import PAPER_CSV, paper_cells
+from banana_tests.session.versions import package_versions
+from banana_tests.verdicts.baseline import load_baseline
+from banana_tests.verdicts.matrix import Cell, Matrix
 from tests.conftest import junit_cases, write_set
 
 PROJECT = Path(__file__).resolve().parent.parent

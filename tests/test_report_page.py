@@ -16,11 +16,11 @@ from PIL import Image
 
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
-from banana_tests.matrix import Cell, Matrix
-from banana_tests.paper import paper_cells
 from banana_tests.reports.compare import compare
 from banana_tests.reports.figures import NO_FAILURE, colour_limit, failure_counts, gap_colours
 from banana_tests.reports.html import render_html
+from banana_tests.reports.paper import paper_cells
+from banana_tests.verdicts.matrix import Cell, Matrix
 from tests.test_junit import case, junit
 
 METRICS = ("brisque", "niqe", "piqe")

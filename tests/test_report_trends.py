@@ -15,10 +15,10 @@ import pytest
 from PIL import Image
 
 from banana_tests.cli import main
-from banana_tests.junit import RUN_PROPERTIES, JUnitError, read_junit
+from banana_tests.reports.junit import RUN_PROPERTIES, JUnitError, read_junit
 from banana_tests.reports.trends import TrendSeries
-from banana_tests.trend import Trend, TrendKey
-from banana_tests.versions import package_versions
+from banana_tests.session.versions import package_versions
+from banana_tests.verdicts.trend import Trend, TrendKey
 from tests.conftest import write_set
 
 PROJECT = Path(__file__).resolve().parent.parent

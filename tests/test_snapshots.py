@@ -52,7 +52,7 @@ def test_a_drifted_score_fails_naming_the_image_step_and_amount(snapped: pytest.
 
 
 def test_scores_match_within_a_tenth_of_a_normalised_point() -> None:
-    from banana_tests.snapshots import abs_tolerance, drift
+    from banana_tests.session.snapshots import abs_tolerance, drift
     from metrics_under_test.registry import lookup
 
     spec = lookup("brisque")
@@ -153,7 +153,7 @@ def test_another_data_set_keeps_its_snapshots_apart(snapped: pytest.Pytester) ->
 def test_an_installed_suite_reads_shipped_snapshots_and_writes_the_users(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from banana_tests import snapshots
+    from banana_tests.session import snapshots
 
     module = tmp_path / "site-packages" / "banana_tests" / "test_snapshots.py"
     shipped = module.parent / "__snapshots__" / "test_snapshots"

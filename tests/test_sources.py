@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from banana_tests.cases import CaseKey
-from banana_tests.mapping import parse_map
-from banana_tests.plan import plan_cases
-from banana_tests.selection import Selection, parse_where
-from banana_tests.sources import SourceOptions, detect_format, load
-from banana_tests.trajectories import DataError
+from banana_tests.trajectories.mapping import parse_map
+from banana_tests.trajectories.plan import plan_cases
+from banana_tests.trajectories.records import DataError
+from banana_tests.trajectories.selection import Selection, parse_where
+from banana_tests.trajectories.sources import SourceOptions, detect_format, load
 from tests.conftest import MakeSet
 
 datasets = pytest.importorskip("datasets")
@@ -69,8 +69,8 @@ def layouts(make_set: MakeSet, tmp_path: Path) -> dict[str, SourceOptions]:
 
 
 def test_every_layout_gives_the_same_cases_and_deltas(layouts: dict[str, SourceOptions]) -> None:
-    from banana_tests.gaps import gap
-    from banana_tests.scoring import ScoreBook
+    from banana_tests.scoring.score_book import ScoreBook
+    from banana_tests.verdicts.gaps import gap
     from metrics_under_test.registry import resolve
 
     spec = resolve("piqe")[0]
@@ -162,8 +162,8 @@ def test_hub_offline_and_not_cached_fails_fast_with_advice(tmp_path: Path) -> No
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     env.pop("HF_DATASETS_CACHE", None)
     code = (
-        "from banana_tests.sources import SourceOptions, load\n"
-        "from banana_tests.selection import Selection\n"
+        "from banana_tests.trajectories.sources import SourceOptions, load\n"
+        "from banana_tests.trajectories.selection import Selection\n"
         "load(SourceOptions('hf:some/repo'), Selection())\n"
     )
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from banana_tests.suite import _gpu_driver
+from banana_tests.session.suite import _gpu_driver
 from tests.conftest import suite_folder
 from tests.known_metrics import install_known_metrics
 

@@ -11,10 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from banana_tests.plan import plan_cases
-from banana_tests.selection import Selection
-from banana_tests.sources import with_problems
-from banana_tests.trajectories import (
+from banana_tests.trajectories.plan import plan_cases
+from banana_tests.trajectories.records import (
     BOM,
     IDENTITY,
     REQUIRED,
@@ -27,6 +25,8 @@ from banana_tests.trajectories import (
     read_imagefolder,
     resolve_inside,
 )
+from banana_tests.trajectories.selection import Selection
+from banana_tests.trajectories.sources import with_problems
 from tests.conftest import MakeSet
 
 

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from banana_tests.cases import CaseKey
-from banana_tests.plan import CasePlan
-from banana_tests.trend import Trend, TrendKey, plan_trends
+from banana_tests.trajectories.plan import CasePlan
+from banana_tests.verdicts.trend import Trend, TrendKey, plan_trends
 from tests.conftest import SUITE_MODULE, suite_folder
 
 KEY = TrendKey("piqe", "alpha")

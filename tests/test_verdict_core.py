@@ -12,10 +12,8 @@ from xml.sax.saxutils import quoteattr
 
 import pytest
 
-from banana_tests.baseline import BaselineError, ControlKey, dump_baseline, load_baseline
 from banana_tests.cases import CaseKey
-from banana_tests.gaps import Gap, Scale, gap, run_mean
-from banana_tests.junit import (
+from banana_tests.reports.junit import (
     MAX_ATTRIBUTE,
     MAX_INPUT_MB,
     JUnitError,
@@ -23,10 +21,13 @@ from banana_tests.junit import (
     SourcedTrend,
     read_junit,
 )
-from banana_tests.matrix import Cell, Matrix, OutcomeCounts, TrendTally
-from banana_tests.trajectories import check_sha256, read_imagefolder
-from banana_tests.trend import TrendKey
-from banana_tests.verdicts import Verdict, VerdictFailure, fail_verdict
+from banana_tests.trajectories.records import check_sha256, read_imagefolder
+from banana_tests.verdicts.baseline import BaselineError, ControlKey, dump_baseline, load_baseline
+from banana_tests.verdicts.gaps import Gap, gap, run_mean
+from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts, TrendTally
+from banana_tests.verdicts.trend import TrendKey
+from banana_tests.verdicts.verdict import Verdict, VerdictFailure, fail_verdict
+from metrics_under_test.scale import Scale
 from tests.conftest import parse_matrix, write_set
 
 KEY = CaseKey("piqe", "alpha", 5)
@@ -413,9 +414,9 @@ def test_a_good_sha256_is_returned_as_given() -> None:
 def test_the_default_data_set_is_the_shipped_embedded_set() -> None:
     from banana_tests.data import EMBEDDED
 
-    from banana_tests.selection import Selection
-    from banana_tests.sources import SourceOptions
-    from banana_tests.suite import SuiteState
+    from banana_tests.session.suite import SuiteState
+    from banana_tests.trajectories.selection import Selection
+    from banana_tests.trajectories.sources import SourceOptions
 
     assert (EMBEDDED / "metadata.jsonl").is_file()
     state = SuiteState({}, SourceOptions(str(EMBEDDED)), Selection(), False, "cpu", 1, 1)
@@ -438,7 +439,7 @@ def control_xml(path: Path, message: str) -> Path:
     ("message", "outcome"),
     [
         ("VerdictFailure: piqe scored ...", "failed"),
-        ("banana_tests.verdicts.VerdictFailure: piqe scored ...", "failed"),
+        ("banana_tests.verdicts.verdict.VerdictFailure: piqe scored ...", "failed"),
         ("AssertionError: assert ...", "failed"),
         ("RuntimeError: the metric broke", "error"),  # a failure that is no verdict
     ],

@@ -28,7 +28,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run_refresh(args: argparse.Namespace) -> int:
-    from banana_tests.fixture_recipe import RECIPE, build, load_recipe, write_seeds
+    from banana_tests.editors.fixture_recipe import RECIPE, build, load_recipe, write_seeds
 
     recipe = args.recipe or EMBEDDED / RECIPE
     if not recipe.is_file():

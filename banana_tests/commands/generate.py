@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.editors import base
-from banana_tests.prompts import VARIANTS
+from banana_tests.editors.prompts import VARIANTS
 
 SECRET_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "HF_TOKEN")
 """Values that must never be printed, whichever editor or library put them in a message."""
@@ -48,8 +48,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from banana_tests.generate import Job, Summary, find_seed_images, generate
-    from banana_tests.prompts import resolve
+    from banana_tests.editors.generate import Job, Summary, find_seed_images, generate
+    from banana_tests.editors.prompts import resolve
 
     try:
         if args.runs < 1 or args.steps < 1:

@@ -12,10 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from banana_tests.options import add_weights_option
+from banana_tests.session.options import add_weights_option
 from metrics_under_test import custom
 from metrics_under_test.protocol import MetricError
-from metrics_under_test.registry import MetricSpec, catalog
+from metrics_under_test.registry import catalog
+from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import pyiqa_cache_dir
 
 # Seconds per 2048×1152 image on the project's CPU (2 shared cores, one thread), measured by

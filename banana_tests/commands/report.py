@@ -6,12 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from banana_tests.baseline import ControlKey, write_baseline
-from banana_tests.junit import MAX_INPUT_MB, JUnitError, Reading, read_junit
-from banana_tests.matrix import Matrix
+from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, read_junit
 from banana_tests.reports.trends import TrendSeries
-from banana_tests.trend import TrendKey
-from banana_tests.versions import RUN_PACKAGES, package_versions
+from banana_tests.session.versions import RUN_PACKAGES, package_versions
+from banana_tests.verdicts.baseline import ControlKey, write_baseline
+from banana_tests.verdicts.matrix import Matrix
+from banana_tests.verdicts.trend import TrendKey
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -60,8 +60,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def run(args: argparse.Namespace) -> int:
-    from banana_tests.paper import PAPER_CSV, paper_cells
     from banana_tests.reports.compare import compare, comparison_markdown
+    from banana_tests.reports.paper import PAPER_CSV, paper_cells
     from banana_tests.reports.write import staged, write_report
 
     if args.paper_only == bool(args.junit):

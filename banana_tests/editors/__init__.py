@@ -1,1 +1,3 @@
-"""Editors turn one image into the next step of a trajectory."""
+"""Editors: editing models and the generator that turn a seed image into a trajectory, step by
+step, and write it as a canonical set. Hands trajectory sets to the trajectories stage.
+"""

@@ -29,9 +29,9 @@ from PIL import Image
 
 from banana_tests.atomic import fsync_dir, write_atomic
 from banana_tests.editors.base import Editor, EditRequest
-from banana_tests.progress import Progress
-from banana_tests.prompts import Prompt
-from banana_tests.trajectories import METADATA, DataError
+from banana_tests.editors.progress import Progress
+from banana_tests.editors.prompts import Prompt
+from banana_tests.trajectories.records import METADATA, DataError
 
 SETTINGS = "generate.json"
 LOCK = ".generate.lock"

@@ -12,7 +12,7 @@ from typing import Any
 from PIL import Image
 
 from banana_tests.editors.base import EditorConfig, EditorError, EditRequest, EditResult, take_options
-from banana_tests.prompts import apply_transform
+from banana_tests.editors.prompts import apply_transform
 
 
 class JpegEditor:

@@ -7,7 +7,7 @@ from typing import Any
 
 from banana_tests.editors.base import EditorConfig, EditRequest, EditResult, take_options
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
-from banana_tests.prompts import apply_transform
+from banana_tests.editors.prompts import apply_transform
 
 DEFAULTS = EmulatorParams()
 _SCALARS = {f.name: getattr(DEFAULTS, f.name) for f in dataclasses.fields(DEFAULTS) if f.name != "tint_bias"}

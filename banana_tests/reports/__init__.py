@@ -1,1 +1,3 @@
-"""Rendering the failure matrix for people: CSV, Markdown, figures and one HTML page."""
+"""Reports: read JUnit XML back into verdicts and render the failure matrix for people: CSV,
+Markdown, the paper's figures and one HTML page. The last stage; nothing imports it but commands.
+"""

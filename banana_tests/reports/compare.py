@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from banana_tests.cases import CaseKey, sort_key
-from banana_tests.matrix import Cell, Matrix
+from banana_tests.verdicts.matrix import Cell, Matrix
 
 VERDICTS = ("passed", "failed")
 

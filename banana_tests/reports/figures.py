@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.cases import sort_key
-from banana_tests.matrix import Cell, Matrix, OutcomeCounts
 from banana_tests.reports.tables import row_label
+from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts
 
 SKIPPED = "#d0d0d0"
 ERROR = "#f2b84b"

@@ -15,9 +15,9 @@ from html import escape
 from pathlib import Path
 
 from banana_tests.cases import CaseKey
-from banana_tests.matrix import Cell, Matrix
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.tables import sorted_cells, summarise
+from banana_tests.verdicts.matrix import Cell, Matrix
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em; }

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from banana_tests.baseline import ControlKey
 from banana_tests.cases import CaseKey, strip_xdist_group
-from banana_tests.matrix import Cell, Matrix
 from banana_tests.reports.trends import TrendSeries
-from banana_tests.trend import TrendKey
+from banana_tests.verdicts.baseline import ControlKey
+from banana_tests.verdicts.matrix import Cell, Matrix
+from banana_tests.verdicts.trend import TrendKey
 
 CASE_PREFIX = "test_detects_degradation["
 CONTROL_PREFIX = "test_detects_control_degradation["
@@ -35,7 +35,7 @@ MAX_INPUT_MB = 64
 MAX_ATTRIBUTE = 1 << 20
 """Cap on one attribute value (property value, message): the suite writes at most a few KiB."""
 _OLDEST = datetime.min.replace(tzinfo=UTC)
-VERDICT_FAILURES = ("VerdictFailure", "banana_tests.verdicts.VerdictFailure", "AssertionError")
+VERDICT_FAILURES = ("VerdictFailure", "banana_tests.verdicts.verdict.VerdictFailure", "AssertionError")
 """How a verdict's failure message starts: the suite's VerdictFailure (named here, not imported, so
 `report` does not import pytest; the full name under --tb=long), or a plain assertion as older
 runs wrote."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from banana_tests.cases import CaseKey
 from banana_tests.data import PAPER_CSV
-from banana_tests.matrix import Cell
+from banana_tests.verdicts.matrix import Cell
 from metrics_under_test.table2 import PAPER_METRICS
 
 PAPER_REFERENCE_STEP = 1

@@ -1,7 +1,7 @@
 """The paper's own failure matrix (Figure 5) as a ready baseline, to gate a run against it.
 
-`python -m banana_tests.paper_baseline [OUT]` rewrites it (default: fixtures/baselines/paper.json)
-from the published gaps that `banana_tests.paper` reads; a cell fails as the paper counts it.
+`python -m banana_tests.reports.paper_baseline [OUT]` rewrites it (default: fixtures/baselines/paper.json)
+from the published gaps that `banana_tests.reports.paper` reads; a cell fails as the paper counts it.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from banana_tests.baseline import write_baseline
 from banana_tests.data import BASELINES
-from banana_tests.matrix import Matrix
-from banana_tests.paper import paper_cells
+from banana_tests.reports.paper import paper_cells
+from banana_tests.verdicts.baseline import write_baseline
+from banana_tests.verdicts.matrix import Matrix
 
 FIXTURE = BASELINES / "paper.json"
 

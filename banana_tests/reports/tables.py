@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from banana_tests.cases import CaseKey, sort_key
-from banana_tests.matrix import Cell, Matrix
+from banana_tests.verdicts.matrix import Cell, Matrix
 
 CSV_COLUMNS = (
     "metric",

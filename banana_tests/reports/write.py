@@ -9,11 +9,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from banana_tests.matrix import Matrix
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.html import html_chunks
 from banana_tests.reports.tables import summary_markdown, write_csv
 from banana_tests.reports.trends import TrendSeries, render_trends
+from banana_tests.verdicts.matrix import Matrix
 
 
 def write_report(

@@ -15,11 +15,11 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 from banana_tests.cases import metric_of_id
-from banana_tests.suite import selected_metrics
+from banana_tests.session.suite import selected_metrics
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric
 
-SUITE_DIR = Path(__file__).resolve().parent
+SUITE_DIR = Path(__file__).resolve().parent.parent
 CORES_PER_WORKER = 2
 AUTO_NOTE = pytest.StashKey[str]()
 """Why `-n auto` started fewer workers than xdist would, for the run's header."""

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from metrics_under_test.registry import MetricSpec
+from metrics_under_test.spec import MetricSpec
 
 FILE = "scores.sqlite"
 SCHEMA = {

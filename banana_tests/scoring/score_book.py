@@ -9,17 +9,17 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from banana_tests.cache import ScoreCache, identity, identity_key
-from banana_tests.images import ImageStore
-from banana_tests.process_tuning import (
+from banana_tests.scoring.cache import ScoreCache, identity, identity_key
+from banana_tests.scoring.process_tuning import (
     freeze_heap_at_exit,
     keep_freed_memory,
     release_freed_memory,
     share_cores,
 )
-from banana_tests.trajectories import DataError, Record
+from banana_tests.trajectories.images import ImageStore
+from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.protocol import Image, Metric, check_scores
-from metrics_under_test.registry import MetricSpec
+from metrics_under_test.spec import MetricSpec
 
 BATCH = 16
 # NIQE's largest buffer is ~400 B per pixel: this keeps it below process_tuning.MMAP_THRESHOLD.

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.baseline import BaselineError, ControlKey, Known, load_baseline
-from banana_tests.cases import CASE_FIXTURE, CaseKey
-from banana_tests.plugin import TREND_FIXTURE
-from banana_tests.trend import TrendKey
+from banana_tests.cases import CASE_FIXTURE, TREND_FIXTURE, CaseKey
+from banana_tests.verdicts.baseline import BaselineError, ControlKey, Known, load_baseline
+from banana_tests.verdicts.trend import TrendKey
 
 
 def item_key(item: pytest.Item) -> Known | None:

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import pytest
 
-from banana_tests.gaps import Gap, Scale, gap
-from banana_tests.trajectories import Record
-from metrics_under_test.registry import MetricSpec
+from banana_tests.trajectories.records import Record
+from banana_tests.verdicts.gaps import Gap, gap
+from metrics_under_test.scale import Scale
+from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
-    from banana_tests.scoring import ScoreBook
+    from banana_tests.scoring.score_book import ScoreBook
     from metrics_under_test.protocol import Image, Metric
 
 Scoreable: TypeAlias = "Record | str | os.PathLike[str] | Image"

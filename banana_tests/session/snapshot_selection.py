@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.snapshots import DEFAULT_DIR, installed
+from banana_tests.session.snapshots import DEFAULT_DIR, installed
 
 PARAM = "snapshot_metric"
 INI = "banana_snapshot_dir"

@@ -20,9 +20,9 @@ from typing import Any, ClassVar
 
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from banana_tests.suite import SuiteState
-from banana_tests.trajectories import Record
-from metrics_under_test.registry import MetricSpec
+from banana_tests.session.suite import SuiteState
+from banana_tests.trajectories.records import Record
+from metrics_under_test.spec import MetricSpec
 
 Scores = dict[str, float]
 DEFAULT_DIR = "banana_snapshots"

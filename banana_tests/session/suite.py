@@ -15,22 +15,23 @@ import pytest
 
 from banana_tests.cases import CaseKey
 from banana_tests.data import EMBEDDED
-from banana_tests.gaps import Gap
-from banana_tests.matrix import Matrix
-from banana_tests.options import DEFAULT_STEPS
-from banana_tests.plan import CasePlan, parse_steps, plan_cases
-from banana_tests.selection import Selection
-from banana_tests.sources import SourceOptions, from_options, load, with_problems
-from banana_tests.trajectories import DataError, DataWarning, Problem, Record
-from banana_tests.trend import Trend, TrendKey, TrendPlan, measure, plan_trends
+from banana_tests.session.options import DEFAULT_STEPS
+from banana_tests.trajectories.plan import CasePlan, parse_steps, plan_cases
+from banana_tests.trajectories.records import DataError, DataWarning, Problem, Record
+from banana_tests.trajectories.selection import Selection
+from banana_tests.trajectories.sources import SourceOptions, from_options, load, with_problems
+from banana_tests.verdicts.gaps import Gap
+from banana_tests.verdicts.matrix import Matrix
+from banana_tests.verdicts.trend import Trend, TrendKey, TrendPlan, measure, plan_trends
 from metrics_under_test.protocol import MetricError
-from metrics_under_test.registry import MetricSpec, UnknownMetric, resolve
+from metrics_under_test.registry import UnknownMetric, resolve
+from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import stage
 
 if TYPE_CHECKING:
-    from banana_tests.scorer import Scorer
-    from banana_tests.scoring import ScoreBook
-    from banana_tests.trajectory_view import Trajectories
+    from banana_tests.scoring.score_book import ScoreBook
+    from banana_tests.session.scorer import Scorer
+    from banana_tests.trajectories.view import Trajectories
 
 
 @dataclass
@@ -180,9 +181,9 @@ class SuiteState:
     @property
     def book(self) -> ScoreBook:
         if self._book is None:
-            from banana_tests.cache import ScoreCache
-            from banana_tests.images import ImageStore
-            from banana_tests.scoring import ScoreBook
+            from banana_tests.scoring.cache import ScoreCache
+            from banana_tests.scoring.score_book import ScoreBook
+            from banana_tests.trajectories.images import ImageStore
 
             cache = ScoreCache(self.cache_dir) if self.cache_dir is not None else None
             images = ImageStore(self.image_budget_mib * 2**20, self.max_pixels)
@@ -192,7 +193,7 @@ class SuiteState:
     def scorer(self, metric: str) -> Scorer:
         """The public fixtures' Scorer of a selected metric, one per process over this book."""
         if metric not in self._scorers:
-            from banana_tests.scorer import Scorer
+            from banana_tests.session.scorer import Scorer
 
             self.prepare()
             self._scorers[metric] = Scorer(self.metrics[metric], self.book, metric in self.named)
@@ -200,7 +201,7 @@ class SuiteState:
 
     def trajectories(self) -> Trajectories:
         """The selected records as the public fixture gives them."""
-        from banana_tests.trajectory_view import Trajectories
+        from banana_tests.trajectories.view import Trajectories
 
         self.collect()
         return Trajectories(

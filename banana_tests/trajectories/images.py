@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from banana_tests.trajectories import DataError, Record
+from banana_tests.trajectories.records import DataError, Record
 
 if TYPE_CHECKING:
     import numpy as np

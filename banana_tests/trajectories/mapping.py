@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from banana_tests.trajectories import DataError
+from banana_tests.trajectories.records import DataError
 
 KEYS = ("seed_image", "step", "run", "variant")
 DEFAULTS: dict[str, Any] = {"run": 0, "variant": "replicate"}  # a set with one run, or one variant

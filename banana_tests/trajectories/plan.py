@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from banana_tests.cases import CaseKey
-from banana_tests.trajectories import Record, by_key
+from banana_tests.trajectories.records import Record, by_key
 
 Held = Mapping[tuple[str, int], Sequence[int]]  # (seed image, run) -> the steps the data set holds
 

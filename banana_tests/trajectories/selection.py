@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from banana_tests.trajectories import Problem
+from banana_tests.trajectories.records import Problem
 
 
 def parse_where(items: Sequence[str] | None) -> dict[str, str]:

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.cases import CaseKey, sort_key
-from banana_tests.mapping import FieldMap, image_column, parse_map, resolve
-from banana_tests.plan import CasePlan
-from banana_tests.selection import Selection, parse_where
-from banana_tests.trajectories import (
+from banana_tests.trajectories.mapping import FieldMap, image_column, parse_map, resolve
+from banana_tests.trajectories.plan import CasePlan
+from banana_tests.trajectories.records import (
     BOM,
     METADATA,
     REQUIRED,
@@ -38,6 +37,7 @@ from banana_tests.trajectories import (
     read_imagefolder,
     resolve_inside,
 )
+from banana_tests.trajectories.selection import Selection, parse_where
 
 HUB = "hf:"
 FORMATS = ("auto", "canonical", "imagefolder", "parquet", "csv", "json")

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from banana_tests.trajectories import DataError, Problem, Record, by_key
+from banana_tests.trajectories.records import DataError, Problem, Record, by_key
 
 if TYPE_CHECKING:
-    from banana_tests.images import ImageStore
+    from banana_tests.trajectories.images import ImageStore
     from metrics_under_test.protocol import Image
 
 Key = tuple[str, int, int]  # (seed image, run, step)

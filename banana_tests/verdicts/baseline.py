@@ -16,8 +16,8 @@ from typing import Any
 
 from banana_tests.atomic import write_atomic
 from banana_tests.cases import CaseKey
-from banana_tests.matrix import Matrix
-from banana_tests.trend import TrendKey
+from banana_tests.verdicts.matrix import Matrix
+from banana_tests.verdicts.trend import TrendKey
 
 FORMAT = "banana-tests-baseline/2"
 READABLE = frozenset({"banana-tests-baseline/1", FORMAT})  # /1 files (Δ cells only) still load

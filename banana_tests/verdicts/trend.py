@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from banana_tests.gaps import gap
-from banana_tests.plan import CasePlan
-from banana_tests.trajectories import DataError
-from metrics_under_test.registry import MetricSpec
+from banana_tests.trajectories.plan import CasePlan
+from banana_tests.trajectories.records import DataError
+from banana_tests.verdicts.gaps import gap
+from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
-    from banana_tests.scoring import ScoreBook
+    from banana_tests.scoring.score_book import ScoreBook
 
 
 @dataclass(frozen=True, order=True)

@@ -9,7 +9,7 @@ import pytest
 from _pytest.outcomes import Failed  # `pytest.fail.Exception`, by a name mypy can follow
 
 from banana_tests.cases import CaseKey
-from banana_tests.gaps import Gap
+from banana_tests.verdicts.gaps import Gap
 
 
 class VerdictFailure(Failed, AssertionError):

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from banana_tests.cache import FILE, CacheWarning, ScoreCache, identity, identity_key
-from banana_tests.images import DEFAULT_MAX_PIXELS, ImageStore
-from banana_tests.scoring import ScoreBook
-from banana_tests.trajectories import METADATA, DataError, Record, read_imagefolder
+from banana_tests.scoring.cache import FILE, CacheWarning, ScoreCache, identity, identity_key
+from banana_tests.scoring.score_book import ScoreBook
+from banana_tests.trajectories.images import DEFAULT_MAX_PIXELS, ImageStore
+from banana_tests.trajectories.records import METADATA, DataError, Record, read_imagefolder
 from metrics_under_test import custom
 from metrics_under_test.registry import UnknownMetric, resolve
 from tests.conftest import suite_folder, write_set
@@ -341,8 +341,8 @@ def test_a_limit_above_pillows_own_lets_a_large_image_through(tmp_path: Path) ->
     """--max-pixels above Pillow's decompression-bomb limit (about 179 MP) used to do nothing."""
     from PIL import Image
 
-    from banana_tests.images import check
-    from banana_tests.trajectories import Record
+    from banana_tests.trajectories.images import check
+    from banana_tests.trajectories.records import Record
 
     path = tmp_path / "wide.png"
     Image.new("RGB", (20_000, 10_000)).save(path)  # 200 MP of one colour: a small file

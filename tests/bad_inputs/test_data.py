@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from banana_tests.plan import CasePlan, plan_cases
-from banana_tests.selection import Selection
-from banana_tests.sources import SourceOptions, load, with_problems
-from banana_tests.trajectories import DataError
+from banana_tests.trajectories.plan import CasePlan, plan_cases
+from banana_tests.trajectories.records import DataError
+from banana_tests.trajectories.selection import Selection
+from banana_tests.trajectories.sources import SourceOptions, load, with_problems
 from tests.conftest import suite_folder
 
 SEEDS, RUNS, STEPS = ("a", "b"), (0, 1), (1, 5, 10)

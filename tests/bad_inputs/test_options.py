@@ -60,7 +60,7 @@ def test_an_impossible_option_is_one_usage_error(
 
 
 def _has_gpu_driver() -> bool:
-    from banana_tests.suite import _gpu_driver
+    from banana_tests.session.suite import _gpu_driver
 
     return _gpu_driver()
 
