@@ -1,0 +1,104 @@
+"""The tree tells the data flow: imports run one way between stages, and no module imports itself back.
+
+Stages, lowest first: trajectories → scoring → verdicts → reports and the pytest session. Editors
+feed trajectories; metrics_under_test is scored by scoring. A module may import its own stage or a
+lower one, never a higher one. Lazy imports inside functions count too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("banana_tests", "metrics_under_test")
+# Rank of each stage; a module may import only ranks <= its own. Shared vocabulary sits at 0.
+STAGES = {
+    "banana_tests.cases": 0,
+    "banana_tests.atomic": 0,
+    "banana_tests.data": 0,
+    "metrics_under_test": 1,
+    "banana_tests.trajectories": 1,
+    "banana_tests.editors": 2,
+    "banana_tests.scoring": 2,
+    "banana_tests.verdicts": 3,
+    "banana_tests.reports": 4,
+    "banana_tests.session": 5,
+    "banana_tests.scheduler": 5,
+    "banana_tests.commands": 6,
+}
+TOP = 7  # the plugin, the CLI and the shipped test modules sit above every stage
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            found[module_name(path)] = path
+    fixtures = ROOT / "fixtures" / "__init__.py"
+    found["banana_tests.data"] = fixtures
+    return found
+
+
+def imports(path: Path, known: dict[str, Path]) -> set[str]:
+    """Project modules that `path` imports anywhere in its body (module level or lazily)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found.update(name for name in names if name in known)
+    return found
+
+
+def stage(module: str) -> int:
+    owners = [prefix for prefix in STAGES if module == prefix or module.startswith(prefix + ".")]
+    return STAGES[max(owners, key=len)] if owners else TOP
+
+
+GRAPH = {name: imports(path, modules()) - {name} for name, path in modules().items()}
+
+
+def test_every_module_has_a_stage_or_sits_at_the_top() -> None:
+    top = sorted(name for name in GRAPH if stage(name) == TOP and name.count(".") > 1)
+    assert top == [], f"modules in an unnamed folder: {top}"
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_imports_run_down_the_stages(module: str) -> None:
+    upward = sorted(
+        dep for dep in GRAPH[module] if stage(dep) > stage(module) and not module.startswith(dep + ".")
+    )
+    assert upward == [], f"{module} (stage {stage(module)}) imports a higher stage: {upward}"
+
+
+def test_no_import_cycle() -> None:
+    edges = {name: {dep for dep in deps if not name.startswith(dep + ".")} for name, deps in GRAPH.items()}
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for dep in sorted(edges[node]):
+            if state.get(dep) == 1:
+                cycle = [*path[path.index(dep) :], dep]
+                pytest.fail("import cycle: " + " → ".join(cycle))
+            if dep not in state:
+                visit(dep)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
