@@ -18,7 +18,7 @@ from banana_tests.cases import CaseKey
 from banana_tests.cli import main
 from banana_tests.reports.compare import compare
 from banana_tests.reports.figures import NO_FAILURE, colour_limit, failure_counts, gap_colours
-from banana_tests.reports.html import render_html
+from banana_tests.reports.html import html_chunks
 from banana_tests.reports.paper import paper_cells
 from banana_tests.verdicts.matrix import Cell, Matrix
 from tests.test_junit import case, junit
@@ -115,7 +115,7 @@ def test_the_comparison_is_a_table_whose_differences_link_to_their_rows() -> Non
     run = Matrix.of(c for c in paper_cells() if c.key.metric == "brisque")
     key = CaseKey("brisque", "Dongpo", 5)
     run.add(Cell(key, "passed", -1.23456))
-    html = render_html(run, [], {}, "t", comparisons=compare(run, paper))
+    html = "".join(html_chunks(run, [], {}, "t", comparisons=compare(run, paper)))
     part = section(html, "Compared with the paper (Figure 5)")
     assert "<pre>" not in part and "| metric |" not in part
     assert re.search(r"<td>brisque</td><td[^>]*>36</td><td[^>]*>35/36</td>", part)

@@ -257,19 +257,6 @@ def _case_rows(matrix: Matrix) -> Iterator[tuple[list[str], str, str]]:
         )
 
 
-def render_html(
-    matrix: Matrix,
-    figures: Sequence[Path],
-    metadata: Mapping[str, str],
-    title: str,
-    notes: Sequence[tuple[str, str]] = (),
-    trends: Sequence[Path] = (),
-    comparisons: Sequence[MetricComparison] | None = None,
-) -> str:
-    """The page as one string; see `html_chunks`."""
-    return "".join(html_chunks(matrix, figures, metadata, title, notes, trends, comparisons))
-
-
 def html_chunks(
     matrix: Matrix,
     figures: Sequence[Path],
