@@ -63,6 +63,13 @@ class PyiqaMetric:
             check_weights(spec)
         import pyiqa
         import torch
+        from pyiqa.utils import download_util
+
+        # pyiqa fixes its cache folder when it is first imported. The suite staged and checked the
+        # files in the folder $TORCH_HOME names now, so pyiqa must read that one: a process that
+        # imported pyiqa under another TORCH_HOME (an earlier test, a user's conftest) would
+        # otherwise try a download of a file that is in place.
+        download_util.DEFAULT_CACHE_DIR = str(pyiqa_cache_dir())
 
         self.name = spec.name
         self.lower_better = spec.lower_better

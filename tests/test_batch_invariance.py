@@ -160,3 +160,27 @@ def test_a_mixed_size_list_scores_as_each_image_alone(
 
     expected = [alone(name)[i] for i in order]
     assert np.abs(np.subtract(scores, expected)).max() <= TOLERANCE[name]
+
+
+def test_pyiqa_reads_the_parameters_staged_under_todays_torch_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyiqa fixes its cache folder when first imported. A worker that imported it under another
+    TORCH_HOME (here: a stale folder, as after an earlier test) must still find the files the suite
+    staged under the current one, not try a download (CI failed so once, offline)."""
+    pytest.importorskip("pyiqa")
+    from pyiqa.utils import download_util
+
+    from metrics_under_test.pyiqa_backend import PyiqaMetric
+
+    mirror = weights_mirror()
+    if mirror is None:
+        pytest.skip("no weights mirror beside the clone and $BANANA_WEIGHTS_DIR unset")
+    monkeypatch.setattr(download_util, "DEFAULT_CACHE_DIR", str(tmp_path / "stale" / "hub" / "pyiqa"))
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (spec,) = resolve("brisque")
+    stage(mirror, ((w.file, w.path) for w in spec.weights))
+    PyiqaMetric(spec, "cpu")  # raised MissingWeights when pyiqa looked in the stale folder
+    expected = str(tmp_path / "torch" / "hub" / "pyiqa")
+    assert download_util.DEFAULT_CACHE_DIR == expected

@@ -169,8 +169,12 @@ def test_every_delta_follows_from_pyiqa_scores(
     suite_run: Cases, junit: dict[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Recompute each Δ with pyiqa on the image files (str paths, one at a time): 0.01 units, same sign."""
-    monkeypatch.setenv("TORCH_HOME", suite_run["stdout"][1]["torch_home"])  # the run linked the weights in
+    torch_home = suite_run["stdout"][1]["torch_home"]  # the run linked the weights in
+    monkeypatch.setenv("TORCH_HOME", torch_home)
     pyiqa = pytest.importorskip("pyiqa")
+    # pyiqa fixed its cache folder when this worker first imported it, perhaps under another TORCH_HOME
+    cache_dir = str(Path(torch_home) / "hub" / "pyiqa")
+    monkeypatch.setattr(pyiqa.utils.download_util, "DEFAULT_CACHE_DIR", cache_dir)
     records = read_imagefolder(EMBEDDED).records
     paths: dict[tuple[str, int], list[str]] = {}
     for r in records:
