@@ -182,5 +182,4 @@ def test_pyiqa_reads_the_parameters_staged_under_todays_torch_home(
     (spec,) = resolve("brisque")
     stage(mirror, ((w.file, w.path) for w in spec.weights))
     PyiqaMetric(spec, "cpu")  # raised MissingWeights when pyiqa looked in the stale folder
-    expected = str(tmp_path / "torch" / "hub" / "pyiqa")
-    assert download_util.DEFAULT_CACHE_DIR == expected
+    assert Path(download_util.DEFAULT_CACHE_DIR) == tmp_path / "torch" / "hub" / "pyiqa"
