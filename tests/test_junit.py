@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import math
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
@@ -12,9 +14,20 @@ from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.trend import TrendKey
 
 
-def case(metric: str, seed: str, step: int, child: str = "", name: str | None = None, **props: str) -> str:
-    """A testcase as the suite's plugin writes it (xunit1 shape), with its properties."""
-    allprops = {"metric": metric, "seed_image": seed, "step": str(step), "variant": "replicate", **props}
+def case(
+    metric: str,
+    seed: str,
+    step: int,
+    child: str = "",
+    name: str | None = None,
+    variant: str | None = "replicate",
+    **props: str,
+) -> str:
+    """A testcase as the suite's plugin writes it (xunit1 shape), with its properties; `variant`
+    None leaves the run's facts out, as on every case of a process but its first."""
+    allprops = {"metric": metric, "seed_image": seed, "step": str(step), **props}
+    if variant is not None:
+        allprops["variant"] = variant
     body = "".join(f"<property name={quoteattr(k)} value={quoteattr(v)} />" for k, v in allprops.items())
     name = name or f"test_detects_degradation[{metric}-{seed}-step{step}]"
     head = f'<testcase classname="banana_tests.test_degradation" name="{name}">'
@@ -88,11 +101,84 @@ def test_other_tests_trend_cases_and_xdist_suffixes(tmp_path: Path) -> None:
 def test_the_run_facts_come_from_whichever_case_recorded_them(tmp_path: Path) -> None:
     """The first case of each process records the run's facts; it may be a trend case."""
     facts = {"dataset": "/data/set", "versions": "banana-tests 0.1.0", "device": "cpu", "command": "pytest"}
-    trend = case("piqe", "alpha", 0, kind="trend", name="test_trend[piqe-alpha]", **facts, spearman="-1.0")
-    quiet = case("piqe", "alpha", 5, delta="-1.0")  # no facts but the variant
+    trend = case(
+        "piqe",
+        "alpha",
+        0,
+        kind="trend",
+        name="test_trend[piqe-alpha]",
+        variant="nano",
+        **facts,
+        spearman="-1",
+    )
+    quiet = case("piqe", "alpha", 5, variant=None, delta="-1.0")  # a later case: no facts
     reading = read_junit([junit(tmp_path / "x.xml", trend, quiet)])
-    assert {k: v for k, v in reading.metadata.items() if k in facts} == {k: [v] for k, v in facts.items()}
-    assert "spearman" not in reading.metadata and "kind" not in reading.metadata
+    assert list(reading.matrix.cells) == [CaseKey("piqe", "alpha", 5)]
+    assert reading.metadata == {
+        "command": ["pytest"],
+        "dataset": ["/data/set"],
+        "date": ["2026-01-01 10:00:00+00:00"],
+        "device": ["cpu"],
+        "variant": ["nano"],
+        "versions": ["banana-tests 0.1.0"],
+    }  # neither the trend's kind nor its series (spearman, ...): they are no run facts
+
+
+def test_within_one_file_the_later_result_wins(tmp_path: Path) -> None:
+    """A merged file holds the shards' suites in turn; with no timestamp to tell them apart, the
+    later one in the file wins, for Δ cells, trend series and trend outcomes alike."""
+    first = case("piqe", "alpha", 5, "<failure message='VerdictFailure: missed' />", delta="1.5") + case(
+        "piqe",
+        "alpha",
+        0,
+        kind="trend",
+        name="test_trend[piqe-alpha]",
+        reference_step="0",
+        trend_series="[[0, 1, 1, 1], [5, 1, 1, 1]]",
+    )
+    second = case("piqe", "alpha", 5, delta="-2.0") + case(
+        "piqe",
+        "alpha",
+        0,
+        "<failure message='VerdictFailure: flat' />",
+        kind="trend",
+        name="test_trend[piqe-alpha]",
+        reference_step="0",
+        trend_series="[[0, 1, 1, 1], [5, 0.5, 0.4, 0.6]]",
+    )
+    path = tmp_path / "merged.xml"
+    path.write_text(f"<testsuites><testsuite>{first}</testsuite><testsuite>{second}</testsuite></testsuites>")
+    reading = read_junit([path])
+    cell = reading.matrix.cells[CaseKey("piqe", "alpha", 5)]
+    assert (cell.outcome, cell.delta) == ("passed", -2.0)
+    [replaced] = reading.replaced
+    assert (replaced.kept.cell.outcome, replaced.dropped.cell.outcome) == ("passed", "failed")
+    assert reading.others == {TrendKey("piqe", "alpha"): "failed"}
+    [series] = reading.trends
+    assert (series.metric, series.rows) == ("piqe", ((0, 1.0, 1.0, 1.0), (5, 0.5, 0.4, 0.6)))
+
+
+def test_each_testcase_is_freed_once_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory follows the cases, not the XML: the parser reads ahead a chunk at a time, and the
+    reader drops a testcase from the tree for each one it has read, so the tree never holds the
+    file and ends empty."""
+    parse = ET.iterparse
+    held: list[int] = []  # testcases in the tree when each one ends
+    suites: list[ET.Element] = []
+
+    def watched(source: Path, events: tuple[str, ...]) -> Iterator[tuple[str, ET.Element]]:
+        for event, node in parse(source, events=events):
+            if event == "start" and node.tag == "testsuite":
+                suites.append(node)
+            if event == "end" and node.tag == "testcase":
+                held.append(sum(child.tag == "testcase" for child in suites[-1]))
+            yield event, node
+
+    monkeypatch.setattr(ET, "iterparse", watched)
+    path = junit(tmp_path / "x.xml", *(case("piqe", f"s{i}", 5, delta="-1.0") for i in range(1000)))
+    assert len(read_junit([path]).matrix.cells) == 1000
+    assert len(held) == 1000 and max(held) < 250, max(held)
+    assert [len(suite) for suite in suites] == [0]
 
 
 def test_runs_are_kept_apart(tmp_path: Path) -> None:
