@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import pytest
 
@@ -30,7 +30,6 @@ from banana_tests.session.options import (
     spaced_path_options,
 )
 from banana_tests.session.scorer import Scorer
-from banana_tests.session.scorer import load_or_skip as _load_or_skip
 from banana_tests.session.snapshot_selection import INI, SnapshotSelection
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import STATE, SuiteState
@@ -38,14 +37,10 @@ from banana_tests.verdicts.matrix import Cell, TrendTally
 from banana_tests.verdicts.trend import Trend
 from banana_tests.verdicts.verdict import Verdict, VerdictFailure
 
-if TYPE_CHECKING:
-    from metrics_under_test.spec import MetricSpec
-
-__all__ = ["STATE", "banana_metric", "banana_metrics", "banana_trajectories", "load_or_skip"]
+__all__ = ["STATE", "banana_metric", "banana_metrics", "banana_trajectories"]
 
 RUN = pytest.StashKey[dict[str, str]]()
 Measured = TypeVar("Measured", Verdict, Trend)
-Loaded = TypeVar("Loaded")
 # Tests that need the data set read at collection, and those that need only the machine prepared.
 SUITE_PARAMS = frozenset({CASE_FIXTURE, TREND_FIXTURE, SNAPSHOT_PARAM, "control_metric"})
 DATA_FIXTURES = frozenset({TRAJECTORIES_FIXTURE})
@@ -188,12 +183,6 @@ def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdic
     )
     record_property("score_cached", state.score_cached(plan.key))
     return verdict
-
-
-def load_or_skip(config: pytest.Config, spec: MetricSpec, load: Callable[[], Loaded]) -> Loaded:
-    """`load()` under the gate's rule for a metric whose parameters are missing: a skip when only
-    `offline` or `all` chose it, a failure when the user named it (banana_tests.session.scorer)."""
-    return _load_or_skip(spec.name, spec.name in config.stash[STATE].named, load)
 
 
 def _measured(
