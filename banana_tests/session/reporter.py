@@ -21,6 +21,7 @@ from banana_tests.verdicts.verdict import Verdict, VerdictFailure
 RUN = pytest.StashKey[dict[str, str]]()
 Measured = TypeVar("Measured", Verdict, Trend)
 VERDICT_LINE = "banana_verdict"  # a failing verdict's report attribute: its one-line message
+PYTEST_OUTCOMES = frozenset({"passed", "failed", "skipped"})  # a report's final outcomes
 
 
 def _measured(
@@ -105,8 +106,8 @@ class MatrixReporter:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         final = report.when == "call" or (report.when == "setup" and not report.passed)
-        if not final or not report.user_properties:
-            return
+        if not final or not report.user_properties or report.outcome not in PYTEST_OUTCOMES:
+            return  # pytest-rerunfailures reports each retried attempt as "rerun": not a verdict
         props = {name: str(value) for name, value in report.user_properties}
         if "metric" not in props:
             return
