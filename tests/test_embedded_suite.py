@@ -1,10 +1,11 @@
 """The suite on the embedded data with real metrics, checked against pyiqa called directly.
 
-This is the README's suite command under `-n 2` (every family: Δ cases, score snapshots and
-control degradations), gated by the committed baseline with `--strict-baseline`: it must exit 0,
-so a new failure, a fixed cell or a drifted score fails here. The JUnit XML alone must rebuild
-the matrix, every Δ in it must follow from pyiqa's own scores and the documented normalisation,
-and the control verdicts must be the README's table.
+This is the README's suite command (its block marked `<!-- banana: suite -->`) under `-n 2`
+(every family: Δ cases, score snapshots and control degradations), gated by the committed
+baseline with `--strict-baseline`: it must exit 0, so a new failure, a fixed cell or a drifted
+score fails here. The terminal matrix and the control verdicts must be the baseline's, the JUnit
+XML alone must rebuild the matrix, and every Δ in it must follow from pyiqa's own scores and the
+documented normalisation.
 
 It always runs in CI (`CI=true`): a missing weights mirror fails there instead of skipping.
 """
@@ -22,7 +23,8 @@ import pytest
 from banana_tests.data import BASELINES, EMBEDDED
 
 from banana_tests.trajectories.records import read_imagefolder
-from tests.conftest import CASE_PROPERTIES, PROJECT, SHARED_MIRROR, parse_matrix
+from tests.conftest import CASE_PROPERTIES, SHARED_MIRROR, parse_matrix
+from tests.doc_blocks import suite_command
 
 METRICS = {"brisque": (0.0, 150.0), "niqe": (0.0, 100.0), "piqe": (0.0, 100.0)}  # Table 2, lower is better
 NEEDED = ("brisque_svm_weights.pth", "niqe_modelparameters.mat")
@@ -60,17 +62,10 @@ def suite_run(tmp_path_factory: pytest.TempPathFactory) -> Cases:
         "TORCH_HOME": str(out / "torch"),
         "BANANA_WEIGHTS_DIR": str(mirror),
     }
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-n",
-        "2",
-        f"--cache-dir={out / 'cache'}",
-    ]
-    cmd += ["--metric=" + ",".join(METRICS), f"--junitxml={xml}", f"--weights-dir={mirror}"]
+    documented = suite_command()  # pytest -n auto --metric=... --junitxml=...: later options win
+    assert documented[0] == "pytest" and "--metric=" + ",".join(METRICS) in documented, documented
+    cmd = [sys.executable, "-m", "pytest", *documented[1:], "-p", "no:cacheprovider", "-n", "2"]
+    cmd += [f"--cache-dir={out / 'cache'}", f"--junitxml={xml}", f"--weights-dir={mirror}"]
     cmd += [f"--baseline={BASELINES / 'emulated.json'}", "--strict-baseline"]
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=EMBEDDED.parents[1])
     # Exit 1 with only XPASS(strict) or new failures means fixtures/baselines/emulated.json is stale.
@@ -93,17 +88,26 @@ def junit(suite_run: Cases) -> dict[str, dict[str, str]]:
     return {k: props for k, (_, props) in suite_run.items() if k.startswith("test_detects_degradation[")}
 
 
-def readme_matrix() -> dict[tuple[str, str], str]:
-    """The matrix the README shows under "Reading the matrix", cell by cell."""
-    text = (PROJECT / "README.md").read_text().split("## Reading the matrix", 1)[1].split("\n## ", 1)[0]
-    [block] = [b for b in text.split("```")[1::2] if "banana-tests failure matrix" in b]
-    return parse_matrix(block)
+def baselined() -> list[dict[str, object]]:
+    return list(json.loads((BASELINES / "emulated.json").read_text())["failures"])
 
 
-def test_the_terminal_matrix_is_the_readmes(suite_run: Cases) -> None:
-    """The README's matrix is what the suite prints, cell by cell."""
+def baseline_matrix() -> dict[tuple[str, str], str]:
+    """The matrix the committed baseline implies, cell by cell: its Δ failures out of 3 steps per
+    (seed image, metric), and a total row."""
+    seeds = sorted({r.seed_image for r in read_imagefolder(EMBEDDED).records})
+    missed = [
+        (e["seed_image"], e["metric"]) for e in baselined() if "kind" not in e and e["metric"] in METRICS
+    ]
+    cells = {(seed, m): f"{missed.count((seed, m))}/3" for seed in seeds for m in METRICS}
+    cells |= {("total", m): f"{sum(s == m for _, s in missed)}/{3 * len(seeds)}" for m in METRICS}
+    return cells
+
+
+def test_the_terminal_matrix_is_the_baselines(suite_run: Cases) -> None:
+    """The matrix the suite prints is the committed baseline's, cell by cell."""
     printed = parse_matrix(suite_run["stdout"][1]["text"])
-    assert printed == readme_matrix()
+    assert printed == baseline_matrix()
 
 
 def test_baselined_failures_are_xfail_and_the_rest_pass(suite_run: Cases) -> None:
@@ -127,37 +131,21 @@ def test_scores_match_the_committed_snapshots(suite_run: Cases) -> None:
     assert outcomes == {f"test_scores_match_snapshot[{m}]": "passed" for m in METRICS}
 
 
-def readme_controls() -> dict[str, str]:
-    """README "Control degradations" table: control test id -> `passed` or `failed`."""
-    text = (PROJECT / "README.md").read_text().split("### Control degradations", 1)[1].split("\n#", 1)[0]
-    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| metric")]
-    out = {}
-    for row in rows:
-        metric, *cells = (c.strip() for c in row.strip("|").split("|"))
-        for distortion, cell in zip(DISTORTIONS, cells, strict=True):
-            verdict = cell.split(" ")[0]
-            assert verdict in ("pass", "fail"), row
-            out[f"test_detects_control_degradation[{metric.lower()}-{distortion}]"] = verdict + "ed"
-    return out
-
-
-def test_control_degradations_are_the_readmes_table(suite_run: Cases) -> None:
-    """The control verdicts are the README's table; its failures are in the baseline (xfail)."""
-    outcomes = {k: o for k, (o, _) in suite_run.items() if k.startswith("test_detects_control_degradation[")}
-    expected = {k: "xfail" if v == "failed" else "passed" for k, v in readme_controls().items()}
-    assert outcomes == expected
-
-
-def test_the_readmes_control_table_is_the_baselines() -> None:
-    """Every metric row, every distortion; a `fail` exactly where the committed baseline lists one."""
-    table = readme_controls()
-    assert set(table) == {f"test_detects_control_degradation[{m}-{d}]" for m in METRICS for d in DISTORTIONS}
+def baseline_controls() -> dict[str, str]:
+    """Every control case of METRICS × DISTORTIONS: `xfail` where the baseline lists it, else `passed`."""
     listed = {
         f"test_detects_control_degradation[{e['metric']}-{e['distortion']}]"
-        for e in json.loads((BASELINES / "emulated.json").read_text())["failures"]
+        for e in baselined()
         if e.get("kind") == "control"
     }
-    assert {k for k, v in table.items() if v == "failed"} == listed
+    every = {f"test_detects_control_degradation[{m}-{d}]" for m in METRICS for d in DISTORTIONS}
+    return {case: "xfail" if case in listed else "passed" for case in every}
+
+
+def test_control_degradations_are_the_baselines(suite_run: Cases) -> None:
+    """The control verdicts are the baseline's: its control failures xfail, every other passes."""
+    outcomes = {k: o for k, (o, _) in suite_run.items() if k.startswith("test_detects_control_degradation[")}
+    assert outcomes == baseline_controls()
 
 
 def test_every_case_carries_every_property(junit: dict[str, dict[str, str]]) -> None:

@@ -12,7 +12,7 @@ import pytest
 from banana_tests.cli import main
 from metrics_under_test.registry import CATALOG, catalog
 from metrics_under_test.weights import stage
-from tests.conftest import PROJECT, SHARED_MIRROR, offline
+from tests.conftest import SHARED_MIRROR, offline
 
 
 def listing(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, dict]:  # type: ignore[type-arg]
@@ -66,9 +66,9 @@ def test_the_table_is_fast_and_never_imports_pyiqa_or_torch() -> None:
     assert "metrics can run here" in out
 
 
-def test_the_seconds_shown_and_the_readme_table_are_the_measured_ones() -> None:
-    """`s/2K` and the README's cost table come from benchmarks/bench_metrics_cpu.md, the table
-    benchmarks/bench_metrics.py printed: a re-measurement must update all three."""
+def test_the_seconds_shown_are_the_measured_ones() -> None:
+    """`s/2K` comes from benchmarks/bench_metrics_cpu.md, the table benchmarks/bench_metrics.py
+    printed: a re-measurement must update both."""
     from banana_tests.commands.metrics import CPU_SECONDS_2K
     from metrics_under_test.pyiqa_catalog import MEASURED, measured_seconds
 
@@ -77,5 +77,3 @@ def test_the_seconds_shown_and_the_readme_table_are_the_measured_ones() -> None:
     assert CPU_SECONDS_2K.keys() == measured.keys()
     for name, seconds in measured.items():
         assert CPU_SECONDS_2K[name] == pytest.approx(seconds, rel=0.01), name  # shown to 3 figures
-    rows = "\n".join(line for line in table.splitlines() if line.startswith("|"))
-    assert rows in (PROJECT / "README.md").read_text(encoding="utf-8")
