@@ -1,0 +1,79 @@
+"""The degradation oracle: how far a step moved from its run's reference image, by pixels alone.
+
+A no-reference metric is blamed for Δ ≥ 0 only if the step really changed. PSNR and SSIM against
+the reference step of the same run need no weights, so the suite computes them itself (SSIM as
+Wang et al. 2004: Gaussian window σ = 1.5 truncated at 11 px, K1 = 0.01, K2 = 0.03, on BT.601
+luma). A step whose RMS difference from the reference is under one grey level (PSNR at or above
+UNCHANGED_PSNR) did not measurably change, and its case is not a valid trial.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+PEAK = 255.0
+UNCHANGED_PSNR = 20 * math.log10(PEAK / 1.0)  # 48.13 dB: RMS error of one grey level
+
+
+@dataclass(frozen=True)
+class Change:
+    """A step against its reference: PSNR in dB (inf when identical) and SSIM in [-1, 1]."""
+
+    psnr: float
+    ssim: float
+
+    @property
+    def valid_trial(self) -> bool:
+        return self.psnr < UNCHANGED_PSNR
+
+
+def change(reference: NDArray[np.uint8], step: NDArray[np.uint8]) -> Change:
+    """Both (H, W, 3) uint8; a step of another size is resized to the reference's (editors crop)."""
+    ref = _luma(reference)
+    cur = _luma(_resized(step, reference.shape[1], reference.shape[0]))
+    return Change(psnr(ref, cur), ssim(ref, cur))
+
+
+def psnr(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
+    import numpy as np
+
+    mse = float(np.mean((a - b) ** 2))
+    return math.inf if mse == 0 else 10 * math.log10(PEAK**2 / mse)
+
+
+def ssim(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
+    import numpy as np
+    from scipy.ndimage import gaussian_filter
+
+    def blur(x: NDArray[np.float64]) -> NDArray[np.float64]:
+        return gaussian_filter(x, sigma=1.5, truncate=3.5)  # radius 5: the 11x11 window
+
+    c1, c2 = (0.01 * PEAK) ** 2, (0.03 * PEAK) ** 2
+    mu_a, mu_b = blur(a), blur(b)
+    var_a = blur(a * a) - mu_a**2
+    var_b = blur(b * b) - mu_b**2
+    cov = blur(a * b) - mu_a * mu_b
+    index = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a**2 + mu_b**2 + c1) * (var_a + var_b + c2))
+    return float(np.mean(index))
+
+
+def _luma(rgb: NDArray[np.uint8]) -> NDArray[np.float64]:
+    import numpy as np
+
+    weights = np.array([0.299, 0.587, 0.114])
+    return rgb.astype(np.float64) @ weights
+
+
+def _resized(rgb: NDArray[np.uint8], width: int, height: int) -> NDArray[np.uint8]:
+    if rgb.shape[:2] == (height, width):
+        return rgb
+    import numpy as np
+    from PIL import Image
+
+    return np.asarray(Image.fromarray(rgb).resize((width, height), Image.Resampling.BICUBIC))
