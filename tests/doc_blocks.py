@@ -37,12 +37,16 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(PROJECT)}:{self.line}"
+        return f"{shown(self.page)}:{self.line}"
 
     def commands(self) -> list[list[str]]:
         """A shell block's commands as arguments: continuation lines joined, comments and blank
         lines dropped."""
         return shell_commands(self.text)
+
+
+def shown(page: Path) -> str:
+    return str(page.relative_to(PROJECT)) if page.is_relative_to(PROJECT) else str(page)
 
 
 def shell_commands(script: str) -> list[list[str]]:
@@ -63,7 +67,7 @@ def marked_blocks(page: Path) -> list[Block]:
         marker = MARKER.match(line.strip())
         if not marker:
             continue
-        where = f"{page.relative_to(PROJECT)}:{at + 1}"
+        where = f"{shown(page)}:{at + 1}"
         try:
             role = Role(marker["role"])
         except ValueError:
