@@ -55,7 +55,7 @@ def measured_seconds(table: str) -> dict[str, float]:
 
 
 def cost_class(name: str, seconds_2k: float) -> str:
-    """The class a measured metric gets (README, "What each metric costs")."""
+    """The class a measured metric gets (docs/metrics.md, "What each metric costs")."""
     if VLM.match(name):
         return "vlm"
     if seconds_2k < FAST_S_2K:

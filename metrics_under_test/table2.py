@@ -1,7 +1,7 @@
 """The paper's Table 2: typical range and direction of the 21 pyiqa metrics it tests.
 
 Kept as data so that normalisation has one source. PI's range is only "≥ 0" in the paper;
-the upper bound 55 is our choice, documented in the README: PI = (10 − NRQM + NIQE) / 2 with
+the upper bound 55 is our choice, documented in docs/matrix.md: PI = (10 − NRQM + NIQE) / 2 with
 NRQM in [0, 10] and NIQE in [0, 100] cannot exceed 55.
 """
 

@@ -1,4 +1,4 @@
-"""One test per README promise not checked elsewhere, each through pytest itself: exit codes 2, 4
+"""One test per documented promise not checked elsewhere, each through pytest itself: exit codes 2, 4
 and 5, what a fully cached run imports, what invalidates the score cache (a parameter file
 included), and the selection options (`--reference-step`, `--variant`, `--seed-image`, `--where`,
 `--runs`, `--image-budget`).
@@ -30,7 +30,7 @@ def pytest_sessionfinish(session):
 """
 
 
-# ---- exit codes (README "Exit codes") ----
+# ---- exit codes (docs/gate.md "Exit codes") ----
 
 
 def test_exit_2_when_interrupted(suite: pytest.Pytester) -> None:
@@ -58,7 +58,7 @@ def test_exit_5_when_nothing_is_collected(suite: pytest.Pytester) -> None:
 def test_exit_4_for_the_causes_the_options_table_lacks(
     suite: pytest.Pytester, options: list[str], message: str
 ) -> None:
-    """The rest of README's exit-4 list is tests/bad_inputs/test_options.py and test_baseline.py."""
+    """The rest of docs/gate.md's exit-4 list is tests/bad_inputs/test_options.py and test_baseline.py."""
     (suite.path / "notjson.json").write_text("{not json")
     (suite.path / "empty").mkdir()
     (suite.path / "empty" / "metadata.jsonl").write_text("null\n5\n")
@@ -72,7 +72,7 @@ def test_exit_4_for_the_causes_the_options_table_lacks(
     assert "test_detects_degradation" not in result.stdout.str()
 
 
-# ---- a fully cached run (README "Speed") and a changed parameter file ("Score cache") ----
+# ---- a fully cached run (docs/speed.md) and a changed parameter file (its "Score cache") ----
 
 
 def niqe_parameters(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -80,7 +80,7 @@ def niqe_parameters(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> 
     mirror = weights_mirror()
     if mirror is None or not (mirror / "niqe_modelparameters.mat").is_file():
         if os.environ.get("CI") == "true":
-            pytest.fail("no pyiqa weights mirror: CI must have one (README, 'Quick start')")
+            pytest.fail("no pyiqa weights mirror: CI must have one (README, 'Install')")
         pytest.skip("no pyiqa weights mirror beside the clone or in $BANANA_WEIGHTS_DIR")
     params = suite.path / "torch" / "hub" / "pyiqa" / "niqe_modelparameters.mat"
     params.parent.mkdir(parents=True)
@@ -108,9 +108,9 @@ def test_a_cached_pyiqa_run_imports_no_torch_until_a_parameter_file_changes(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """NIQE on one seed image and step, four runs; imports are read from the run's own sys.modules
-    at its end (README "Speed": a fully cached run imports none of torch, pyiqa and numpy). Between the
+    at its end (docs/speed.md: a fully cached run imports none of torch, pyiqa and numpy). Between the
     runs, NIQE's parameter file changes content but not size: a new mtime is a miss; the same
-    mtime is the README's stated limit (a file's hash is remembered by path, size and mtime),
+    mtime is the documented limit (a file's hash is remembered by path, size and mtime),
     read as a hit."""
     params = niqe_parameters(suite, monkeypatch)
     size, stamp = params.stat().st_size, params.stat().st_mtime_ns
@@ -156,7 +156,7 @@ def test_a_cached_pyiqa_run_imports_no_torch_until_a_parameter_file_changes(
     assert stale == cached(changed)
 
 
-# ---- what invalidates the score cache (README "Score cache") ----
+# ---- what invalidates the score cache (docs/speed.md "Score cache") ----
 
 CUSTOM = """
 import numpy as np
@@ -189,7 +189,7 @@ def test_a_change_of_version_precision_or_source_rescores(suite: pytest.Pytester
     assert run("2", "float64", "# an edit\n") == {"true"}
 
 
-# ---- selection through pytest (README "Selection", Options) ----
+# ---- selection through pytest (docs/datasets.md "Selection", docs/options.md) ----
 
 
 def run_cases(suite: pytest.Pytester, *options: str) -> dict[str, tuple[str, dict[str, str]]]:

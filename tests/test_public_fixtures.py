@@ -144,7 +144,7 @@ def test_real_metrics_have_their_names_as_ids_and_the_shipped_scores(suite: pyte
     mirror = weights_mirror()
     if mirror is None or not (mirror / "brisque_svm_weights.pth").is_file():
         if os.environ.get("CI") == "true":
-            pytest.fail("no pyiqa weights mirror: CI must have one (README, 'Quick start')")
+            pytest.fail("no pyiqa weights mirror: CI must have one (README, 'Install')")
         pytest.skip("no pyiqa weights mirror beside the clone or in $BANANA_WEIGHTS_DIR")
     args = (
         "--dataset=data",

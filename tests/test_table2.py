@@ -13,7 +13,7 @@ from metrics_under_test.registry import catalog, resolve
 from metrics_under_test.table2 import PAPER_METRICS
 
 PAPER = Path(__file__).resolve().parents[2] / "shared" / "paper" / "README.md"
-PI_HIGH = 55.0  # the paper gives only "≥ 0"; our bound, argued in the README ("PI's range")
+PI_HIGH = 55.0  # the paper gives only "≥ 0"; our bound, argued in docs/matrix.md ("PI's range")
 OUTSIDE_PYIQA = {"VisualQuality-R1", "RALI"}  # VLM metrics the paper tests outside pyiqa
 
 

@@ -20,7 +20,7 @@ from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import pyiqa_cache_dir
 
 # Seconds per 2048×1152 image on the project's CPU (2 shared cores, one thread), measured by
-# benchmarks/bench_metrics.py (README, "What each metric costs"); networks with synthetic
+# benchmarks/bench_metrics.py (docs/metrics.md, "What each metric costs"); networks with synthetic
 # parameters, which do the same arithmetic. Shown so a user can size a run before starting it:
 # the paper's protocol scores 240 such images per metric, `--steps all` 6,000.
 CPU_SECONDS_2K: dict[str, float] = {
@@ -131,5 +131,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"\n{len(table) - len(missing)} of {len(table)} metrics can run here. To provide parameter files:")
     print(f"  put them in {pyiqa_cache_dir()} or in a folder passed as --weights-dir / $BANANA_WEIGHTS_DIR;")
     print("  `banana-tests metrics --json` gives each file's URL and path.")
-    print("s/2K: CPU seconds per 2048x1152 image measured on the project's 2-core machine (README).")
+    print("s/2K: CPU seconds per 2048x1152 image measured on the project's 2-core machine (docs/metrics.md).")
     return 0

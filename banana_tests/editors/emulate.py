@@ -7,7 +7,7 @@ up like static, and drifts the colour balance (green, for Nano Banana Pro). This
 reproduces those four effects with numpy/scipy/PIL so a trajectory set can be built, and
 rebuilt bit for bit, with no network and no model. The defaults were calibrated so that the
 embedded set's BRISQUE, NIQE and PIQE failure rates fall near the paper's published ones
-(`benchmarks/calibrate_emulator.py`; the README's "The embedded data" gives the reasons).
+(`benchmarks/calibrate_emulator.py`; docs/datasets.md gives the reasons).
 
 Determinism: every random draw comes from a numpy Generator seeded by a SHA-256 of
 (seed, key, run, step) – never Python's `hash()`, which is salted per process.
