@@ -16,6 +16,7 @@ from typing import Any
 
 from metrics_under_test.spec import MetricSpec, WeightFile
 from metrics_under_test.table2 import PAPER_METRICS
+from metrics_under_test.vlm_catalog import OUTSIDE_PYIQA, Q_ALIGN
 
 CATALOG = Path(__file__).with_name("pyiqa_catalog.json")
 SPECIAL = ("offline", "all")
@@ -52,13 +53,33 @@ def catalog() -> dict[str, MetricSpec]:
             paper_name=p.paper_name if p else None,
             weights_note=row.get("weights_note", ""),
         )
+    specs.update(_vlm_specs())
     return specs
+
+
+def _vlm_specs() -> dict[str, MetricSpec]:
+    """The paper's VLM metrics (`metrics_under_test.vlm`): the two outside pyiqa, and Q-Align,
+    whose hub files pyiqa's catalog row cannot name."""
+    out = {}
+    for m in (*OUTSIDE_PYIQA, Q_ALIGN):
+        out[m.metric] = MetricSpec(
+            name=m.metric,
+            backend="vlm",
+            low=m.low,
+            high=m.high,
+            lower_better=False,
+            cost="vlm",
+            paper_name=m.paper_name,
+            weights_note=f"loads {m.repo} ({', '.join(m.files)})",
+        )
+    return out
 
 
 @cache
 def _aliases() -> dict[str, str]:
     names = {n.lower(): n for n in catalog()}
     names.update({p.paper_name.lower(): p.pyiqa_name for p in PAPER_METRICS})
+    names.update({m.paper_name.lower(): m.metric for m in OUTSIDE_PYIQA})
     return names
 
 

@@ -29,7 +29,7 @@ def empty_torch_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_json_lists_every_pyiqa_nr_metric_and_the_examples(capsys: pytest.CaptureFixture[str]) -> None:
     rows = listing(capsys)
     catalog = {m["name"] for m in json.loads(CATALOG.read_text())["metrics"]}
-    assert catalog | {"laplacian_variance", "noise_sigma"} == set(rows)
+    assert catalog | {"laplacian_variance", "noise_sigma", "visualquality_r1", "rali"} == set(rows)
     assert rows["brisque"]["backend"] == "pyiqa" and rows["brisque"]["lower_better"] is True
     assert rows["laplacian_variance"]["target"] == "metrics_under_test.examples:laplacian_variance"
     assert rows["dbcnn"]["paper_name"] == "DBCNN" and rows["musiq"]["range"] == [0.0, 100.0]
@@ -77,3 +77,34 @@ def test_the_seconds_shown_are_the_measured_ones() -> None:
     assert CPU_SECONDS_2K.keys() == measured.keys()
     for name, seconds in measured.items():
         assert CPU_SECONDS_2K[name] == pytest.approx(seconds, rel=0.01), name  # shown to 3 figures
+
+
+def test_all_23_paper_metrics_are_listed_with_how_each_runs_here(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Table 2's 23 metrics, each with how it runs here; the VLM models with licence and size."""
+    from metrics_under_test.vlm_catalog import VISUALQUALITY_R1, Runs
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    rows = listing(capsys)
+    paper = {name: row for name, row in rows.items() if row["in_paper"]}
+    assert len(paper) == 23 and all(row["runs_here"] in {r.value for r in Runs} for row in paper.values())
+    assert {row["paper_name"] for row in paper.values()} >= {"VisualQuality-R1", "RALI", "Q-Align", "PIQE"}
+    assert paper["piqe"]["runs_here"] == Runs.REAL.value  # needs no file
+    assert paper["musiq"]["runs_here"] == Runs.SYNTHETIC.value  # its file is not here
+    assert paper["visualquality_r1"]["runs_here"] == Runs.TINY.value
+    for name in ("visualquality_r1", "rali", "qalign"):
+        assert paper[name]["license"] and paper[name]["size"] and not paper[name]["available"], name
+    assert "MIT" in paper["visualquality_r1"]["license"] and "8.3B" in paper["visualquality_r1"]["size"]
+    assert "tokenizer.json" in paper["visualquality_r1"]["how_to_provide"]
+    assert not any(row["in_paper"] for name, row in rows.items() if name in ("musiq-ava", "noise_sigma"))
+    snapshot = VISUALQUALITY_R1.folder / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    for name in VISUALQUALITY_R1.files:
+        (snapshot / name).write_text("{}")
+    assert listing(capsys)["visualquality_r1"]["available"]
+    assert main(["metrics"]) == 0
+    out = capsys.readouterr().out
+    text = out.split("The paper's 23 metrics (Table 2) and how each runs here:")[1].split("\n\n")[0]
+    assert len([line for line in text.splitlines() if line.startswith("  ") and "licence:" not in line]) == 23
+    assert text.count("licence:") == 3

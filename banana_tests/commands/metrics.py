@@ -17,7 +17,15 @@ from metrics_under_test import custom
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import catalog
 from metrics_under_test.spec import MetricSpec
+from metrics_under_test.table2 import PAPER_METRICS
+from metrics_under_test.vlm_catalog import BY_METRIC, OUTSIDE_PYIQA, Runs
 from metrics_under_test.weights import pyiqa_cache_dir
+
+# The paper's Table 2, in its order: 21 pyiqa metrics, then the two VLM metrics outside pyiqa.
+PAPER_23 = (*(p.pyiqa_name for p in PAPER_METRICS), *(m.metric for m in OUTSIDE_PYIQA))
+# Paper metrics whose plumbing runs here with synthetic parameters when their files are absent
+# (tests/test_paper_metrics.py); the VLM metrics say for themselves (vlm_catalog).
+SYNTHETIC_HERE = frozenset(PAPER_23) - frozenset(BY_METRIC)
 
 # Seconds per 2048×1152 image on the project's CPU (2 shared cores, one thread), measured by
 # benchmarks/bench_metrics.py (docs/metrics.md, "What each metric costs"); networks with synthetic
@@ -75,7 +83,17 @@ def _row(spec: MetricSpec, weights_dir: Path | None, entry_point: str | None = N
             where = "mirror"
         files.append({"file": w.file, "url": w.url, "path": str(w.path), "found": where})
     missing = [w.file for w, f in zip(spec.weights, files, strict=True) if f["found"] is None]
-    if spec.backend == "custom":
+    vlm = BY_METRIC.get(spec.name) if spec.backend == "vlm" else None
+    if vlm is not None:
+        missing = vlm.missing()
+        files = [{"file": f, "url": vlm.repo, "path": str(vlm.folder / f), "found": None} for f in missing]
+    if vlm is not None:
+        how = (
+            f"present in {vlm.folder}"
+            if not missing
+            else (f"{', '.join(missing)} of {vlm.repo} are not in {vlm.folder}: {vlm.how_to_provide()}")
+        )
+    elif spec.backend == "custom":
         how = "nothing to provide: runs from its Python package"
     elif missing:
         how = (
@@ -96,11 +114,26 @@ def _row(spec: MetricSpec, weights_dir: Path | None, entry_point: str | None = N
         "range": [spec.low, spec.high],
         "cost": spec.cost,
         "cpu_s_per_2k_image": CPU_SECONDS_2K.get(spec.name),
-        "available": not missing and not spec.weights_note,
+        "available": not missing and (vlm is not None or not spec.weights_note),
         "weights": files,
         "fetches_at_load": spec.weights_note or None,
         "how_to_provide": how,
+        "in_paper": spec.name in PAPER_23,
+        "runs_here": _runs_here(spec, not missing and not spec.weights_note),
+        "license": vlm.license if vlm else None,
+        "size": vlm.size if vlm else None,
     }
+
+
+def _runs_here(spec: MetricSpec, available: bool) -> str | None:
+    """How the paper's metric runs on a machine like the project's (no GPU, no hub access)."""
+    if spec.name in BY_METRIC:
+        return BY_METRIC[spec.name].runs_here.value
+    if spec.name not in PAPER_23:
+        return None
+    if available:
+        return Runs.REAL.value
+    return Runs.SYNTHETIC.value if spec.name in SYNTHETIC_HERE else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,9 +160,21 @@ def run(args: argparse.Namespace) -> int:
         per = f"{secs:.3g}" if secs is not None else "-"
         row = f"{r['name']:<24} {better:<6} {span:<16} {r['backend']:<7} {r['cost']:<6} {per:>6}"
         print(f"{row} {here:<7} {files}")
+    _print_paper_metrics(table)
     missing = [r for r in table if not r.get("available", True)]
     print(f"\n{len(table) - len(missing)} of {len(table)} metrics can run here. To provide parameter files:")
     print(f"  put them in {pyiqa_cache_dir()} or in a folder passed as --weights-dir / $BANANA_WEIGHTS_DIR;")
     print("  `banana-tests metrics --json` gives each file's URL and path.")
     print("s/2K: CPU seconds per 2048x1152 image measured on the project's 2-core machine (docs/metrics.md).")
     return 0
+
+
+def _print_paper_metrics(table: list[dict[str, Any]]) -> None:
+    """The paper's 23 metrics, how each runs here, and the VLM models' licences and sizes."""
+    by_name = {r["name"]: r for r in table}
+    print(f"\nThe paper's {len(PAPER_23)} metrics (Table 2) and how each runs here:")
+    for name in PAPER_23:
+        r = by_name[name]
+        print(f"  {r['paper_name']:<17} {name:<17} {r['runs_here']}")
+        if r["license"]:
+            print(f"  {'':<35} licence: {r['license']}; size: {r['size']}")

@@ -1,0 +1,108 @@
+"""The paper's vision-language quality scorers: what they are, where their files live, their licences.
+
+Table 2 of Banana100 lists 23 metrics: 21 from pyiqa and two outside it, VisualQuality-R1 and
+RALI, the only two with no failure. Q-Align is one of the 21 (pyiqa's `qalign`), but like the
+other two its files are a hub repository, not a pyiqa parameter file. Read without importing
+torch or transformers, so `banana-tests metrics` lists them instantly.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from metrics_under_test.weights import torch_hub_dir
+
+
+class Runs(Enum):
+    """How a metric runs on this project's machine (no GPU, no hub access)."""
+
+    REAL = "real parameters"
+    SYNTHETIC = "synthetic parameters (plumbing only)"
+    TINY = "tiny random model (plumbing only); the real model needs a GPU"
+    NEEDS_GPU = "needs a GPU and its hub files; not run here"
+    MISSING_CODE = "not scored yet: the adapter lacks RALI's scoring code; it checks the files only"
+
+
+@dataclass(frozen=True)
+class VlmModel:
+    """A hub-hosted model a VLM metric loads, with what a user must know before fetching it."""
+
+    metric: str  # the suite's metric name
+    paper_name: str
+    repo: str  # hub repository id
+    files: tuple[str, ...]  # the files whose absence means "not downloaded"
+    license: str
+    size: str
+    runs_here: Runs
+    on_hub: bool = True  # files in the Hugging Face cache; else in torch's hub folder / `metric`
+    low: float = 1.0
+    high: float = 5.0
+
+    @property
+    def folder(self) -> Path:
+        """Where the files are looked for: the repository's folder in the Hugging Face cache (as
+        huggingface_hub names it), or a folder of torch's hub directory for files from elsewhere."""
+        if self.on_hub:
+            return hf_hub_cache() / ("models--" + self.repo.replace("/", "--"))
+        return torch_hub_dir() / self.metric
+
+    def missing(self) -> list[str]:
+        """Files not in any cached snapshot of the repository (or not in `folder`)."""
+        if not self.on_hub:
+            return [f for f in self.files if not (self.folder / f).exists()]
+        snapshots = self.folder / "snapshots"
+        found = [s for s in snapshots.iterdir() if s.is_dir()] if snapshots.is_dir() else []
+        return [f for f in self.files if not any((s / f).exists() for s in found)]
+
+    def how_to_provide(self) -> str:
+        if self.on_hub:
+            return (
+                f"run once with network access (HF_HUB_OFFLINE unset) so transformers downloads them, "
+                f"or `huggingface-cli download {self.repo}`"
+            )
+        return f"download them as github.com/{self.repo} describes and put them in {self.folder}"
+
+
+def hf_hub_cache() -> Path:
+    """`huggingface_hub.constants.HF_HUB_CACHE`, by its rules, without importing it."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.join(os.path.expanduser("~"), ".cache")), "huggingface"
+    )
+    return Path(home).expanduser() / "hub"
+
+
+VISUALQUALITY_R1 = VlmModel(
+    metric="visualquality_r1",
+    paper_name="VisualQuality-R1",
+    repo="TianheWu/VisualQuality-R1-7B",
+    files=("config.json", "model.safetensors.index.json", "preprocessor_config.json", "tokenizer.json"),
+    license="MIT (model card); base model Qwen2.5-VL-7B-Instruct under Apache-2.0",
+    size="8.3B parameters, 16.6 GB in bfloat16; about 17 GB of GPU memory",
+    runs_here=Runs.TINY,
+)
+RALI = VlmModel(
+    metric="rali",
+    paper_name="RALI",
+    repo="xuanyuzhang21/RALI",  # a GitHub repository: weights are linked from its README
+    files=("ckpt.pt", "pca.pkl", "basis.npz", "best/config.json"),
+    license="not stated here: see github.com/xuanyuzhang21/RALI",
+    size="CLIP-based, under 5% of Q-Insight's 7B parameters (paper)",
+    runs_here=Runs.MISSING_CODE,
+    on_hub=False,
+)
+Q_ALIGN = VlmModel(
+    metric="qalign",
+    paper_name="Q-Align",
+    repo="q-future/one-align",
+    files=("config.json", "tokenizer.model", "preprocessor_config.json"),
+    license="MIT (model card); pyiqa's adapter code is non-commercial",
+    size="8.2B parameters (mPLUG-Owl2, LLaMA-2-7B), 16.4 GB in float16",
+    runs_here=Runs.NEEDS_GPU,
+)
+OUTSIDE_PYIQA = (VISUALQUALITY_R1, RALI)
+BY_METRIC = {m.metric: m for m in (*OUTSIDE_PYIQA, Q_ALIGN)}
