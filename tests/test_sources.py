@@ -56,15 +56,40 @@ def as_path_pattern(canonical: Path, target: Path) -> Path:
     return target
 
 
+def as_metadata(canonical: Path, target: Path, drop: tuple[str, ...], kind: str = "metadata.jsonl") -> Path:
+    """The set's images under `target` with metadata lacking the `drop` fields, written as
+    `kind`: an imagefolder's metadata.jsonl or metadata.csv, or a data file (set.csv, set.json)."""
+    shutil.copytree(canonical, target, ignore=shutil.ignore_patterns("metadata.jsonl"))
+    kept = [{k: v for k, v in r.items() if k not in drop and k != "sha256"} for r in rows(canonical)]
+    if kind.endswith(".csv"):
+        columns = list(kept[0])
+        lines = [",".join(columns)] + [",".join(str(r[c]) for c in columns) for r in kept]
+        (target / kind).write_text("\n".join(lines) + "\n")
+    elif kind.endswith(".json"):
+        (target / kind).write_text(json.dumps(kept))
+    else:
+        (target / kind).write_text("".join(json.dumps(r) + "\n" for r in kept))
+    return target
+
+
 @pytest.fixture
 def layouts(make_set: MakeSet, tmp_path: Path) -> dict[str, SourceOptions]:
+    """The same set in every local layout the docs accept, each read from its own files."""
     canonical = make_set(seeds=SEEDS, runs=RUNS, steps=STEPS)
     cache = tmp_path / "cache"
+
+    def local(path: Path, **kwargs: str) -> SourceOptions:
+        return SourceOptions(str(path), cache_dir=cache, **kwargs)  # type: ignore[arg-type]
+
     return {
-        "canonical": SourceOptions(str(canonical), cache_dir=cache),
-        "imagefolder": SourceOptions(str(canonical), format="imagefolder", cache_dir=cache),
-        "parquet": SourceOptions(str(as_parquet(canonical, tmp_path / "pq")), cache_dir=cache),
-        "path-pattern": SourceOptions(str(as_path_pattern(canonical, tmp_path / "pp")), cache_dir=cache),
+        "canonical": local(canonical),
+        "imagefolder": local(canonical, format="imagefolder"),
+        "no variant": local(as_metadata(canonical, tmp_path / "nv", ("variant",))),
+        "metadata.csv": local(as_metadata(canonical, tmp_path / "mc", ("variant",), "metadata.csv")),
+        "csv file": local(as_metadata(canonical, tmp_path / "cf", ("variant",), "set.csv") / "set.csv"),
+        "json array": local(as_metadata(canonical, tmp_path / "ja", ("variant",), "set.json") / "set.json"),
+        "parquet": local(as_parquet(canonical, tmp_path / "pq")),
+        "path-pattern": local(as_path_pattern(canonical, tmp_path / "pp")),
     }
 
 
@@ -97,7 +122,8 @@ def test_bytes_are_cached_once_by_sha256(layouts: dict[str, SourceOptions]) -> N
     assert len(loaded.records) == len(SEEDS) * len(RUNS) * 2
     for r in loaded.records:
         assert r.path.parent.parent == options.cache_dir and r.path.name == r.sha256
-        assert "part-0.parquet" not in r.source and "row" in r.source and f"step{r.step:03d}" in r.source
+        assert r.source.startswith(f"{Path(options.source) / 'part-0.parquet'} row ")  # file and row
+        assert r.source.endswith(f"/run{r.run}/step{r.step:03d}.png)")  # and the image's own path
     assert len(list(options.cache_dir.rglob("*"))) - len(list(options.cache_dir.iterdir())) == len(
         loaded.records
     )
@@ -108,9 +134,57 @@ def test_formats_are_detected(layouts: dict[str, SourceOptions]) -> None:
     assert found == {
         "canonical": "canonical",
         "imagefolder": "canonical",
+        "no variant": "imagefolder",
+        "metadata.csv": "imagefolder",
+        "csv file": "csv",
+        "json array": "json",
         "parquet": "parquet",
         "path-pattern": "imagefolder",
     }
+
+
+def test_local_layouts_are_read_from_their_files_not_through_datasets(
+    layouts: dict[str, SourceOptions], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`datasets.load_dataset` globbed every pattern over every file of a local folder (10 s at
+    6,000 images) and imported torch; local layouts never call it."""
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"datasets.load_dataset{args} called for a local set")
+
+    monkeypatch.setattr(datasets, "load_dataset", forbidden)
+    for name, options in layouts.items():
+        loaded = load(options, Selection(steps=(5, 10)))
+        assert len(loaded.records) == len(SEEDS) * len(RUNS) * 3 and loaded.problems == [], name
+
+
+def test_reading_a_local_layout_imports_neither_datasets_nor_torch(layouts: dict[str, SourceOptions]) -> None:
+    sources = json.dumps({name: o.source for name, o in layouts.items()})
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from banana_tests.trajectories.selection import Selection\n"
+        "from banana_tests.trajectories.sources import SourceOptions, load\n"
+        f"for name, source in json.loads({sources!r}).items():\n"
+        f"    assert load(SourceOptions(source, cache_dir=Path({str(layouts['parquet'].cache_dir)!r})),"
+        " Selection()).records, name\n"
+        "print(sorted(m for m in ('datasets', 'torch', 'pandas') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_set_without_variant_or_run_columns_is_one_run_of_replicate(
+    make_set: MakeSet, tmp_path: Path
+) -> None:
+    canonical = make_set(seeds=SEEDS, runs=(0,), steps=STEPS)
+    bare = as_metadata(canonical, tmp_path / "bare", ("variant", "run"))
+    loaded = load(SourceOptions(str(bare)), Selection())
+    assert sorted((r.seed_image, r.variant, r.run, r.step) for r in loaded.records) == [
+        (s, "replicate", 0, i) for s in SEEDS for i in STEPS
+    ]
+    assert all(r.source.startswith(f"{tmp_path / 'bare' / 'metadata.jsonl'}:") for r in loaded.records)
 
 
 def test_explicit_map_and_path_pattern(make_set: MakeSet, tmp_path: Path) -> None:

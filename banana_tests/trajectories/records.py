@@ -131,6 +131,13 @@ def read_imagefolder(root: Path) -> TrajectorySet:
 
 def _read_line(root: Path, raw: bytes, where: str) -> Record | Problem:
     """One line of metadata.jsonl as a record, or the problem that keeps it from being one."""
+    row = parse_line(raw, where)
+    return row if isinstance(row, Problem) else _record(root, row, where)
+
+
+def parse_line(raw: bytes, where: str) -> dict[str, Any] | Problem:
+    """One JSON line as an object, or the problem that keeps it from being one (with whatever
+    part of a record's identity its text still shows)."""
     torn = "" if raw.endswith(b"\n") else " (the last line has no newline: was its write cut short?)"
     try:
         text = raw.decode("utf-8")
@@ -145,7 +152,7 @@ def _read_line(root: Path, raw: bytes, where: str) -> Record | Problem:
         return _unparsed(where, f"not JSON: {exc}{torn}", text)
     if not isinstance(row, dict):
         return _unparsed(where, f"a line must be a JSON object, got {_cut(text.strip())}", text)
-    return _record(root, row, where)
+    return row
 
 
 def _record(root: Path, row: dict[str, Any], where: str) -> Record | Problem:

@@ -1,11 +1,12 @@
 """`--dataset SOURCE`: the canonical folder, a hub data set or local files in a `datasets` layout.
 
-The canonical folder keeps the fast reader (metadata.jsonl only). Anything else goes through
-`datasets.load_dataset` with images cast to `Image(decode=False)`, so collection never decodes:
-an image that arrives as bytes (parquet, the hub) is written once to a cache keyed by its
-sha256 and becomes a path like any other. Records are selected on metadata before their
-bytes are kept, and local files are streamed, so nothing is copied into an Arrow cache.
-Remote code is never run: the loader passes no `trust_remote_code`.
+Local sets are read from their files, never through `datasets`: the canonical folder by its
+own strict reader (records.py), any other layout row by row (local_rows.py), its keys found by
+the field map (mapping.py). Only a hub id goes through `datasets.load_dataset`, with images cast
+to `Image(decode=False)`. Collection never decodes: an image that arrives as bytes (parquet, the
+hub) is written once to a cache keyed by its sha256 and becomes a path like any other. Records
+are selected on metadata before their bytes are kept. Remote code is never run: the loader
+passes no `trust_remote_code`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from banana_tests.cases import CaseKey, sort_key
+from banana_tests.trajectories.local_rows import METADATA_FILES, Row, open_table, walk
 from banana_tests.trajectories.mapping import FieldMap, image_column, parse_map, resolve
 from banana_tests.trajectories.plan import CasePlan
 from banana_tests.trajectories.records import (
@@ -107,19 +109,20 @@ def from_options(
 
 def load(options: SourceOptions, selection: Selection) -> Loaded:
     """Read `options.source` and keep what `selection` wants; a set that cannot be read is a DataError."""
-    fmt = options.format
-    if not options.source.startswith(HUB):
-        root = Path(options.source)
-        if not root.exists():
-            raise DataError(f"{root}: no such file or folder")
-        fmt = detect_format(root) if fmt == "auto" else fmt
-        if fmt == "canonical":
-            return _canonical(root, selection)
-    return _through_datasets(options, fmt, selection)
+    if options.source.startswith(HUB):
+        return _from_rows(HubRows.open(options), options, selection)
+    root = Path(options.source)
+    if not root.exists():
+        raise DataError(f"{root}: no such file or folder")
+    fmt = detect_format(root) if options.format == "auto" else options.format
+    if fmt == "canonical":
+        return _canonical(root, selection)
+    return _from_rows(open_table(root, fmt), options, selection)
 
 
 def detect_format(root: Path) -> str:
-    """canonical when metadata.jsonl has our fields; else what the files are."""
+    """canonical when metadata.jsonl has our fields; else what the files are (an imagefolder when
+    it has metadata files of its own), found in one walk of the folder."""
     if root.is_file():
         fmt = _SUFFIX_FORMAT.get(root.suffix.lower())
         if fmt is None:
@@ -128,10 +131,10 @@ def detect_format(root: Path) -> str:
     meta = root / METADATA
     if meta.is_file() and _ours(meta):
         return "canonical"
-    for suffix, fmt in _SUFFIX_FORMAT.items():
-        if suffix != ".jsonl" and next(root.rglob(f"*{suffix}"), None) is not None:
-            return fmt
-    return "imagefolder"
+    if any((root / name).is_file() for name in METADATA_FILES):
+        return "imagefolder"
+    suffixes = {p.suffix.lower() for p in walk(root) if p.name not in METADATA_FILES}
+    return next((fmt for suffix, fmt in _SUFFIX_FORMAT.items() if suffix in suffixes), "imagefolder")
 
 
 def _ours(meta: Path, lines: int = 20) -> bool:
@@ -208,30 +211,52 @@ def _selected(
     )
 
 
-def _through_datasets(options: SourceOptions, fmt: str, selection: Selection) -> Loaded:
-    import datasets
+class RowSource(Protocol):
+    """Rows to read records from: a local table (`local_rows.Table`) or a hub data set."""
 
-    ds, label, root = _open(datasets, options, fmt)
-    image_features = [k for k, f in (ds.features or {}).items() if isinstance(f, datasets.Image)]
-    for column in image_features:
-        ds = ds.cast_column(column, datasets.Image(decode=False))
-    head = list(_rows(ds, label, limit=3))
-    if not head:
-        raise DataError(f"{label}: the data set has no rows")
-    columns = list(head[0])
-    image = image_column(columns, options.field_map, image_features)
-    samples = _sample_paths(head, image, root)
-    fmap = resolve(columns, samples, options.field_map, options.path_pattern, image)
+    @property
+    def label(self) -> str: ...
+    @property
+    def root(self) -> Path | None: ...  # local image paths must stay inside it; None for the hub
+    @property
+    def image_columns(self) -> tuple[str, ...]: ...
+    @property
+    def columns(self) -> tuple[str, ...]: ...  # empty: taken from the first rows
+
+    def rows(self) -> Iterator[Row | Problem]: ...
+
+
+def _from_rows(source: RowSource, options: SourceOptions, selection: Selection) -> Loaded:
+    """Records from `source`'s rows: keys found by the field map, selected on metadata, and
+    image bytes written to the cache only for the selected records."""
+    rows = source.rows()
+    head: list[Row | Problem] = []
+    for item in rows:  # the first three rows show the columns and sample paths
+        head.append(item)
+        if sum(not isinstance(h, Problem) for h in head) == 3:
+            break
+    samples = [values for _, values in _good(head)]
+    if not samples:
+        shown = "".join(f"\n  {p}" for p in head)
+        raise DataError(f"{source.label}: the data set has no rows" + (f"; unusable:{shown}" if head else ""))
+    columns = list(source.columns or dict.fromkeys(k for row in samples for k in row))
+    image = image_column(columns, options.field_map, source.image_columns)
+    paths = _sample_paths(samples, image, source.root)
+    fmap = resolve(columns, paths, options.field_map, options.path_pattern, image)
     records: list[Record] = []
     keys: list[tuple[str, int, int]] = []
     problems: list[Problem] = []
     variants: set[str] = set()
     seeds: set[str] = set()
     mapped = {fmap.image, "sha256", *fmap.columns.values()}  # the rest of a row is `extra`
-    for number, row in enumerate(_rows(ds, label), start=1):
-        where, shown, data, errors = f"{label} row {number}", "", None, []
+    for item in itertools.chain(head, rows):
+        if isinstance(item, Problem):
+            problems.append(item)
+            continue
+        where, row = item
+        shown, data, errors = "", None, []
         try:
-            shown, data = _image_ref(row.get(fmap.image), root)
+            shown, data = _image_ref(row.get(fmap.image), source.root)
             where = f"{where} ({shown})"
         except DataError as exc:  # the row's other keys still say which cases it touches
             errors.append(str(exc))
@@ -248,12 +273,16 @@ def _through_datasets(options: SourceOptions, fmt: str, selection: Selection) ->
             keys.append((seed, run, step))
             if not selection.wants_step(step):
                 continue
-            path, digest = _materialise(shown, data, root, options.cache_dir)
+            path, digest = _materialise(shown, data, source.root, options.cache_dir)
             digest = digest or check_sha256(row.get("sha256"))
             records.append(Record(seed, variant, run, step, path, where, digest, extra))
         except DataError as exc:
             problems.append(Problem(where, str(exc), **known, extra=extra))
     return _selected(records, keys, problems, selection, sorted(variants), sorted(seeds))
+
+
+def _good(items: Iterable[Row | Problem]) -> Iterator[Row]:
+    return (item for item in items if not isinstance(item, Problem))
 
 
 def _keys(fmap: FieldMap, row: Mapping[str, Any], shown: str) -> tuple[dict[str, Any], list[str]]:
@@ -274,35 +303,47 @@ def _sample_paths(head: list[dict[str, Any]], image: str | None, root: Path | No
     return paths
 
 
-def _open(datasets: Any, options: SourceOptions, fmt: str) -> tuple[Any, str, Path | None]:
-    """The (iterable) data set, a label for messages, and the local root image paths must stay in."""
-    if options.source.startswith(HUB):
+@dataclass(frozen=True)
+class HubRows:
+    """A hub data set's rows through `datasets` (downloaded once, then read from its cache),
+    images left undecoded."""
+
+    label: str
+    data: Any  # a datasets Dataset or IterableDataset
+    image_columns: tuple[str, ...]
+    root: None = None
+    columns: tuple[str, ...] = ()
+    batch: int = 1000
+
+    @classmethod
+    def open(cls, options: SourceOptions) -> HubRows:
+        import datasets
+
         repo = options.source[len(HUB) :]
-        label = f"{options.source}[{options.split}]"
         kwargs: dict[str, Any] = {"split": options.split, "streaming": options.streaming}
         if options.revision:
             kwargs["revision"] = options.revision
         try:
-            return datasets.load_dataset(repo, **kwargs), label, None
+            ds = datasets.load_dataset(repo, **kwargs)
         except Exception as exc:
             raise _hub_error(repo, options, exc) from exc
-    root = Path(options.source)
-    base = root if root.is_dir() else root.parent
-    if fmt == "imagefolder":
-        spec: dict[str, Any] = {"data_dir": str(root)}
-    elif root.is_dir():
-        suffixes = [s for s, f in _SUFFIX_FORMAT.items() if f == fmt]
-        files = sorted(str(p) for s in suffixes for p in root.rglob(f"*{s}") if p.name != METADATA)
-        if not files:
-            raise DataError(f"{root}: no {'/'.join(suffixes)} files for --dataset-format {fmt}")
-        spec = {"data_files": files}
-    else:
-        spec = {"data_files": [str(root)]}
-    try:
-        ds = datasets.load_dataset(fmt, split=options.split, streaming=True, **spec)
-    except Exception as exc:  # datasets, pyarrow and pandas each raise their own kinds for a bad file
-        raise DataError(f"{root}: datasets cannot read it as {fmt}: {type(exc).__name__}: {exc}") from exc
-    return ds, str(root), base.resolve()
+        features = ds.features or {}
+        images = tuple(k for k, f in features.items() if isinstance(f, datasets.Image))
+        for column in images:
+            ds = ds.cast_column(column, datasets.Image(decode=False))
+        label = f"{options.source}[{options.split}]"
+        return cls(label, ds, images, columns=tuple(features))
+
+    def rows(self) -> Iterator[Row]:
+        number = 0
+        try:
+            for batch in self.data.iter(batch_size=self.batch):  # columns of a batch, not rows
+                names = list(batch)
+                for values in zip(*(batch[n] for n in names), strict=True):
+                    number += 1
+                    yield f"{self.label} row {number}", dict(zip(names, values, strict=True))
+        except Exception as exc:  # datasets, pyarrow and pandas each raise their own kinds for a bad file
+            raise DataError(f"{self.label}: reading rows failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _hub_error(repo: str, options: SourceOptions, exc: Exception) -> DataError:
@@ -316,14 +357,6 @@ def _hub_error(repo: str, options: SourceOptions, exc: Exception) -> DataError:
             f"without HF_HUB_OFFLINE), or download it and pass the folder as --dataset PATH. ({exc})"
         )
     return DataError(f"{options.source}: datasets could not load it: {type(exc).__name__}: {exc}")
-
-
-def _rows(ds: Any, label: str, limit: int | None = None) -> Iterator[dict[str, Any]]:
-    rows: Iterable[dict[str, Any]] = ds.take(limit) if limit is not None else ds
-    try:
-        yield from rows
-    except Exception as exc:  # datasets, pyarrow and pandas each raise their own kinds for a bad file
-        raise DataError(f"{label}: reading rows failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _image_ref(value: Any, root: Path | None) -> tuple[str, bytes | None]:
