@@ -244,3 +244,27 @@ def test_hub_offline_and_not_cached_fails_fast_with_advice(tmp_path: Path) -> No
     assert done.returncode != 0
     assert "hf:some/repo: the data set is not cached here and HF_HUB_OFFLINE is set" in done.stderr
     assert "huggingface-cli download --repo-type dataset some/repo" in done.stderr
+
+
+def test_a_hub_id_reads_the_data_set_datasets_has_cached(
+    layouts: dict[str, SourceOptions], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A hub id goes through `datasets.load_dataset` (downloaded once, then its cache); here a
+    local parquet set stands in for the download, with the same rows and image bytes."""
+    parquet = sorted(Path(layouts["parquet"].source).glob("*.parquet"))
+    real = datasets.load_dataset
+    calls = []
+
+    def cached(repo: str, **kwargs: object) -> object:
+        calls.append((repo, kwargs))
+        return real("parquet", data_files=[str(p) for p in parquet], cache_dir=str(tmp_path / "hf"), **kwargs)
+
+    monkeypatch.setattr(datasets, "load_dataset", cached)
+    hub = load(SourceOptions("hf:someone/trajectories", cache_dir=tmp_path / "cache"), Selection(steps=(5,)))
+    local = load(layouts["canonical"], Selection(steps=(5,)))
+    assert calls == [("someone/trajectories", {"split": "train", "streaming": False})]
+    key = lambda r: (r.seed_image, r.run, r.step)  # noqa: E731
+    assert sorted(map(key, hub.records)) == sorted(map(key, local.records))
+    for h, c in zip(sorted(hub.records, key=key), sorted(local.records, key=key), strict=True):
+        assert h.sha256 == c.sha256 and h.path.read_bytes() == c.path.read_bytes()
+        assert h.source.startswith("hf:someone/trajectories[train] row ")
