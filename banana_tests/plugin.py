@@ -1,12 +1,15 @@
 """The pytest11 entry point: options, parametrization, JUnit properties, the terminal matrix.
 
 It registers the public fixtures (banana_tests.public_fixtures) and parametrizes them; the
-suite's own cases are built on them. It stays light: torch, pyiqa and the image stack are
-imported only when a case first needs a score, never when pytest loads this plugin.
+suite's own cases are built on them. It is a guest in every other pytest run of the
+environment: each hook below returns at once unless the run is the suite's (see
+banana_tests.session.ownership), and importing it loads neither torch, pyiqa nor the image
+stack, nor the suite's data, scoring and reporting code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -21,14 +24,16 @@ from banana_tests.public_fixtures import (  # the fixtures are registered by bei
     banana_trajectories,
 )
 from banana_tests.session.options import (
-    add_data_options,
-    add_gate_options,
-    add_metric_options,
+    add_free_aliases,
+    add_namespaced,
+    given_options,
     spaced_path_options,
+    suite_options,
 )
-from banana_tests.session.reporter import MatrixReporter, _measured, _recorder, _run_properties
+from banana_tests.session.ownership import GIVEN, adopt, adopted, asks_for_suite
+from banana_tests.session.reporter import _measured, _recorder, _run_properties
 from banana_tests.session.scorer import Scorer
-from banana_tests.session.snapshot_selection import INI, SnapshotSelection
+from banana_tests.session.settings import SNAPSHOT_DIR_INI, settings_of
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import STATE, SuiteState
 from banana_tests.verdicts.trend import Trend
@@ -40,20 +45,43 @@ __all__ = ["STATE", "banana_metric", "banana_metrics", "banana_trajectories"]
 SUITE_PARAMS = frozenset({CASE_FIXTURE, TREND_FIXTURE, SNAPSHOT_PARAM, "control_metric"})
 DATA_FIXTURES = frozenset({TRAJECTORIES_FIXTURE})
 SCORING_FIXTURES = frozenset({METRIC_FIXTURE, METRICS_FIXTURE})
+# A test that requests any of these makes the run the suite's.
+SUITE_FIXTURES = SCORING_FIXTURES | DATA_FIXTURES | {CASE_FIXTURE, TREND_FIXTURE}
 TREND_MODULE = Path(__file__).resolve().parent / "test_trend.py"
+SPELLINGS = pytest.StashKey[tuple[str, ...]]()  # every spelling of a suite option this run owns
+USAGE_ERROR = pytest.StashKey[str]()  # why a run adopted at collection cannot be the suite's
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("banana-tests", "banana-tests")
-    add_data_options(group.addoption)
-    add_metric_options(group.addoption)
-    add_gate_options(group.addoption)
-    parser.addini(INI, "where an installed suite writes score snapshots (default: banana_snapshots)")
+    """Every option as `--banana-*`: a name no other plugin or conftest uses."""
+    add_namespaced(parser.getgroup("banana-tests", "banana-tests").addoption, suite_options())
+    parser.addini(
+        SNAPSHOT_DIR_INI, "where an installed suite writes score snapshots (default: banana_snapshots)"
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> Generator[None, None, None]:
+    """Once the initial conftests have added their options, the short spellings (`--metric`)
+    that none of them or any plugin took become aliases (see banana_tests.session.options).
+    `args` holds the command line after addopts: the suite options given are kept for
+    `asks_for_suite`."""
+    loaded = yield
+    options = suite_options()
+    owned = (*(o.long for o in options), *add_free_aliases(parser, options))
+    early_config.stash[SPELLINGS] = owned
+    early_config.stash[GIVEN] = tuple(given_options(args, owned))
+    return loaded
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """A run whose command line asks for the suite is adopted now; any other waits for
+    collection to show a test on the suite's fixtures."""
     if not hasattr(config, "workerinput"):
-        spaced = spaced_path_options(config.invocation_params.args)
+        owned: tuple[str, ...] = config.stash.get(SPELLINGS, ())
+        spaced = spaced_path_options(config.invocation_params.args, owned)
         if spaced:
             raise pytest.UsageError(
                 "write path options with '=': "
@@ -61,36 +89,57 @@ def pytest_configure(config: pytest.Config) -> None:
                 + ". pytest reads a path after a space as a test path and picks its rootdir from it, "
                 "before banana-tests' options are known"
             )
-    state = SuiteState.from_config(config)
-    config.stash[STATE] = state
-    config.pluginmanager.register(MatrixReporter(state, config), "banana-tests-matrix")
-    config.pluginmanager.register(SnapshotSelection(state.metrics), "banana-tests-snapshots")
-    if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(XdistHooks(state), "banana-tests-xdist")
-    if config.getoption("baseline"):
-        from banana_tests.session.gating import BaselineGate
-
-        gate = BaselineGate(Path(config.getoption("baseline")), config.getoption("strict_baseline"))
-        config.pluginmanager.register(gate, "banana-tests-baseline")
+    if asks_for_suite(config):
+        adopt(config)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """Module-level, since xdist asks before pytest_configure registers XdistHooks."""
-    from banana_tests.scheduler.metric_groups import auto_workers
+    """`-n auto` for a suite run (see banana_tests.scheduler.metric_groups); xdist asks before
+    pytest_configure. None, xdist's own count, for any other run."""
+    if not asks_for_suite(config):
+        return None
+    from banana_tests.scheduler.metric_groups import AUTO_NOTE, auto_workers
+    from banana_tests.session.suite import selected_metrics
+    from metrics_under_test.protocol import MetricError
+    from metrics_under_test.registry import UnknownMetric
 
-    return auto_workers(config)
+    try:
+        metrics = len(selected_metrics(config))
+    except (pytest.UsageError, UnknownMetric, MetricError, ValueError):
+        return None  # pytest_configure reports it as a usage error
+    workers, note = auto_workers(metrics)
+    if note is not None:
+        config.stash[AUTO_NOTE] = note
+    return workers
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
+    """Each metric's tests on one worker, in a suite run under `--dist load` (xdist's default for
+    `-n`); any other run keeps xdist's own scheduler."""
+    state = adopted(config)
+    if state is None or config.getoption("dist") != "load":
+        return None
+    from banana_tests.scheduler.metric_groups import MetricScheduling
+
+    return MetricScheduling(config, log, tuple(state.metrics))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """`banana_metric` over the selection, first (outermost), so every id starts with the metric
-    and the scheduler can keep a metric's tests together. The suite's cases carry their metric
-    in the same parameter: (metric, case) pairs, ids unchanged. A data set that cannot be read
-    leaves the cases unplanned; collection then stops with that usage error (raised from a
-    collector it would be a collection error, exit 2)."""
-    state = metafunc.config.stash[STATE]
+    """A test on the suite's fixtures makes the run the suite's. `banana_metric` is parametrized
+    over the selection, first (outermost), so every id starts with the metric and the scheduler
+    can keep a metric's tests together. The suite's cases carry their metric in the same
+    parameter: (metric, case) pairs, ids unchanged. A data set that cannot be read leaves the
+    cases unplanned; collection then stops with that usage error (raised from a collector it
+    would be a collection error, exit 2)."""
     names = metafunc.fixturenames
+    if not any(name in SUITE_FIXTURES for name in names):
+        return
+    state = _adopt_at_collection(metafunc.config)
+    if state is None:
+        return
     if CASE_FIXTURE in names:
         keys = [p.key for p in state.try_collect()]
         pairs = [(k.metric, k) for k in keys]
@@ -111,6 +160,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(METRIC_FIXTURE, metrics, ids=metrics, indirect=True)
 
 
+def _adopt_at_collection(config: pytest.Config) -> SuiteState | None:
+    """`adopt`, keeping its usage error to raise once collection is done."""
+    if USAGE_ERROR in config.stash:
+        return None
+    try:
+        return adopt(config)
+    except pytest.UsageError as exc:
+        config.stash[USAGE_ERROR] = str(exc)
+        return None
+
+
 def _parametrized_by_marker(metafunc: pytest.Metafunc, name: str) -> bool:
     """The test chose its own values with `@pytest.mark.parametrize(name, ..., indirect=True)`."""
     for mark in metafunc.definition.iter_markers("parametrize"):
@@ -126,7 +186,11 @@ def _parametrized_by_marker(metafunc: pytest.Metafunc, name: str) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A run that collected any of the suite's tests first checks that its data and options can
     be used, so a bad `--dataset` is one usage error, not an error in every test."""
-    state = config.stash[STATE]
+    if USAGE_ERROR in config.stash:
+        raise pytest.UsageError(config.stash[USAGE_ERROR])
+    state = adopted(config)
+    if state is None:
+        return
     if any(
         SUITE_PARAMS & getattr(getattr(item, "callspec", None), "params", {}).keys()
         or DATA_FIXTURES & set(getattr(item, "fixturenames", ()))
@@ -141,7 +205,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """The suite's trend module is collected only under --trend."""
-    if collection_path == TREND_MODULE and not config.getoption("trend"):
+    if collection_path == TREND_MODULE and not settings_of(config).trend:
         return True
     return None
 
@@ -177,18 +241,3 @@ def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdic
     )
     record_property("score_cached", state.score_cached(plan.key))
     return verdict
-
-
-class XdistHooks:
-    """Registered only when xdist is present, so the plugin works without it."""
-
-    def __init__(self, state: SuiteState) -> None:
-        self.state = state
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log):  # type: ignore[no-untyped-def]
-        if config.getoption("dist") != "load":
-            return None
-        from banana_tests.scheduler.metric_groups import MetricScheduling
-
-        return MetricScheduling(config, log, tuple(self.state.metrics))

@@ -7,6 +7,7 @@
 
 The Δ engine is `Scorer.delta`, the one the shipped cases use. The shipped suite is written on
 these fixtures. Registered by the pytest11 plugin; nothing here imports torch, pyiqa or numpy.
+A test that requests one makes its run a suite run (banana_tests.session.ownership).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from types import MappingProxyType
 
 import pytest
 
+from banana_tests.session.ownership import adopt
 from banana_tests.session.scorer import Scorer
-from banana_tests.session.suite import STATE
 from banana_tests.trajectories.view import Trajectories
 
 __all__ = ["Scorer", "Trajectories", "banana_metric", "banana_metrics", "banana_trajectories"]
@@ -37,7 +38,7 @@ def banana_metric(request: pytest.FixtureRequest) -> Scorer:
     the metrics instead. The model is built on the first score the cache lacks, once per worker:
     under xdist the suite's scheduler keeps a metric's tests on one worker. A metric that cannot
     load skips the test, or fails it when `--metric` named it, with the shipped cases' message."""
-    state = request.config.stash[STATE]
+    state = adopt(request.config)
     name = getattr(request, "param", None)
     if name not in state.metrics:
         pytest.fail(
@@ -52,7 +53,7 @@ def banana_metric(request: pytest.FixtureRequest) -> Scorer:
 def banana_metrics(pytestconfig: pytest.Config) -> Mapping[str, Scorer]:
     """Yields every metric of the `--metric` selection as a read-only {name: Scorer} mapping, in
     the order given; session scope, not parametrized. Loading follows `banana_metric`'s rules."""
-    state = pytestconfig.stash[STATE]
+    state = adopt(pytestconfig)
     return MappingProxyType({name: state.scorer(name) for name in state.metrics})
 
 
@@ -61,4 +62,4 @@ def banana_trajectories(pytestconfig: pytest.Config) -> Trajectories:
     """Yields the trajectory set that `--dataset`, `--variant`, `--seed-image`, `--where`,
     `--runs` and `--steps` select, as `Trajectories` (records by (seed image, run, step), images
     decoded on demand); session scope. A set that cannot be read is a usage error at collection."""
-    return pytestconfig.stash[STATE].trajectories()
+    return adopt(pytestconfig).trajectories()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from banana_tests.session.scorer import Scorer
-from banana_tests.session.snapshot_selection import PARAM, recorded_metrics, snapshot_root
+from banana_tests.session.snapshot_selection import PARAM, recorded_metrics
 from banana_tests.session.snapshots import (
     ScoreSnapshotExtension,
     abs_tolerance,
@@ -28,9 +28,10 @@ from banana_tests.trajectories.view import Trajectories
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Selected metrics plus every metric with a snapshot; the plugin deselects the extra ones."""
     if PARAM in metafunc.fixturenames:
-        selected = list(metafunc.config.stash[STATE].metrics)
+        state = metafunc.config.stash[STATE]
+        selected = list(state.metrics)
         recorded = recorded_metrics(
-            metafunc.config, Path(metafunc.definition.path), metafunc.function.__name__
+            state.settings.snapshot_dir, Path(metafunc.definition.path), metafunc.function.__name__
         )
         metrics = selected + [m for m in recorded if m not in selected]
         metafunc.parametrize(PARAM, metrics, ids=metrics)
@@ -56,9 +57,11 @@ def test_scores_match_snapshot(  # type: ignore[no-untyped-def]
         )
     scorer = banana_metrics[snapshot_metric]
     name = f"{request.node.originalname}[{snapshot_metric}].json"
-    folder = snapshot_folder(snapshot_root(config), request.node.path, dataset_label(state), name, updating)
+    folder = snapshot_folder(
+        state.settings.snapshot_dir, request.node.path, dataset_label(state), name, updating
+    )
     extension = ScoreSnapshotExtension.configured(
-        config.getoption("snapshot_rtol"), abs_tolerance(scorer.spec), bool(state.narrowed), folder
+        state.settings.snapshot_rtol, abs_tolerance(scorer.spec), bool(state.narrowed), folder
     )
     records = list(banana_trajectories)  # sorted by (seed image, run, step)
     scores = dict(zip(map(score_id, records), scorer.scores(records), strict=True))

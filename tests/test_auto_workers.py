@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
+from banana_tests.plugin import pytest_xdist_auto_num_workers as auto_workers
 from banana_tests.scheduler import metric_groups as scheduler
-from banana_tests.scheduler.metric_groups import SUITE_DIR, auto_workers
+from banana_tests.session.ownership import SUITE_DIR
 from tests.conftest import suite_folder
 from tests.known_metrics import install_known_metrics
 

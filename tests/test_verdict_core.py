@@ -413,15 +413,11 @@ def test_a_good_sha256_is_returned_as_given() -> None:
 def test_the_default_data_set_is_the_shipped_embedded_set() -> None:
     from banana_tests.data import EMBEDDED
 
-    from banana_tests.session.suite import SuiteState
-    from banana_tests.trajectories.selection import Selection
-    from banana_tests.trajectories.sources import SourceOptions
+    from banana_tests.session.settings import settings_from_args
 
     assert (EMBEDDED / "metadata.jsonl").is_file()
-    state = SuiteState({}, SourceOptions(str(EMBEDDED)), Selection(), False, "cpu", 1, 1)
-    assert state.embedded
-    other = SuiteState({}, SourceOptions(str(EMBEDDED.parent)), Selection(), False, "cpu", 1, 1)
-    assert not other.embedded
+    assert settings_from_args([]).embedded
+    assert not settings_from_args([f"--dataset={EMBEDDED.parent}"]).embedded
 
 
 # ---- reading JUnit XML back ----

@@ -1,4 +1,9 @@
-"""Tuning a scoring process: torch's threads under xdist, glibc's freed memory, a quick exit."""
+"""Tuning a scoring process: torch's threads under xdist, glibc's freed memory, a quick exit.
+
+Only a suite run tunes its processes (banana_tests.session.suite loads its metrics through
+`tune_for_scoring`), once its first metric is built; another project's run in the same
+environment, and code that loads a metric itself, are left as they are.
+"""
 
 from __future__ import annotations
 
@@ -66,3 +71,11 @@ def freeze_heap_at_exit() -> None:
     otherwise runs full collections over the millions of objects torch and pyiqa leave behind:
     2.0 s per process, 0.4 s frozen. Registered once, by the first metric a process loads."""
     atexit.register(gc.freeze)
+
+
+def tune_for_scoring() -> None:
+    """All of the above that a process can keep: torch's share of the cores, freed buffers kept
+    for reuse, and the heap frozen at exit. Each is idempotent."""
+    share_cores()
+    keep_freed_memory()
+    freeze_heap_at_exit()

@@ -1,11 +1,27 @@
-"""The suite's options, added the same way to pytest and to the `banana-tests` CLI."""
+"""The suite's options, added the same way to pytest and to the `banana-tests` CLI.
+
+They are written here by their short spelling (`--metric`), the suite's own vocabulary and the
+CLI's. In pytest every option is registered as `--banana-metric` (dest `banana_metric`), as
+syrupy (`--snapshot-*`) and hypothesis (`--hypothesis-*`) do, so it can never clash with a
+user's conftest or another plugin; the short spelling is added as an alias only where nothing
+else in that run has claimed it (see `add_free_aliases`).
+
+Why after the initial conftests, from a `pytest_load_initial_conftests` wrapper, rather than
+in a conftest.py shipped in the package: a package conftest is read only when the run's paths
+lead into the package, so `--metric` would work in the clone and under `--pyargs banana_tests`
+but not for a user's own tests on the public fixtures, and it would be one more file pytest
+imports per run. After the initial conftests every option that can be given on the command
+line is registered (pytest parses the command line once they are loaded), so a name that is
+free then stays ours. The wrapper costs one pass over the registered option names, ~0.1 ms.
+"""
 
 from __future__ import annotations
 
 import itertools
 import os
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +29,7 @@ from metrics_under_test.weights import mirror_from_env
 
 DEFAULT_METRICS = "brisque,niqe,piqe"
 DEFAULT_STEPS = "5,10,20"
+PREFIX = "--banana-"
 # Options whose value is a path: written `--opt /path`, pytest takes the path as a test path.
 PATH_OPTIONS = (
     "--dataset",
@@ -22,8 +39,80 @@ PATH_OPTIONS = (
     "--cache-dir",
     "--snapshot-dir",
 )
+ALIAS_GROUP = "banana-tests short spellings"
 
 AddOption = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class SuiteOption:
+    """One of the suite's options: its short spelling and argparse attributes."""
+
+    short: str  # e.g. "--metric"
+    attrs: dict[str, Any] = field(hash=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.short.removeprefix("--")
+
+    @property
+    def long(self) -> str:
+        """The spelling that always works in pytest: `--banana-metric`."""
+        return PREFIX + self.name
+
+    @property
+    def dest(self) -> str:
+        """Where pytest keeps its value: `banana_metric`, whichever spelling was given."""
+        return dest_of(self.name)
+
+
+def dest_of(name: str) -> str:
+    """The pytest dest of the suite option `name` (short name without dashes, e.g. `metric`)."""
+    return "banana_" + name.removeprefix("--").replace("-", "_")
+
+
+def suite_options() -> tuple[SuiteOption, ...]:
+    """Every option of a suite run, in the order `--help` lists them."""
+    found: list[SuiteOption] = []
+    for add in (add_data_options, add_metric_options, add_gate_options):
+        add(lambda short, **attrs: found.append(SuiteOption(short, attrs)))
+    return tuple(found)
+
+
+def add_namespaced(addoption: AddOption, options: Iterable[SuiteOption]) -> None:
+    """Register each option under its `--banana-` spelling."""
+    for option in options:
+        addoption(option.long, dest=option.dest, **option.attrs)
+
+
+def claimed_names(groups: Iterable[Any]) -> set[str]:
+    """Every option string already registered in pytest's parser (its groups' `options`)."""
+    return {name for group in groups for option in group.options for name in option.names()}
+
+
+def add_free_aliases(parser: Any, options: Iterable[SuiteOption]) -> tuple[str, ...]:
+    """Add each option's short spelling that no plugin or conftest of this run registered, with
+    the same dest; return the spellings added. `parser` is pytest's Parser: its `_groups` are
+    the only record of the names taken (pytest has no public listing)."""
+    taken = claimed_names(parser._groups)
+    free = [o for o in options if o.short not in taken]
+    if free:
+        group = parser.getgroup(ALIAS_GROUP, "banana-tests short spellings (where no other plugin uses them)")
+        for option in free:
+            attrs = {k: v for k, v in option.attrs.items() if k != "help"}
+            group.addoption(option.short, dest=option.dest, help=f"= {option.long}", **attrs)
+    return tuple(o.short for o in free)
+
+
+def short_spelling(spelling: str) -> str:
+    """`--banana-metric` → `--metric`; a short spelling stays as it is."""
+    return "--" + spelling.removeprefix(PREFIX) if spelling.startswith(PREFIX) else spelling
+
+
+def given_options(args: Sequence[str], spellings: Iterable[str]) -> list[str]:
+    """The suite options among `args` (`--opt` or `--opt=value`) by the `spellings` this run owns."""
+    owned = set(spellings)
+    return [a.split("=", 1)[0] for a in args if a.split("=", 1)[0] in owned]
 
 
 def add_data_options(addoption: AddOption) -> None:
@@ -153,6 +242,22 @@ def add_metric_options(addoption: AddOption) -> None:
         default=False,
         help="score everything afresh and leave the score cache alone",
     )
+    addoption(
+        "--heartbeat",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="while one batch of images is scored longer than this, print a line this often naming "
+        "the metric, the batch size and the time so far (default: 30; 0: never)",
+    )
+    addoption(
+        "--batch-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop a metric's batch of images after this long: those images' cases error, naming "
+        "the limit, and the other batches still run (default: no limit)",
+    )
 
 
 def add_weights_option(addoption: AddOption) -> None:
@@ -166,15 +271,17 @@ def add_weights_option(addoption: AddOption) -> None:
     )
 
 
-def spaced_path_options(args: Sequence[str]) -> list[str]:
+def spaced_path_options(args: Sequence[str], owned: Iterable[str]) -> list[str]:
     """`--opt=value` for each path option given as `--opt value` whose value is an existing path,
     in `args` or $PYTEST_ADDOPTS: pytest chose its rootdir from such a value, before the plugin's
-    options were known, and outside the project it then collects the whole folder."""
+    options were known, and outside the project it then collects the whole folder. Only the
+    spellings this run `owned` count: a user's own `--dataset /x` is theirs to mean."""
+    owned_paths = {s for s in owned if short_spelling(s) in PATH_OPTIONS}
     given = [*shlex.split(os.environ.get("PYTEST_ADDOPTS", "")), *args]
     return [
         f"{option}={value}"
         for option, value in itertools.pairwise(given)
-        if option in PATH_OPTIONS and Path(value).exists()
+        if option in owned_paths and Path(value).exists()
     ]
 
 

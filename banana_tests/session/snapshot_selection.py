@@ -14,25 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.session.snapshots import DEFAULT_DIR, installed
-
 PARAM = "snapshot_metric"
-INI = "banana_snapshot_dir"
 
 
-def snapshot_root(config: pytest.Config) -> Path:
-    """Where an installed suite keeps the user's snapshots: `--snapshot-dir`, the ini key, or
-    `banana_snapshots/`, relative to the rootdir."""
-    chosen = config.getoption("snapshot_dir") or config.getini(INI) or DEFAULT_DIR
-    return config.rootpath / chosen
-
-
-def recorded_metrics(config: pytest.Config, module_file: Path, test_name: str) -> list[str]:
+def recorded_metrics(user_dir: Path, module_file: Path, test_name: str) -> list[str]:
     """Metrics that have a snapshot file for `test_name`, beside the module or, for an installed
-    suite, in the user's snapshot folder too (any data set)."""
+    suite, in the user's snapshot folder `user_dir` too (any data set)."""
+    from banana_tests.session.snapshots import installed  # syrupy: only once snapshots are collected
+
     folders = [module_file.parent / "__snapshots__"]
     if installed(module_file):
-        folders.append(snapshot_root(config))
+        folders.append(user_dir)
     prefix, suffix = f"{test_name}[", "].json"
     return sorted(
         {

@@ -16,14 +16,14 @@ import itertools
 import json
 import os
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from banana_tests.cases import CaseKey, sort_key
 from banana_tests.trajectories.local_rows import METADATA_FILES, Row, open_table, walk
-from banana_tests.trajectories.mapping import FieldMap, image_column, parse_map, resolve
+from banana_tests.trajectories.mapping import FieldMap, image_column, resolve
 from banana_tests.trajectories.plan import CasePlan
 from banana_tests.trajectories.records import (
     BOM,
@@ -39,7 +39,7 @@ from banana_tests.trajectories.records import (
     read_imagefolder,
     resolve_inside,
 )
-from banana_tests.trajectories.selection import Selection, parse_where
+from banana_tests.trajectories.selection import Selection
 
 HUB = "hf:"
 FORMATS = ("auto", "canonical", "imagefolder", "parquet", "csv", "json")
@@ -76,35 +76,6 @@ class Loaded:
     variants: list[str]
     seed_images: list[str]
     held: Mapping[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
-
-
-def from_options(
-    opt: Callable[[str], Any], default: Path, steps: list[int] | None
-) -> tuple[SourceOptions, Selection]:
-    """The source and selection the --dataset* options ask for; ValueError for malformed ones."""
-    cache = opt("dataset_cache")
-    source = SourceOptions(
-        source=opt("dataset") or str(default),
-        revision=opt("dataset_revision"),
-        split=opt("dataset_split"),
-        streaming=opt("dataset_streaming"),
-        format=opt("dataset_format"),
-        field_map=parse_map(opt("dataset_map")),
-        path_pattern=opt("dataset_path_pattern"),
-        cache_dir=Path(cache) if cache else default_cache_dir(),
-    )
-    runs = opt("runs")
-    if runs is not None and runs < 1:
-        raise ValueError(f"--runs takes a positive number, got {runs}")
-    selection = Selection(
-        variant=opt("variant"),
-        seed_images=tuple(opt("seed_image") or ()),
-        where=parse_where(opt("where")),
-        runs=runs,
-        steps=None if steps is None else tuple(steps),
-        reference_step=opt("reference_step"),
-    )
-    return source, selection
 
 
 def load(options: SourceOptions, selection: Selection) -> Loaded:

@@ -1,0 +1,187 @@
+"""A suite run's settings: every option, read once from pytest and checked, as typed values.
+
+Built at the boundary (the plugin's hooks, the first time a run turns out to be the suite's) and
+passed down; nothing else reads pytest's options, so the data, scoring and verdict code takes
+plain values and can be driven without pytest. Error messages quote the short spelling
+(`--steps`), the one the docs and the design card use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from banana_tests.data import EMBEDDED
+from banana_tests.session.options import DEFAULT_STEPS, dest_of, suite_options
+from banana_tests.trajectories.mapping import parse_map
+from banana_tests.trajectories.plan import parse_steps
+from banana_tests.trajectories.selection import Selection, parse_where
+from banana_tests.trajectories.sources import SourceOptions, default_cache_dir
+
+SNAPSHOT_DIR_INI = "banana_snapshot_dir"
+DEFAULT_SNAPSHOT_DIR = "banana_snapshots"
+
+
+class Device(enum.StrEnum):
+    AUTO = "auto"
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+class Aggregate(enum.StrEnum):
+    MEAN = "mean"  # one case per seed image, on the run mean of raw scores
+    PER_RUN = "per-run"  # one case per run
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a suite run was asked for. Paths are absolute (relative ones are taken from the rootdir)."""
+
+    metric: str  # as given: names, module:callable targets, `offline`, `all`
+    device: Device
+    weights_dir: Path | None  # read-only mirror of parameter files, staged into pyiqa's cache
+    cache_dir: Path | None  # the persistent score cache; None: --no-cache
+    source: SourceOptions
+    selection: Selection
+    aggregate: Aggregate
+    max_pixels: int
+    image_budget_mib: int
+    trend: bool
+    baseline: Path | None
+    strict_baseline: bool
+    snapshot_dir: Path  # where an installed suite writes the user's score snapshots
+    snapshot_rtol: float
+    narrowed: tuple[str, ...]  # the selection options, as typed, that keep only part of the data set
+    import_dirs: tuple[Path, ...]  # where `module:callable` metrics import from (cwd, rootdir)
+    command: str  # the run's command line, as the report's Run table shows it
+
+    @property
+    def per_run(self) -> bool:
+        return self.aggregate is Aggregate.PER_RUN
+
+    @property
+    def embedded(self) -> bool:
+        return Path(self.source.source) == EMBEDDED
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> Settings:
+        """The settings of `config`'s run; an option no run can satisfy is a usage error."""
+        try:
+            return cls.from_values(
+                lambda name: config.getoption(dest_of(name)),
+                rootdir=config.rootpath,
+                invocation_dir=config.invocation_params.dir,
+                snapshot_ini=str(config.getini(SNAPSHOT_DIR_INI) or ""),
+                args=config.invocation_params.args,
+            )
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+
+    @classmethod
+    def from_values(
+        cls,
+        value: Callable[[str], Any],
+        rootdir: Path,
+        invocation_dir: Path,
+        snapshot_ini: str = "",
+        args: Sequence[str] = (),
+    ) -> Settings:
+        """From each option's value by its short name (`value("dataset-cache")`); ValueError
+        naming the option for one that can never be satisfied."""
+        steps = parse_steps(value("steps"))
+        runs = value("runs")
+        if runs is not None and runs < 1:
+            raise ValueError(f"--runs takes a positive number, got {runs}")
+        for option in ("max-pixels", "image-budget"):
+            if value(option) < 1:
+                raise ValueError(f"--{option} takes a positive number, got {value(option)}")
+        reference = value("reference-step")
+        if reference < 0:
+            raise ValueError(f"--reference-step takes a step number (0 or more), got {reference}")
+        if steps is not None and reference in steps:
+            raise ValueError(
+                f"--steps={value('steps')} includes the reference step {reference}: its Δ is 0 by "
+                "definition, which can never pass"
+            )
+        image_cache, mirror, baseline = value("dataset-cache"), value("weights-dir"), value("baseline")
+        source = SourceOptions(
+            source=value("dataset") or str(EMBEDDED),
+            revision=value("dataset-revision"),
+            split=value("dataset-split"),
+            streaming=value("dataset-streaming"),
+            format=value("dataset-format"),
+            field_map=parse_map(value("dataset-map")),
+            path_pattern=value("dataset-path-pattern"),
+            cache_dir=Path(image_cache) if image_cache else default_cache_dir(),
+        )
+        selection = Selection(
+            variant=value("variant"),
+            seed_images=tuple(value("seed-image") or ()),
+            where=parse_where(value("where")),
+            runs=runs,
+            steps=None if steps is None else tuple(steps),
+            reference_step=reference,
+        )
+        return cls(
+            metric=value("metric"),
+            device=Device(value("device")),
+            weights_dir=Path(mirror) if mirror else None,
+            cache_dir=None if value("no-cache") else rootdir / value("cache-dir"),
+            source=source,
+            selection=selection,
+            aggregate=Aggregate(value("aggregate")),
+            max_pixels=value("max-pixels"),
+            image_budget_mib=value("image-budget"),
+            trend=value("trend"),
+            baseline=Path(baseline) if baseline else None,
+            strict_baseline=value("strict-baseline"),
+            snapshot_dir=rootdir / (value("snapshot-dir") or snapshot_ini or DEFAULT_SNAPSHOT_DIR),
+            snapshot_rtol=value("snapshot-rtol"),
+            narrowed=narrowing_options(value),
+            import_dirs=tuple(dict.fromkeys((invocation_dir, rootdir))),
+            command=shlex.join(["pytest", *args]),
+        )
+
+
+def narrowing_options(value: Callable[[str], Any]) -> tuple[str, ...]:
+    """The options, as typed, that select only part of the data set's records."""
+    steps = value("steps")
+    given = {
+        "--seed-image": value("seed-image"),
+        "--where": value("where"),
+        "--runs": value("runs"),
+        "--steps": steps if parse_steps(steps) != parse_steps(DEFAULT_STEPS) else None,
+    }
+    out = []
+    for option, chosen in given.items():
+        for v in chosen if isinstance(chosen, list) else [] if chosen is None else [chosen]:
+            out.append(f"{option}={v}")
+    return tuple(out)
+
+
+SETTINGS = pytest.StashKey[Settings]()
+
+
+def settings_of(config: pytest.Config) -> Settings:
+    """The run's settings, built on first use: xdist's `-n auto` asks before pytest_configure."""
+    if SETTINGS not in config.stash:
+        config.stash[SETTINGS] = Settings.from_config(config)
+    return config.stash[SETTINGS]
+
+
+def settings_from_args(args: Sequence[str] = (), rootdir: Path | None = None) -> Settings:
+    """The settings `pytest ARGS` would give a suite run (short spellings), without pytest: for
+    scripts and tests that drive the suite's code directly."""
+    parser = argparse.ArgumentParser(prog="pytest")
+    for option in suite_options():
+        parser.add_argument(option.short, dest=option.dest, **option.attrs)
+    namespace = parser.parse_args(list(args))
+    root = rootdir or Path.cwd()
+    return Settings.from_values(lambda name: getattr(namespace, dest_of(name)), root, root, args=args)
