@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, wraps
 from typing import Any
 
 import numpy as np
 import pytest
+from _pytest.outcomes import Exit  # `pytest.exit.Exception`: the scorer's answer to a sys.exit
 from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
@@ -100,6 +101,35 @@ def _with_examples(test: Callable[..., None]) -> Callable[..., None]:
     return test
 
 
+STOPS = (KeyboardInterrupt, Exit)
+
+
+def _stops_the_run(test: Callable[..., None]) -> Callable[..., None]:
+    """Let Ctrl-C and a metric's sys.exit stop the run (exit 2) as in the other families.
+
+    hypothesis reports what an example raised together with the other examples' failures, a
+    KeyboardInterrupt included, and runs the next example after an `Exit`: the first stop found
+    in its report is raised alone, which pytest obeys."""
+
+    @wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        try:
+            test(*args, **kwargs)
+        except BaseExceptionGroup as group:
+            stops = group.subgroup(lambda exc: isinstance(exc, STOPS))
+            if stops is None:
+                raise
+            raise _first_leaf(stops) from group
+
+    return run
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+@_stops_the_run
 @_with_examples
 @settings(deadline=None, phases=(Phase.explicit,), database=None)  # the drawn examples only
 @given(

@@ -42,23 +42,51 @@ def pyiqa_cache_dir() -> Path:
     return torch_hub_dir() / "pyiqa"
 
 
+class UnwritableCache(Exception):
+    """A metric's parameter file is in the mirror, but the cache folder it must be staged into
+    cannot be written: an error naming the folder and the fix, not a skip for a missing file."""
+
+
+# Files the mirror holds that their cache folder refused, by destination, with why. Process state,
+# as pyiqa's cache folder is: the suite stages once per process, the metric checks when it loads.
+REFUSED: dict[Path, str] = {}
+
+
 def stage(mirror: Path, targets: Iterable[tuple[str, Path]]) -> list[str]:
     """Link (or copy, where links fail) each file named in `targets` from `mirror` to its path.
 
     The mirror may be read-only (CI's shared folder); the destinations are pyiqa's writable
-    cache. Files already there are left alone. Returns the names staged.
+    cache. Files already there are left alone. A destination that cannot be written (a read-only
+    HOME or TORCH_HOME) goes to REFUSED, so only the metrics that need it fail, when they load.
+    Returns the names staged.
     """
     staged = []
     for name, dst in targets:
         src = mirror / name
-        if not src.is_file() or dst.exists():
-            continue
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dst.with_name(f".{name}.{os.getpid()}.tmp")
         try:
-            tmp.symlink_to(src.resolve())
-        except OSError:
-            shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)  # atomic: concurrent xdist workers may stage the same file
+            if not src.is_file() or dst.exists():
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(f".{name}.{os.getpid()}.tmp")
+            try:
+                tmp.symlink_to(src.resolve())
+            except OSError:
+                shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)  # atomic: concurrent xdist workers may stage the same file
+        except OSError as exc:
+            REFUSED[dst] = (
+                f"cannot stage {name} from {mirror} into {dst.parent} "
+                f"({exc.strerror or exc}: {exc.filename or dst.parent}); set TORCH_HOME to a writable "
+                f"folder (e.g. TORCH_HOME=$PWD/.torch) or make {dst.parent} writable"
+            )
+            continue
+        REFUSED.pop(dst, None)
         staged.append(name)
     return staged
+
+
+def check_staged(metric: str, paths: Iterable[Path]) -> None:
+    """UnwritableCache for `metric` when staging refused any of its files `paths`."""
+    refused = [REFUSED[p] for p in paths if p in REFUSED]
+    if refused:
+        raise UnwritableCache(f"{metric}: " + "; ".join(refused))

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from banana_tests.scoring.batch_watch import BatchTimeout, BatchWatch
 from banana_tests.scoring.cache import ScoreCache, identity, identity_key
 from banana_tests.scoring.process_tuning import (
     freeze_heap_at_exit,
@@ -18,7 +20,7 @@ from banana_tests.scoring.process_tuning import (
 )
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record
-from metrics_under_test.protocol import Image, Metric, check_scores
+from metrics_under_test.protocol import Image, Metric, MetricError
 from metrics_under_test.spec import MetricSpec
 
 BATCH = 16
@@ -30,12 +32,62 @@ Loader = Callable[[MetricSpec, str], Metric]
 K = TypeVar("K")
 
 
+class UnscoredImage(DataError):
+    """A record the metric gave no usable score: a non-finite one, or none within the time limit."""
+
+
+def unscored(records: Sequence[Record], errors: dict[Path, DataError]) -> DataError | None:
+    """One error listing every record of `records` that has one (each once), or None: a case over
+    several runs names all its bad records, not only the first; records with the same reason
+    share it."""
+    bad = {r.path: (r, errors[r.path]) for r in records if r.path in errors}
+    if len(bad) <= 1:
+        return next(iter(bad.values()))[1] if bad else None
+    by_reason: dict[str, list[str]] = {}
+    for r, error in bad.values():
+        name, text = f"{r.source} ({r.path})", str(error)
+        reason = text.removeprefix(f"{name}: ") if text.startswith(f"{name}: ") else text
+        by_reason.setdefault(reason, []).append(name)
+    listed = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
+    return DataError(f"{len(bad)} records cannot be scored: {listed}")
+
+
+def record_scores(name: str, records: Sequence[Record], scores: Sequence[float]) -> list[float | DataError]:
+    """One finite float per record, or an error naming each record whose score is not finite;
+    a metric that returns the wrong number of scores breaks the protocol for the whole batch."""
+    values = [float(s) for s in scores]
+    if len(values) != len(records):
+        raise MetricError(f"metric {name!r} returned {len(values)} scores for {len(records)} images")
+    return [
+        v
+        if math.isfinite(v)
+        else UnscoredImage(f"{r.source} ({r.path}): metric {name!r} scored it {v!r}, not a finite number")
+        for r, v in zip(records, values, strict=True)
+    ]
+
+
+def pixel_scores(name: str, positions: Sequence[Sequence[int]], scores: Sequence[float]) -> list[float]:
+    """`record_scores` for in-memory images, named by their positions in the caller's list."""
+    values = [float(s) for s in scores]
+    if len(values) != len(positions):
+        raise MetricError(f"metric {name!r} returned {len(values)} scores for {len(positions)} images")
+    bad = [(p, v) for p, v in zip(positions, values, strict=True) if not math.isfinite(v)]
+    if bad:
+        named = ", ".join(f"item {' and '.join(map(str, p))}: {v!r}" for p, v in bad)
+        raise MetricError(f"metric {name!r} returned non-finite scores ({named})")
+    return values
+
+
 def load_metric(spec: MetricSpec, device: str) -> Metric:
     """Build the metric behind `spec`; the backend is imported only now."""
     if spec.backend == "custom":
         from metrics_under_test.custom import build
 
         metric = build(spec, device)
+    elif spec.backend == "vlm":
+        from metrics_under_test import vlm
+
+        metric = vlm.build(spec, device)
     else:
         from metrics_under_test.pyiqa_backend import PyiqaMetric
 
@@ -83,9 +135,11 @@ class ScoreBook:
         images: ImageStore | None = None,
         loader: Loader = load_metric,
         cache: ScoreCache | None = None,
+        watch: BatchWatch | None = None,
     ) -> None:
         self.device = device
         self.cache = cache
+        self.watch = watch or BatchWatch()
         self.hits: set[tuple[str, Path]] = set()  # scores that came from the cache
         self._keys: dict[str, tuple[str, dict[str, object]]] = {}
         self.images = images or ImageStore()
@@ -101,26 +155,29 @@ class ScoreBook:
         self, spec: MetricSpec, records: Sequence[Record], upcoming: Sequence[Record] = ()
     ) -> list[float]:
         """Raw scores of `records`. `upcoming` are records this metric needs later on this worker:
-        they are scored in the same pass. Raises DataError for a record whose image is bad."""
+        they are scored in the same pass. Raises DataError naming every record of `records` that
+        has no score (a bad image, a non-finite score, a batch over the time limit)."""
         todo = {r.path: r for r in (*records, *upcoming) if (spec.name, r.path) not in self._scores}
         if todo and self.cache is not None:
             self._recall(spec, todo)
         if todo:
             self._score(spec, list(todo.values()))
             self._remember(spec, todo)
-        out = []
-        for r in records:
-            value = self._scores[(spec.name, r.path)]
-            if isinstance(value, DataError):
-                raise value
-            out.append(value)
-        return out
+        values = [self._scores[(spec.name, r.path)] for r in records]
+        errors = {r.path: v for r, v in zip(records, values, strict=True) if isinstance(v, DataError)}
+        error = unscored(records, errors)
+        if error is not None:
+            raise error
+        return [v for v in values if not isinstance(v, DataError)]
 
     def score_pixels(self, spec: MetricSpec, images: Sequence[Image]) -> list[float]:
         """Raw scores of in-memory images (a test's own crops): batched as records are, each
         scored once per worker and kept in the persistent cache by `pixel_digest`."""
         digests = [pixel_digest(img) for img in images]
         todo = {d: img for d, img in zip(digests, images, strict=True) if (spec.name, d) not in self._pixels}
+        positions: dict[str, list[int]] = {}
+        for i, d in enumerate(digests):
+            positions.setdefault(d, []).append(i)
         if todo and self.cache is not None:
             for d, value in self.cache.get(self._key(spec)[0], todo).items():
                 self._pixels[(spec.name, d)] = value
@@ -130,7 +187,9 @@ class ScoreBook:
             metric = self._metric(spec)
             for chunk in batches(list(todo.items())):
                 batch = [img for _, img in chunk]
-                values = check_scores(spec.name, batch, metric(batch))
+                with self.watch.batch(spec.name, len(batch), f"item {positions[chunk[0][0]][0]}"):
+                    raw = metric(batch)
+                values = pixel_scores(spec.name, [positions[d] for d, _ in chunk], raw)
                 self._pixels.update(((spec.name, d), v) for (d, _), v in zip(chunk, values, strict=True))
             if self.cache is not None:
                 key, description = self._key(spec)
@@ -205,10 +264,26 @@ class ScoreBook:
         self._score_window(spec, metric, window)
 
     def _score_window(self, spec: MetricSpec, metric: Metric, window: list[tuple[Record, Image]]) -> None:
+        from metrics_under_test.vlm import UnscoredImages
+
         for chunk in batches(window):
-            images = [image for _, image in chunk]
-            values = check_scores(spec.name, images, metric(images))
-            self._scores.update(((spec.name, r.path), v) for (r, _), v in zip(chunk, values, strict=True))
+            records = [r for r, _ in chunk]
+            values: list[float | DataError]
+            try:
+                with self.watch.batch(spec.name, len(chunk), f"{records[0].source} ({records[0].path})"):
+                    raw = metric([image for _, image in chunk])
+            except BatchTimeout as exc:
+                values = [UnscoredImage(f"{r.source} ({r.path}): {exc}") for r in records]
+            except UnscoredImages as exc:  # a VLM answered without a score: those images fail alone
+                values = [
+                    value
+                    if value is not None
+                    else DataError(f"{r.path}: {spec.name} gave no score: {exc.reasons.get(i)}")
+                    for i, (r, value) in enumerate(zip(records, exc.scores, strict=True))
+                ]
+            else:
+                values = record_scores(spec.name, records, raw)
+            self._scores.update(((spec.name, r.path), v) for r, v in zip(records, values, strict=True))
 
     def _metric(self, spec: MetricSpec) -> Metric:
         if spec.name in self._broken:
