@@ -17,7 +17,7 @@ import numpy as np
 
 from metrics_under_test.protocol import Image
 from metrics_under_test.spec import MetricSpec
-from metrics_under_test.weights import MissingWeights, pyiqa_cache_dir
+from metrics_under_test.weights import MissingWeights, check_staged, pyiqa_cache_dir
 
 _NAMING_LOCALS = ("filename", "url", "repo_id", "pretrained_model_name_or_path")
 
@@ -34,8 +34,10 @@ def how_to_provide() -> str:
 
 
 def check_weights(spec: MetricSpec) -> None:
-    """Fail fast, before importing pyiqa, when offline and a known file is missing."""
+    """Fail fast, before importing pyiqa, when a known file is missing: because the cache folder
+    refused it (an error naming the folder), or offline."""
     missing = spec.missing_weights()
+    check_staged(spec.name, (w.path for w in missing))
     if missing and offline():
         files = ", ".join(f"{w.file} ({w.url})" for w in missing)
         raise MissingWeights(f"{spec.name}: missing parameter file(s) {files}; {how_to_provide()}")

@@ -37,8 +37,10 @@ T = TypeVar("T")
 def load_or_skip(name: str, named: bool, load: Callable[[], T]) -> T:
     """`load()`, or, when the metric's parameters are missing, a skip for a metric that only
     `offline` or `all` chose and a failure for one the user `named`: a gate whose metric never
-    ran must not pass."""
-    from metrics_under_test.weights import MissingWeights
+    ran must not pass. A cache folder that refused the metric's files fails it, naming the folder.
+    A metric that calls sys.exit stops the run (exit 2), as Ctrl-C does: pytest would otherwise
+    report a SystemExit as one failed case and go on."""
+    from metrics_under_test.weights import MissingWeights, UnwritableCache
 
     try:
         return load()
@@ -46,6 +48,13 @@ def load_or_skip(name: str, named: bool, load: Callable[[], T]) -> T:
         if named:
             pytest.fail(f"{name} was named with --metric but cannot load: {exc}", pytrace=False)
         pytest.skip(str(exc))
+    except UnwritableCache as exc:
+        pytest.fail(str(exc), pytrace=False)
+    except SystemExit as exc:
+        pytest.exit(
+            f"{name} called sys.exit({exc.code!r}) while scoring; the run stops",
+            returncode=pytest.ExitCode.INTERRUPTED,
+        )
 
 
 class Scorer:
@@ -130,9 +139,8 @@ class Scorer:
         Δ = n(step) − n(reference). The result's `detected` is the paper's verdict, Δ < 0."""
         if not pairs:
             raise ValueError("delta needs at least one (reference, step) pair")
-        refs = self.scores([a for a, _ in pairs], upcoming)
-        steps = self.scores([b for _, b in pairs])
-        return gap(self.scale, refs, steps)
+        scores = self.scores([*(a for a, _ in pairs), *(b for _, b in pairs)], upcoming)  # errors name all
+        return gap(self.scale, scores[: len(pairs)], scores[len(pairs) :])
 
     def cached(self, items: Sequence[Record | str | os.PathLike[str]]) -> list[bool]:
         """Whether each record's or file's score, once scored, came from the persistent cache."""

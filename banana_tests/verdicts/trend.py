@@ -142,6 +142,7 @@ def measure(plan: TrendPlan, spec: MetricSpec, book: ScoreBook) -> Trend:
     if plan.error:
         raise DataError(plan.error)
     upcoming = [r for p in plan.steps for r in p.records]
+    book.scores(spec, upcoming)  # all at once, so an error names every bad record, not the first
     points: list[tuple[int, float]] = []
     spread: list[tuple[int, float, float]] = []
     for p in plan.steps:
