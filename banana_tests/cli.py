@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("metrics", "report", "generate", "fixtures", "options")
+COMMANDS = ("metrics", "report", "generate", "fixtures", "options", "judge")
 
 
 def parser() -> argparse.ArgumentParser:

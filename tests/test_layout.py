@@ -22,6 +22,7 @@ STAGES = {
     "metrics_under_test": 1,
     "banana_tests.trajectories": 1,
     "banana_tests.editors": 2,
+    "banana_tests.judging": 2,  # reads trajectories, guards requests as the editors do
     "banana_tests.scoring": 2,
     "banana_tests.verdicts": 3,
     "banana_tests.reports": 4,

@@ -56,6 +56,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         metavar="MB",
         help=f"refuse a JUnit XML file larger than this (default: {MAX_INPUT_MB} MiB)",
     )
+    p.add_argument(
+        "--judgments",
+        type=Path,
+        metavar="FILE",
+        help="a `banana-tests judge` file: adds each run's first step whose reasoning acknowledges the noise",
+    )
     p.set_defaults(func=run)
 
 
@@ -102,6 +108,12 @@ def run(args: argparse.Namespace) -> int:
         text = comparison_markdown(comparisons)
         print(text)
         summary_extra = text
+    if args.judgments:
+        judged = _judgments(args.judgments)
+        if judged is None:
+            return 2
+        print(judged)
+        summary_extra = f"{summary_extra}\n\n{judged}" if summary_extra else judged
     try:
         with staged(args.out) as stage:
             written = write_report(
@@ -118,6 +130,24 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(f"wrote {len(written)} files to {args.out}")
     return 0
+
+
+def _judgments(path: Path) -> str | None:
+    """The judge's section of the report, or None after saying why the file cannot be read."""
+    from banana_tests.judging.run import read_judgments
+    from banana_tests.judging.summary import markdown
+    from banana_tests.trajectories.records import DataError
+
+    try:
+        if not path.is_file():
+            raise DataError(f"{path}: no such judgments file (write one with `banana-tests judge`)")
+        judgments = read_judgments(path)
+        if not judgments:
+            raise DataError(f"{path}: no judgments in it")
+    except (OSError, DataError) as exc:
+        print(f"banana-tests report: {exc}", file=sys.stderr)
+        return None
+    return markdown(judgments)
 
 
 def _steps(text: str) -> list[int]:

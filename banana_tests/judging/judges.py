@@ -1,0 +1,201 @@
+"""The judges: Gemini through google-genai, any OpenAI-compatible endpoint, and an offline keyword judge.
+
+The two LLM judges share the generate command's cost guards: every attempt counts against a
+request budget (`--max-requests`), 429 and 5xx answers are retried with exponential backoff, and
+API keys are scrubbed from every message raised. The keyword judge makes no request; it is a
+rough stand-in (a negation it does not see, a synonym it does not know), for trying the command
+offline, not for measuring.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from banana_tests.editors.base import redact
+from banana_tests.editors.gemini import retryable
+from banana_tests.judging.prompt import question
+
+GEMINI_KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+OPENAI_KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_GEMINI_MODEL = "gemini-2.5-flash"
+BACKENDS = ("gemini", "openai", "keywords")
+
+
+class JudgeError(Exception):
+    """A judge cannot answer; finished judgments are kept and a rerun continues."""
+
+
+class BudgetExhausted(JudgeError):
+    """`--max-requests` calls were made."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    requests: int  # attempts this answer cost, retries included
+
+
+class Judge(Protocol):
+    name: str
+    model: str
+
+    def answer(self, summary: str) -> Answer: ...
+
+
+class RequestBudget:
+    """Counts every attempt; refuses the one past the limit."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit, self.used = limit, 0
+
+    def spend(self) -> None:
+        if self.limit is not None and self.used >= self.limit:
+            raise BudgetExhausted(
+                f"request budget of {self.limit} used up; finished judgments are kept, rerun to go on"
+            )
+        self.used += 1
+
+
+@dataclass
+class Retrying:
+    """Retries of one backend's calls: exponential backoff on 429 and 5xx, keys redacted."""
+
+    budget: RequestBudget
+    what: str
+    retries: int = 6
+    backoff: float = 2.0
+    secrets: tuple[str, ...] = ()
+    sleep: Callable[[float], None] = time.sleep
+
+    def call(self, once: Callable[[], str], status: Callable[[Exception], object]) -> Answer:
+        attempts = 0
+        while True:
+            self.budget.spend()
+            attempts += 1
+            try:
+                return Answer(once(), attempts)
+            except Exception as exc:
+                if retryable(status(exc)) and attempts <= self.retries:
+                    self.sleep(min(self.backoff * 2 ** (attempts - 1), 120.0))
+                    continue
+                raise JudgeError(
+                    redact(f"{self.what} failed after {attempts} attempt(s): {exc}", self.secrets)
+                ) from None
+
+
+class GeminiJudge:
+    """A Gemini model through the real google-genai SDK, temperature 0."""
+
+    name = "gemini"
+
+    def __init__(self, client: Any, model: str, retrying: Retrying) -> None:
+        self.client, self.model, self.retrying = client, model, retrying
+
+    def answer(self, summary: str) -> Answer:
+        def once() -> str:
+            response = self.client.models.generate_content(
+                model=self.model, contents=question(summary), config={"temperature": 0.0}
+            )
+            return str(response.text or "")
+
+        return self.retrying.call(once, lambda exc: getattr(exc, "code", None))
+
+
+class OpenAIJudge:
+    """Any OpenAI-compatible chat endpoint (OpenAI, vLLM, llama.cpp, Ollama, ...) by base URL,
+    over plain HTTP: POST {base_url}/chat/completions, temperature 0."""
+
+    name = "openai"
+
+    def __init__(
+        self, base_url: str, model: str, key: str | None, retrying: Retrying, timeout: float = 120.0
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model, self.key, self.retrying, self.timeout = model, key, retrying, timeout
+
+    def answer(self, summary: str) -> Answer:
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": question(summary)}],
+            "temperature": 0,
+        }
+        headers = {"Content-Type": "application/json"}
+        if self.key:
+            headers["Authorization"] = f"Bearer {self.key}"
+
+        def once() -> str:
+            request = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                reply = json.loads(response.read())
+            try:
+                return str(reply["choices"][0]["message"]["content"] or "")
+            except (KeyError, IndexError, TypeError) as exc:
+                raise ValueError(f"not a chat completion: {str(reply)[:200]}") from exc
+
+        return self.retrying.call(
+            once, lambda exc: exc.code if isinstance(exc, urllib.error.HTTPError) else None
+        )
+
+
+# Words for noticed degradation, and negations that cancel one just before it ("no visible noise").
+_DEGRADED = re.compile(
+    r"\b(nois[ey]\w*|grain\w*|static|speckl\w*|artefact\w*|artifact\w*|tint\w*|degrad\w*|blotch\w*)", re.I
+)
+_NEGATED = re.compile(r"\b(no|not|without|free of|avoid\w*|never)\b(\W+\w+){0,2}\W*$", re.I)
+
+
+class KeywordJudge:
+    """Offline stand-in: YES when the summary names a degradation without a negation just before."""
+
+    name = "keywords"
+    model = "keywords-v1"
+
+    def answer(self, summary: str) -> Answer:
+        for match in _DEGRADED.finditer(summary):
+            if not _NEGATED.search(summary[: match.start()]):
+                return Answer("YES", 0)
+        return Answer("NO", 0)
+
+
+def make(
+    backend: str,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    max_requests: int | None = None,
+    retries: int = 6,
+    backoff: float = 2.0,
+) -> Judge:
+    """A judge by backend name; keys come from the environment and are never stored."""
+    budget = RequestBudget(max_requests)
+    if backend == "keywords":
+        return KeywordJudge()
+    if backend == "gemini":
+        key = next((os.environ[n] for n in GEMINI_KEY_ENV if os.environ.get(n)), None)
+        if key is None:
+            raise JudgeError(f"the gemini judge needs an API key in {' or '.join(GEMINI_KEY_ENV)}")
+        try:
+            from google import genai
+        except ImportError as exc:
+            raise JudgeError(
+                "the gemini judge needs google-genai: pip install 'banana-tests[gemini]'"
+            ) from exc
+        name = model or DEFAULT_GEMINI_MODEL
+        retrying = Retrying(budget, name, retries, backoff, (key,))
+        return GeminiJudge(genai.Client(api_key=key), name, retrying)
+    if backend == "openai":
+        if not base_url or not model:
+            raise JudgeError("the openai judge needs --base-url (e.g. http://localhost:8000/v1) and --model")
+        key = os.environ.get(OPENAI_KEY_ENV)
+        return OpenAIJudge(
+            base_url, model, key, Retrying(budget, model, retries, backoff, (key,) if key else ())
+        )
+    raise JudgeError(f"unknown judge {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -1,0 +1,199 @@
+"""Judge a trajectory set's reasoning summaries, step by step, resumable and loss-free.
+
+Each run's steps are judged in order until the first one that acknowledges the noise: the later
+ones cannot change the first-acknowledgement step, so they cost no request. Judgments go to a
+JSON-lines file, one line per step written with one `write` and an fsync, as `generate` writes
+its metadata: a kill leaves at most a torn last line, trimmed on resume, and a rerun of the same
+command continues where it stopped. One writer per file (an flock the kernel drops with the process).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from banana_tests.atomic import fsync_dir
+from banana_tests.editors.progress import Progress
+from banana_tests.judging.judges import Judge
+from banana_tests.judging.prompt import PROMPT_ID, Verdict, read_answer
+from banana_tests.trajectories.records import DataError, Record, read_imagefolder
+
+JUDGMENTS = "judgments.jsonl"
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One step's verdict, as stored."""
+
+    seed_image: str
+    run: int
+    step: int
+    verdict: Verdict
+    answer: str
+    judge: str
+    model: str
+    prompt: str = PROMPT_ID
+
+    def row(self) -> dict[str, object]:
+        return {
+            "seed_image": self.seed_image,
+            "run": self.run,
+            "step": self.step,
+            "verdict": self.verdict.value,
+            "answer": self.answer,
+            "judge": self.judge,
+            "model": self.model,
+            "prompt": self.prompt,
+        }
+
+
+@dataclass(frozen=True)
+class Summary:
+    judged: int  # steps judged by this process
+    requests: int
+    already: int  # judgments found from an earlier run
+
+
+def runs_of(root: Path, variant: str | None = None) -> dict[tuple[str, int], list[Record]]:
+    """The set's runs, each its records by step; one variant (the only one, or `variant`)."""
+    trajectories = read_imagefolder(root)
+    variants = trajectories.variants
+    if variant is None and len(variants) > 1:
+        raise DataError(f"{root} holds several variants ({', '.join(variants)}); choose one with --variant")
+    chosen = variant or variants[0]
+    runs: dict[tuple[str, int], list[Record]] = {}
+    for r in sorted(trajectories.select(chosen), key=lambda r: (r.seed_image, r.run, r.step)):
+        runs.setdefault((r.seed_image, r.run), []).append(r)
+    if not runs:
+        raise DataError(f"{root}: no records of variant {chosen!r} (it has {', '.join(variants)})")
+    return runs
+
+
+def read_judgments(path: Path) -> list[Judgment]:
+    """The file's judgments; a torn last line (a kill mid-write) is cut off the file."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]
+        os.truncate(path, len(data))
+    out = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        try:
+            row = json.loads(line)
+            fields = ("seed_image", "run", "step", "verdict", "answer", "judge", "model", "prompt")
+            seed, run, step, verdict, answer, judge, model, prompt = (row[k] for k in fields)
+            out.append(
+                Judgment(
+                    str(seed),
+                    int(run),
+                    int(step),
+                    Verdict(verdict),
+                    str(answer),
+                    str(judge),
+                    str(model),
+                    str(prompt),
+                )
+            )
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"{path}:{number}: not a judgment ({exc}); fix or remove this line") from exc
+    return out
+
+
+def judge_set(
+    root: Path,
+    judge: Judge,
+    out: Path,
+    *,
+    variant: str | None = None,
+    stream: TextIO | None = None,
+    log: Callable[[str], None] = print,
+) -> Summary:
+    """Judge every run of `root` up to its first acknowledgement, continuing `out` if it exists."""
+    runs = runs_of(root, variant)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _lock(out):
+        done = read_judgments(out)
+        _check_same_judge(out, done, judge)
+        known = {(j.seed_image, j.run, j.step): j for j in done}
+        todo = [(key, records) for key, records in runs.items() if not _finished(key, records, known)]
+        progress = Progress(sum(len(r) for _, r in todo), 0, stream)
+        judged = requests = 0
+        fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        fsync_dir(out.parent)
+        try:
+            for (seed, run), records in todo:
+                for index, record in enumerate(records):
+                    if (seed, run, record.step) in known:
+                        progress.advance()
+                        continue
+                    judgment, cost = _judge_step(judge, record)
+                    _append(fd, (json.dumps(judgment.row(), ensure_ascii=False) + "\n").encode("utf-8"))
+                    judged, requests = judged + 1, requests + cost
+                    progress.advance()
+                    if judgment.verdict is Verdict.UNCLEAR:
+                        said = judgment.answer[:120]
+                        log(f"{record.source}: the judge's answer is neither yes nor no: {said!r}")
+                    if judgment.verdict is Verdict.ACKNOWLEDGES:  # the later steps need no judging
+                        for _ in records[index + 1 :]:
+                            progress.advance()
+                        break
+        finally:
+            os.close(fd)
+            progress.close()
+    return Summary(judged, requests, len(done))
+
+
+def _judge_step(judge: Judge, record: Record) -> tuple[Judgment, int]:
+    text = record.extra.get("text")
+    if not isinstance(text, str) or not text.strip():
+        verdict, answer, cost = Verdict.NO_TEXT, "", 0
+    else:
+        reply = judge.answer(text)
+        verdict, answer, cost = read_answer(reply.text), reply.text.strip(), reply.requests
+    return Judgment(
+        record.seed_image, record.run, record.step, verdict, answer, judge.name, judge.model
+    ), cost
+
+
+def _finished(
+    key: tuple[str, int], records: list[Record], known: dict[tuple[str, int, int], Judgment]
+) -> bool:
+    seen = [known.get((*key, r.step)) for r in records]
+    return any(j is not None and j.verdict is Verdict.ACKNOWLEDGES for j in seen) or all(seen)
+
+
+def _check_same_judge(out: Path, done: list[Judgment], judge: Judge) -> None:
+    """One file, one judge: mixing judges or prompts would make the first step meaningless."""
+    settings = {(j.judge, j.model, j.prompt) for j in done}
+    mine = (judge.name, judge.model, PROMPT_ID)
+    if settings - {mine}:
+        theirs = ", ".join(f"{j} {m} (prompt {p})" for j, m, p in sorted(settings))
+        raise DataError(
+            f"{out} holds judgments by {theirs}, not {mine[0]} {mine[1]} (prompt {mine[2]}); "
+            "rerun with that judge to continue it, or choose a new --out file"
+        )
+
+
+def _append(fd: int, line: bytes) -> None:
+    """One `write` of a whole line, then fsync: the line is either all there or trimmed on resume."""
+    written = os.write(fd, line)
+    if written != len(line):
+        raise OSError(f"short write: {written} of {len(line)} bytes")
+    os.fsync(fd)
+
+
+@contextmanager
+def _lock(out: Path) -> Iterator[None]:
+    with open(out.with_name(f".{out.name}.lock"), "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise DataError(f"another `banana-tests judge` is writing to {out}") from exc
+        yield

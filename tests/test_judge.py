@@ -1,0 +1,295 @@
+"""`banana-tests judge` end to end: a set made by `generate --editor gemini` against a local stub of
+the Gemini REST API (the real google-genai SDK talks to it), whose canned reasoning summaries admit
+the noise at known steps; then each judge backend reads them, the LLM ones through the same stub
+(Gemini) or an OpenAI-compatible route on it, and must report exactly those steps."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from banana_tests.cli import main
+from banana_tests.judging import judges
+from banana_tests.judging.prompt import Verdict, question, read_answer
+from banana_tests.judging.run import judge_set, read_judgments
+from banana_tests.judging.summary import per_run, per_seed
+from banana_tests.trajectories.records import DataError
+
+STEPS, RUNS = 6, 2
+# The first step whose summary admits the noise, per (seed image, run); None: never within STEPS.
+FIRST = {("holi", 0): 3, ("holi", 1): 5, ("rice", 0): 6, ("rice", 1): None}
+KEY = "AIzaFAKE-judge-key-0123456789"
+OPENAI_KEY = "sk-FAKE-judge-key"
+
+
+def summary(seed: str, run: int, step: int) -> str:
+    """What the editing model 'thinks' at a step: clean until its first acknowledgement, then it
+    keeps noticing; the clean ones mention noise only to say it avoids adding any."""
+    first = FIRST[(seed, run)]
+    if first is not None and step >= first:
+        return f"**Inspecting the input** I notice visible static noise and a green tint in {seed}'s shadows."
+    return (
+        f"**Replicating {seed}** I copy the composition exactly and avoid adding noise or changing colours."
+    )
+
+
+@dataclass
+class Stub:
+    """A stand-in for the Gemini and OpenAI-compatible HTTP APIs. Edits echo the image with the
+    next canned summary (generate's order: seed images sorted, runs, steps); judge calls answer
+    YES when the summary says 'I notice', as a model reading it would."""
+
+    url: str = ""
+    edits: list[str] = field(default_factory=list)
+    judged: list[dict[str, Any]] = field(default_factory=list)
+
+    def answer_for(self, prompt: str) -> str:
+        said = prompt.split("<<<", 1)[1].rsplit(">>>", 1)[0]
+        return "YES." if "I notice" in said else "No"
+
+
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    state = Stub(
+        edits=[summary(s, r, k) for s in ("holi", "rice") for r in range(RUNS) for k in range(1, STEPS + 1)]
+    )
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_: Any) -> None:
+            pass
+
+        def reply(self, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path.endswith("/chat/completions"):
+                prompt = body["messages"][0]["content"]
+                auth = self.headers.get("Authorization")
+                state.judged.append({"api": "openai", "model": body["model"], "prompt": prompt, "auth": auth})
+                self.reply(
+                    {"choices": [{"message": {"role": "assistant", "content": state.answer_for(prompt)}}]}
+                )
+                return
+            model = re.search(r"models/([^:]+):generateContent", self.path)
+            assert model is not None, self.path
+            parts = body["contents"][0]["parts"]
+            images = [p["inlineData"]["data"] for p in parts if "inlineData" in p]
+            if not images:  # a judge's question
+                prompt = parts[0]["text"]
+                key = self.headers.get("x-goog-api-key")
+                state.judged.append({"api": "gemini", "model": model.group(1), "prompt": prompt, "key": key})
+                answer = [{"text": state.answer_for(prompt)}]
+                self.reply(
+                    {"candidates": [{"content": {"role": "model", "parts": answer}, "finishReason": "STOP"}]}
+                )
+                return
+            thought = state.edits.pop(0)
+            out = [
+                {"text": thought, "thought": True},
+                {"inlineData": {"mimeType": "image/png", "data": images[0]}},
+                {"text": "Here is the replica."},
+            ]
+            self.reply({"candidates": [{"content": {"role": "model", "parts": out}, "finishReason": "STOP"}]})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def made_set(stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`banana-tests generate --editor gemini` against the stub: 2 seed images x 2 runs x 6 steps."""
+    pytest.importorskip("google.genai")
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", stub.url)
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    rng = np.random.default_rng(0)
+    for name in ("holi", "rice"):
+        Image.fromarray(rng.integers(0, 256, (24, 32, 3), dtype=np.uint8)).save(seeds / f"{name}.png")
+    out = tmp_path / "set"
+    argv = ["generate", "--editor", "gemini", "--seed-images", str(seeds), "--out", str(out)]
+    assert main([*argv, "--runs", str(RUNS), "--steps", str(STEPS)]) == 0
+    assert stub.edits == [], "every canned summary was used"
+    return out
+
+
+def firsts(path: Path) -> dict[tuple[str, int], int | None]:
+    return {(r.seed_image, r.run): r.first for r in per_run(read_judgments(path))}
+
+
+def test_gemini_judge_reports_exactly_the_admitting_steps(
+    made_set: Path, stub: Stub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["judge", str(made_set), "--judge", "gemini", "--model", "gemini-judge-x"]) == 0
+    out = capsys.readouterr().out
+    path = made_set / "judgments-gemini.jsonl"
+    assert firsts(path) == FIRST
+    assert "| holi | 4.0 ± 1.4 | 2 of 2 |" in out and "| rice | 6.0 ± 0.0 | 1 of 2 |" in out
+    assert "| rice | 1 | none | 6 |" in out
+    # each run judged in step order up to its first acknowledgement, never past it
+    assert len(stub.judged) == 3 + 5 + 6 + 6 and {j["model"] for j in stub.judged} == {"gemini-judge-x"}
+    stored = f"{summary('holi', 0, 1)}\n\nHere is the replica."  # the record's `text`: thoughts, then reply
+    assert stub.judged[0]["prompt"] == question(stored) and stub.judged[0]["key"] == KEY
+    assert "20 request(s)" in out
+
+
+def test_judging_resumes_after_the_budget_and_a_torn_line(
+    made_set: Path, stub: Stub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["judge", str(made_set), "--judge", "gemini"]
+    assert main([*argv, "--max-requests", "7"]) == 1
+    assert "request budget of 7 used up" in capsys.readouterr().err
+    path = made_set / "judgments-gemini.jsonl"
+    assert len(read_judgments(path)) == 7
+    with path.open("ab") as f:  # a kill mid-write
+        f.write(b'{"seed_image": "rice", "ru')
+    assert main(argv) == 0
+    assert firsts(path) == FIRST and len(stub.judged) == 20, "no step judged twice"
+    assert main(argv) == 0 and len(stub.judged) == 20, "a finished file costs no request"
+    assert "0 step(s) judged now (0 request(s)), 20 before" in capsys.readouterr().out
+
+
+def test_an_openai_compatible_endpoint_by_base_url(
+    made_set: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    argv = [
+        "judge",
+        str(made_set),
+        "--judge",
+        "openai",
+        "--base-url",
+        f"{stub.url}/v1",
+        "--model",
+        "judge-7b",
+    ]
+    assert main(argv) == 0
+    assert firsts(made_set / "judgments-openai.jsonl") == FIRST
+    assert {j["api"] for j in stub.judged} == {"openai"} and stub.judged[0]["auth"] == f"Bearer {OPENAI_KEY}"
+
+
+def test_the_offline_keyword_judge_on_the_same_set(made_set: Path, stub: Stub) -> None:
+    out = made_set / "kw.jsonl"
+    assert main(["judge", str(made_set), "--judge", "keywords", "--out", str(out)]) == 0
+    assert firsts(out) == FIRST and stub.judged == []
+
+
+def test_a_file_of_another_judge_is_not_mixed_in(made_set: Path) -> None:
+    out = made_set / "kw.jsonl"
+    judge_set(made_set, judges.KeywordJudge(), out)
+    other = judges.OpenAIJudge(
+        "http://127.0.0.1:9", "other", None, judges.Retrying(judges.RequestBudget(0), "x")
+    )
+    with pytest.raises(DataError, match="holds judgments by keywords keywords-v1"):
+        judge_set(made_set, other, out)
+
+
+def test_a_bad_judgments_line_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    path.write_text('{"seed_image": "a", "run": 0, "step": 1}\n')
+    with pytest.raises(DataError, match=re.escape(f"{path}:1: not a judgment")):
+        read_judgments(path)
+
+
+@pytest.mark.parametrize(
+    "answer, verdict",
+    [
+        ("YES", Verdict.ACKNOWLEDGES),
+        ("yes, it mentions static", Verdict.ACKNOWLEDGES),
+        ("**No**", Verdict.SILENT),
+        ("no.", Verdict.SILENT),
+        ("Maybe", Verdict.UNCLEAR),
+        ("", Verdict.UNCLEAR),
+    ],
+)
+def test_answers_are_read_by_their_first_word(answer: str, verdict: Verdict) -> None:
+    assert read_answer(answer) is verdict
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("I notice grainy static in the sky.", "YES"),
+        ("Avoid adding noise.", "NO"),
+        ("There is no visible noise.", "NO"),
+        ("No blur here, but heavy noise in the shadows.", "YES"),
+        ("A faithful copy.", "NO"),
+    ],
+)
+def test_the_keyword_judge(text: str, says: str) -> None:
+    assert judges.KeywordJudge().answer(text) == judges.Answer(says, 0)
+
+
+def test_retries_back_off_and_every_attempt_counts() -> None:
+    import urllib.error
+
+    sleeps: list[float] = []
+    retrying = judges.Retrying(judges.RequestBudget(3), "m", backoff=1.0, sleep=sleeps.append)
+    calls = iter(
+        [
+            urllib.error.HTTPError("u", 429, "slow", None, None),
+            urllib.error.HTTPError("u", 503, "x", None, None),
+        ]
+    )
+
+    def once() -> str:
+        error = next(calls, None)
+        if error is not None:
+            raise error
+        return "YES"
+
+    def status(exc: Exception) -> object:
+        return getattr(exc, "code", None)
+
+    assert retrying.call(once, status) == judges.Answer("YES", 3) and sleeps == [1.0, 2.0]
+    with pytest.raises(judges.BudgetExhausted):
+        retrying.call(once, status)
+
+
+def test_per_seed_statistics() -> None:
+    from banana_tests.judging.summary import RunResult
+
+    seeds = per_seed(
+        [RunResult("holi", 0, 16, 16), RunResult("holi", 1, 24, 24), RunResult("rice", 0, None, 50)]
+    )
+    assert [(s.seed_image, s.text()) for s in seeds] == [
+        ("holi", "20.0 ± 5.7"),
+        ("rice", "never acknowledged"),
+    ]
+
+
+def test_report_adds_the_judge_section(
+    made_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = made_set / "kw.jsonl"
+    judge_set(made_set, judges.KeywordJudge(), out)
+    assert main(["report", "--paper-only", "--out", str(tmp_path / "r"), "--judgments", str(out)]) == 0
+    summary_md = (tmp_path / "r" / "summary.md").read_text(encoding="utf-8")
+    assert "| holi | 4.0 ± 1.4 | 2 of 2 |" in summary_md and "| holi | 0 | 3 | 3 |" in summary_md
+    capsys.readouterr()
+    assert (
+        main(["report", "--paper-only", "--out", str(tmp_path / "r2"), "--judgments", str(tmp_path / "no")])
+        == 2
+    )
+    assert "no such judgments file" in capsys.readouterr().err
