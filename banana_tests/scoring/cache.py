@@ -207,6 +207,12 @@ def identity(
         from metrics_under_test import custom
 
         version, precision = custom.version(spec), custom.precision(spec)
+    elif spec.backend == "vlm":  # the adapter's code and the libraries that run the model
+        from metrics_under_test import vlm
+
+        source = hashlib.sha256(Path(vlm.__file__).read_bytes()).hexdigest()[:16]
+        libraries = "; ".join(f"{n} {metadata.version(n)}" for n in ("transformers", "torch", "pyiqa"))
+        version, precision = f"vlm+src.{source}; {libraries}", "model default"
     else:
         version = f"{spec.backend} {metadata.version(spec.backend)}; torch {metadata.version('torch')}"
         precision = "float32"
