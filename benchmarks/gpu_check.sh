@@ -5,8 +5,11 @@
 #    printed next to the CPU table measured on the project's machine (benchmarks/bench_metrics_cpu.md);
 # 2. the suite over the 21 metrics, steps 5/10/20 against step 1, on --dataset (default: the
 #    embedded set; pass Banana100 for the paper's 12 seed images x 5 runs).
+# 3. the VLM metrics (VisualQuality-R1, Q-Align; downloaded from the hub, ~17 GB each) through the
+#    same protocol: the paper's two positive controls.
 # Without CUDA, or with --dry-run, it does a tiny run on CPU instead (PIQE, which needs no files;
-# small images; two seed images), so the script itself is tested offline (tests/test_gpu_check.py).
+# small images; two seed images; the VLM adapters on tiny random models, tests/test_vlm_adapters.py),
+# so the script itself is tested offline (tests/test_gpu_check.py).
 # $PYTHON picks the interpreter (default python), $GPU_CHECK_REPORTS the JUnit folder (reports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,8 +32,9 @@ if [[ $DRY == 1 ]]; then
     DEVICE=cpu METRICS=piqe SIZES=64x64,128x96 SELECT=(--seed-image=astronaut --seed-image=brick)
 else
     DEVICE=cuda METRICS=all SIZES=512x512,2048x1152 SELECT=()
-    unset HF_HUB_OFFLINE  # pyiqa downloads the real parameters
+    unset HF_HUB_OFFLINE  # pyiqa and transformers download the real parameters
 fi
+VLM_METRICS=visualquality_r1,qalign  # RALI: files only (docs/metrics.md), not scored yet
 if [[ $METRICS == all ]]; then
     METRICS=$("$PYTHON" -c 'from metrics_under_test.table2 import PAPER_METRICS as P; print(",".join(p.pyiqa_name for p in P))')
 fi
@@ -45,4 +49,13 @@ echo "== the paper's protocol on $DEVICE: $DATASET =="
 "$PYTHON" -m pytest --pyargs banana_tests -p no:cacheprovider -q --no-cache --metric="$METRICS" \
     --device="$DEVICE" --dataset="$DATASET" --steps=5,10,20 --reference-step=1 "${SELECT[@]}" \
     --junitxml="$REPORTS/gpu_check-$DEVICE.xml" -k test_detects_degradation || true
+echo
+echo "== the VLM metrics on $DEVICE =="
+if [[ $DRY == 1 ]]; then
+    "$PYTHON" -m pytest tests/test_vlm_adapters.py -p no:cacheprovider -p no:randomly -q || true
+else
+    "$PYTHON" -m pytest --pyargs banana_tests -p no:cacheprovider -q --no-cache --metric="$VLM_METRICS" \
+        --device="$DEVICE" --dataset="$DATASET" --steps=5,10,20 --reference-step=1 \
+        --junitxml="$REPORTS/gpu_check-vlm-$DEVICE.xml" -k test_detects_degradation || true
+fi
 echo "gpu_check: done ($DEVICE)"

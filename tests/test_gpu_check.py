@@ -53,6 +53,9 @@ def test_without_cuda_it_falls_back_to_a_tiny_cpu_run(tmp_path: Path) -> None:
     assert re.search(r"\b6 (passed|failed)|\d+ passed, \d+ failed|\d+ failed, \d+ passed", out), out[-2000:]
     cases = junit_cases(tmp_path / "reports" / "gpu_check-cpu.xml")
     assert len(cases) == 6 and all("piqe" in name for name in cases), sorted(cases)
+    # 4. the VLM adapters' plumbing on tiny random models (the GPU run scores the real ones)
+    vlm = out.split("== the VLM metrics on cpu ==", 1)[1]
+    assert re.search(r"^\d+ passed(, \d+ (skipped|warnings?))* in ", vlm, re.M), vlm[-2000:]
     assert out.rstrip().endswith("gpu_check: done (cpu)")
 
 
