@@ -4,7 +4,8 @@ Each run's steps are judged in order until the first one that acknowledges the n
 ones cannot change the first-acknowledgement step, so they cost no request. Judgments go to a
 JSON-lines file, one line per step written with one `write` and an fsync, as `generate` writes
 its metadata: a kill leaves at most a torn last line, trimmed on resume, and a rerun of the same
-command continues where it stopped. One writer per file (an flock the kernel drops with the process).
+command continues where it stopped. One writer per file: an flock on it, which the kernel drops
+with the process.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -115,18 +115,25 @@ def judge_set(
     stream: TextIO | None = None,
     log: Callable[[str], None] = print,
 ) -> Summary:
-    """Judge every run of `root` up to its first acknowledgement, continuing `out` if it exists."""
+    """Judge every run of `root` up to its first acknowledgement, continuing `out` if it exists.
+    The file is locked while written (one writer); a file this call made is removed if it fails
+    before its first judgment, so an error leaves nothing behind."""
     runs = runs_of(root, variant)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with _lock(out):
+    existed = out.exists()
+    fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    judged = requests = 0
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise DataError(f"another `banana-tests judge` is writing to {out}") from exc
         done = read_judgments(out)
         _check_same_judge(out, done, judge)
+        fsync_dir(out.parent)
         known = {(j.seed_image, j.run, j.step): j for j in done}
         todo = [(key, records) for key, records in runs.items() if not _finished(key, records, known)]
         progress = Progress(sum(len(r) for _, r in todo), 0, stream)
-        judged = requests = 0
-        fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-        fsync_dir(out.parent)
         try:
             for (seed, run), records in todo:
                 for index, record in enumerate(records):
@@ -145,8 +152,13 @@ def judge_set(
                             progress.advance()
                         break
         finally:
-            os.close(fd)
             progress.close()
+    except BaseException:
+        if not existed and judged == 0:
+            out.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(fd)
     return Summary(judged, requests, len(done))
 
 
@@ -187,13 +199,3 @@ def _append(fd: int, line: bytes) -> None:
     if written != len(line):
         raise OSError(f"short write: {written} of {len(line)} bytes")
     os.fsync(fd)
-
-
-@contextmanager
-def _lock(out: Path) -> Iterator[None]:
-    with open(out.with_name(f".{out.name}.lock"), "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise DataError(f"another `banana-tests judge` is writing to {out}") from exc
-        yield

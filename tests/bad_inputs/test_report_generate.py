@@ -305,6 +305,44 @@ def generate_into_read_only_folder(root: Path, mp: pytest.MonkeyPatch) -> Act:
     return generate(root)
 
 
+# ---- judge ----------------------------------------------------------------------------------
+
+
+def judge(root: Path, out: str = "set/j.jsonl") -> Act:
+    return lambda: main(["judge", str(root / "set"), "--judge", "keywords", "--out", str(root / out)])
+
+
+def judgments_line_not_a_judgment(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    file_with(root, "set/j.jsonl", '{"seed_image": "alpha", "run": 0}\n')
+    return judge(root)
+
+
+def judgments_of_another_judge(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    row = {"seed_image": "alpha", "run": 0, "step": 1, "verdict": "silent", "answer": "NO",
+           "judge": "gemini", "model": "gemini-2.5-flash", "prompt": "0123abcd"}  # fmt: skip
+    file_with(root, "set/j.jsonl", json.dumps(row) + "\n")
+    return judge(root)
+
+
+def judgments_with_a_torn_last_line(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    assert judge(root)() == 0
+    with (root / "set/j.jsonl").open("ab") as f:
+        f.write(b'{"seed_image": "alp')
+    return judge(root)
+
+
+def judge_a_folder_without_a_set(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    seeds(root)
+    return lambda: main(["judge", str(root / "seeds"), "--judge", "keywords"])
+
+
+def report_with_missing_judgments(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return report("--paper-only", "--out", root / "out", "--judgments", root / "nope.jsonl")
+
+
 ROWS = [
     Row("junit not XML", junit_not_xml, 2, r"{root}/j\.xml: not a readable JUnit XML file"),
     Row("junit empty", junit_empty, 2, r"{root}/j\.xml: not a readable JUnit XML file \(no element found"),
@@ -441,6 +479,27 @@ ROWS = [
         generate_into_read_only_folder,
         1,
         r"Read-only file system: '{root}/set/",
+    ),
+    Row("judge: bad line", judgments_line_not_a_judgment, 1, r"{root}/set/j\.jsonl:1: not a judgment"),
+    Row(
+        "judge: judgments of another judge",
+        judgments_of_another_judge,
+        1,
+        r"{root}/set/j\.jsonl holds judgments by gemini gemini-2\.5-flash .*choose a new --out file",
+    ),
+    Row(
+        "judge: torn last judgment",
+        judgments_with_a_torn_last_line,
+        0,
+        r"0 step\(s\) judged now \(0 request\(s\)\), 3 before",
+        rewrites=frozenset({"set/j.jsonl"}),
+    ),
+    Row("judge: not a trajectory set", judge_a_folder_without_a_set, 1, r"{root}/seeds: no metadata\.jsonl"),
+    Row(
+        "report: judgments file missing",
+        report_with_missing_judgments,
+        2,
+        r"{root}/nope\.jsonl: no such judgments file",
     ),
 ]
 
