@@ -9,23 +9,26 @@ The target is one of:
 
 A class or factory that takes a `device` parameter is given the suite's device (`cpu`, `cuda`).
 Optional attributes: `cost` (fast | slow | neural | vlm, default neural), `version` and
-`precision` (both go into the score cache key). Everything is checked when the metric loads.
+`precision` (both go into the score cache key), `files`: the data files or folders the metric
+reads (checkpoints, tables), relative to its module's folder, hashed into the key too, and
+`snapshot_points`: how far, in normalised points, its scores may move between machines before
+a snapshot fails. Everything is checked when the metric loads.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import inspect
 import math
 import re
 from collections.abc import Callable
 from importlib import metadata
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from metrics_under_test import own_code
 from metrics_under_test.protocol import Metric, MetricError, check_scores
 from metrics_under_test.spec import MetricSpec
 
@@ -51,7 +54,7 @@ def import_target(target: str) -> Any:
         raise MetricError(f"{target!r} is not a metric target; write package.module:attribute")
     module_name, _, attr = target.strip().partition(":")
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj: Any = own_code.import_module(module_name)
     except ImportError as exc:
         raise MetricError(f"metric {target!r}: cannot import module {module_name!r}: {exc}") from exc
     for part in attr.split("."):
@@ -76,6 +79,8 @@ def spec_for(target: str) -> MetricSpec:
         lower_better=obj.lower_better,
         cost=getattr(obj, "cost", "neural"),
         target=target.strip(),
+        files=declared_files(target, obj),
+        snapshot_points=getattr(obj, "snapshot_points", None),
     )
 
 
@@ -114,6 +119,11 @@ def check_attributes(target: str, obj: Any) -> None:
     cost = getattr(obj, "cost", "neural")
     if cost not in COSTS:
         raise MetricError(f"{where}: cost must be one of {', '.join(COSTS)}, got {cost!r}")
+    points = getattr(obj, "snapshot_points", None)
+    if points is not None and not (
+        isinstance(points, int | float) and not isinstance(points, bool) and 0 <= points < math.inf
+    ):
+        raise MetricError(f"{where}: snapshot_points must be a finite number >= 0, got {points!r}")
     if isinstance(obj, type):
         calls = any("__call__" in vars(c) for c in obj.__mro__ if c is not object)
     else:
@@ -123,17 +133,32 @@ def check_attributes(target: str, obj: Any) -> None:
 
 
 def version(spec: MetricSpec) -> str:
-    """What identifies this metric's code: its declared `version` and its module's source hash."""
+    """The metric's declared `version`; its code is keyed by `sources`."""
+    return str(getattr(import_target(spec.target), "version", "")) if spec.target else ""
+
+
+def sources(spec: MetricSpec) -> dict[str, str]:
+    """{module: sha256} of the user-owned code the metric runs (see `own_code`)."""
     if spec.target is None:
-        return ""
+        return {}
     obj = import_target(spec.target)
     module = inspect.getmodule(obj)
-    try:
-        source = inspect.getsourcefile(module) if module else None
-        digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16] if source else ""
-    except (OSError, TypeError):
-        digest = ""
-    return f"{getattr(obj, 'version', '')}+src.{digest}"
+    name = module.__name__ if module else spec.target.partition(":")[0].strip()
+    return own_code.source_hashes(name)
+
+
+def declared_files(target: str, obj: Any) -> tuple[Path, ...]:
+    """The metric's `files` (one path or several), absolute: relative ones lie beside its module."""
+    declared = getattr(obj, "files", ())
+    if isinstance(declared, str | PathLike):
+        declared = (declared,)
+    if not isinstance(declared, tuple | list) or not all(isinstance(f, str | PathLike) for f in declared):
+        raise MetricError(
+            f"metric {target!r}: files must be a path or a tuple of paths (str or Path), got {declared!r}"
+        )
+    module = inspect.getmodule(obj) or inspect.getmodule(type(obj))
+    where = Path(module.__file__).parent if module and module.__file__ else Path.cwd()
+    return tuple((where / Path(f).expanduser()).resolve() for f in declared)
 
 
 def precision(spec: MetricSpec) -> str:

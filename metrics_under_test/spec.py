@@ -40,6 +40,8 @@ class MetricSpec:
     paper_name: str | None = None
     weights_note: str = ""  # what else it fetches at load time, when not in `weights`
     target: str | None = None  # backend "custom": the `package.module:attr` that builds it
+    files: tuple[Path, ...] = ()  # backend "custom": data files it reads, hashed into the cache key
+    snapshot_points: float | None = None  # snapshot tolerance in normalised points; None: default
 
     @property
     def scale(self) -> Scale:

@@ -7,7 +7,8 @@ import json
 import multiprocessing
 import os
 import sqlite3
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -68,19 +69,120 @@ def test_the_key_changes_with_weights_device_and_code(
 
 def test_a_custom_metrics_key_covers_its_version_precision_and_source() -> None:
     example = MetricSpec("n", "custom", 0, 20, True, target="metrics_under_test.examples:NoiseSigma")
-    source = hashlib.sha256(Path(examples.__file__).read_bytes()).hexdigest()[:16]
-    assert identity(example, "cpu") == {
+    description = identity(example, "cpu")
+    sources = description.pop("sources")
+    assert description == {
         "name": "n",
         "backend": "custom",
-        "version": f"1+src.{source}",
+        "version": "1",
+        "files": {},
         "weights": {},
         "device": "cpu",
         "precision": "",
     }
+    assert isinstance(sources, dict)
+    assert (
+        sources["metrics_under_test.examples"]
+        == hashlib.sha256(Path(examples.__file__).read_bytes()).hexdigest()
+    )
+    assert not any(name.startswith(("numpy", "torch", "math")) for name in sources)  # installed or stdlib
     assert (
         identity_key(identity(example, "cpu"))
         == hashlib.sha256(json.dumps(identity(example, "cpu"), sort_keys=True).encode()).hexdigest()
     )
+
+
+LC_CORE = "SCALE = 1.0\n"
+LAZY = "OFFSET = 0.0\n"
+MYMETRIC = """\
+from pathlib import Path
+
+import numpy as np
+
+from {core} import SCALE
+from metrics_under_test.protocol import metric
+
+
+@metric("local_contrast", lower_better=False, score_range=(0.0, 100.0), cost="fast")
+def local_contrast(images):
+    from {lazy} import OFFSET  # imported when it first scores: read from source, not seen yet
+
+    weight = float(Path(__file__).with_name("ckpt.txt").read_text())
+    return [float(np.asarray(img, dtype=np.float64).std()) * SCALE * weight + OFFSET for img in images]
+
+
+local_contrast.files = ("ckpt.txt",)
+"""
+
+
+@pytest.fixture
+def own_metric(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[], Path]:
+    """`mymetric_*.py` importing `lc_core_*.py` (and a lazy helper), reading `ckpt.txt`; unique
+    module names, since the modules stay imported in this process."""
+    tag = uuid.uuid4().hex[:8]
+    names = {"core": f"lc_core_{tag}", "lazy": f"lc_lazy_{tag}", "metric": f"mymetric_{tag}"}
+    (tmp_path / f"{names['core']}.py").write_text(LC_CORE)
+    (tmp_path / f"{names['lazy']}.py").write_text(LAZY)
+    (tmp_path / f"{names['metric']}.py").write_text(MYMETRIC.format(**names))
+    (tmp_path / "ckpt.txt").write_text("1.0")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return lambda: tmp_path / names["metric"]
+
+
+def _key_of(target: str) -> str:
+    from metrics_under_test.registry import resolve
+
+    (spec,) = resolve(target)
+    return identity_key(identity(spec, "cpu"))
+
+
+def test_a_change_to_any_module_of_the_users_that_the_metric_imports_is_a_miss(
+    own_metric: Callable[[], Path],
+) -> None:
+    """Issue 25: the key hashed only the module defining the callable; an edit of `lc_core.py`,
+    which it imports, kept the cached scores."""
+    metric_file = own_metric()
+    target = f"{metric_file.stem}:local_contrast"
+    first = _key_of(target)
+    assert _key_of(target) == first
+    core = next(metric_file.parent.glob("lc_core_*.py"))
+    core.write_text("SCALE = 1.1\n")
+    second = _key_of(target)
+    assert second != first
+    lazy = next(metric_file.parent.glob("lc_lazy_*.py"))
+    lazy.write_text("OFFSET = 0.5\n")  # imported inside the function only
+    assert _key_of(target) != second
+
+
+def test_a_change_to_a_declared_checkpoint_is_a_miss(own_metric: Callable[[], Path]) -> None:
+    metric_file = own_metric()
+    target = f"{metric_file.stem}:local_contrast"
+    from metrics_under_test.registry import resolve
+
+    (spec,) = resolve(target)
+    checkpoint = metric_file.with_name("ckpt.txt")
+    assert spec.files == (checkpoint.resolve(),)
+    first = _key_of(target)
+    checkpoint.write_text("2.0")
+    assert _key_of(target) != first
+    checkpoint.unlink()
+    assert identity(spec, "cpu")["files"] == {str(checkpoint.resolve()): "missing"}
+
+
+def test_a_declared_folder_is_keyed_by_every_file_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    (tmp_path / "model" / "sub").mkdir(parents=True)
+    (tmp_path / "model" / "sub" / "weights.bin").write_bytes(b"v1")
+    (tmp_path / f"foldered_{tag}.py").write_text(
+        "class M:\n    name, lower_better, score_range = 'm', True, (0.0, 1.0)\n"
+        "    files = 'model'\n    def __call__(self, images):\n        return [0.5 for _ in images]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = _key_of(f"foldered_{tag}:M")
+    (tmp_path / "model" / "sub" / "weights.bin").write_bytes(b"v2")
+    assert _key_of(f"foldered_{tag}:M") != first
 
 
 def test_file_hashes_are_remembered_by_path_size_and_mtime(tmp_path: Path) -> None:
@@ -171,3 +273,36 @@ def test_a_damaged_file_is_set_aside_and_rebuilt(tmp_path: Path, damage) -> None
     assert cache.get("m", ["img00001"]) == {}
     cache.put("m", {"img00001": 9.0}, {"name": "m"})
     assert ScoreCache(tmp_path).get("m", ["img00001"]) == {"img00001": 9.0}
+
+
+SNAPSHOT_MODULE = (
+    "from banana_tests.test_snapshots import pytest_generate_tests, test_scores_match_snapshot"
+    "  # noqa: F401\n"
+)
+
+
+def test_an_edited_helper_module_rescores_and_fails_the_snapshot(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's repro end to end: record, change `SCALE = 1.0` to `1.1` in the module the
+    metric imports, run again with the cache on. On f958bf8 the second run passed from the cache."""
+    from tests.conftest import suite_folder
+
+    suite_folder(pytester, monkeypatch, SNAPSHOT_MODULE, seeds=("alpha",), runs=(0,), steps=(1, 5))
+    names = {"core": "lc_core", "lazy": "lc_lazy", "metric": "mymetric"}
+    (pytester.path / "lc_core.py").write_text(LC_CORE)
+    (pytester.path / "lc_lazy.py").write_text(LAZY)
+    (pytester.path / "mymetric.py").write_text(MYMETRIC.format(**names))
+    (pytester.path / "ckpt.txt").write_text("1.0")
+    args = ("--dataset=data", "--metric=mymetric:local_contrast")
+    pytester.runpytest_subprocess(*args, "--snapshot-update").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)  # from the cache
+
+    (pytester.path / "lc_core.py").write_text("SCALE = 1.1\n")
+    edited = pytester.runpytest_subprocess(*args)
+    edited.assert_outcomes(failed=1)
+    edited.stdout.fnmatch_lines(["*2 score(s) moved*", "*replicate/alpha/run0/step1: * (+10.00%)*"])
+
+    (pytester.path / "lc_core.py").write_text(LC_CORE)
+    (pytester.path / "ckpt.txt").write_text("1.1")
+    pytester.runpytest_subprocess(*args).assert_outcomes(failed=1)

@@ -97,6 +97,14 @@ def test_the_examples_are_installed_as_entry_points() -> None:
         ("name = 'x'\n    lower_better = True\n    score_range = 5", "score_range must be finite"),
         ("name = 'a b'\n    lower_better = True\n    score_range = (0, 1)", "name must be"),
         ("name = 'x'\n    lower_better = True\n    score_range = (0, 1)\n    cost = 'free'", "cost must be"),
+        (
+            "name = 'x'\n    lower_better = True\n    score_range = (0, 1)\n    files = 5",
+            "files must be a path or a tuple of paths .* got 5",
+        ),
+        (
+            "name = 'x'\n    lower_better = True\n    score_range = (0, 1)\n    snapshot_points = -1",
+            "snapshot_points must be a finite number >= 0, got -1",
+        ),
     ],
 )
 def test_protocol_attributes_are_checked_at_load(module, body: str, error: str) -> None:  # type: ignore[no-untyped-def]

@@ -3,7 +3,8 @@
 One SQLite file in WAL mode, shared by every xdist worker: short transactions, a busy timeout
 and INSERT OR REPLACE make concurrent writers safe. A score is keyed by the sha256 of the image
 file's bytes and the metric's identity (name, backend and its version, parameter file hashes,
-device, precision), so any change to what produces a score misses. A file that fails its
+device, precision; for a custom metric, every file of the user's own code it runs and the data
+files it declares), so any change to what produces a score misses. A file that fails its
 integrity or schema check is moved aside and rebuilt, never read. A folder that cannot hold the
 file (read-only, or not a folder) turns the cache off with one warning: scores are computed.
 """
@@ -200,31 +201,33 @@ def _lock(path: Path) -> Iterator[None]:
 def identity(
     spec: MetricSpec, device: str, weight_hash: Callable[[Path], str] = file_sha256
 ) -> dict[str, object]:
-    """What produces a metric's scores; a change to any part is a cache miss."""
+    """What produces a metric's scores; a change to any part is a cache miss. A custom metric's
+    part is all the code of its own it runs and the files it declares (`own_code`)."""
     from importlib import metadata
 
+    description: dict[str, object] = {"name": spec.name, "backend": spec.backend}
     if spec.backend == "custom":
-        from metrics_under_test import custom
+        from metrics_under_test import custom, own_code
 
-        version, precision = custom.version(spec), custom.precision(spec)
+        description["version"] = custom.version(spec)
+        description["precision"] = custom.precision(spec)
+        description["sources"] = custom.sources(spec)
+        description["files"] = own_code.declared_files(spec.files, weight_hash)
     elif spec.backend == "vlm":  # the adapter's code and the libraries that run the model
         from metrics_under_test import vlm
 
         source = hashlib.sha256(Path(vlm.__file__).read_bytes()).hexdigest()[:16]
         libraries = "; ".join(f"{n} {metadata.version(n)}" for n in ("transformers", "torch", "pyiqa"))
-        version, precision = f"vlm+src.{source}; {libraries}", "model default"
+        description["version"] = f"vlm+src.{source}; {libraries}"
+        description["precision"] = "model default"
     else:
-        version = f"{spec.backend} {metadata.version(spec.backend)}; torch {metadata.version('torch')}"
-        precision = "float32"
-    weights = {w.file: weight_hash(w.path) for w in spec.weights if w.path.exists()}
-    return {
-        "name": spec.name,
-        "backend": spec.backend,
-        "version": version,
-        "weights": weights,
-        "device": device,
-        "precision": precision,
-    }
+        description["version"] = (
+            f"{spec.backend} {metadata.version(spec.backend)}; torch {metadata.version('torch')}"
+        )
+        description["precision"] = "float32"
+    description["weights"] = {w.file: weight_hash(w.path) for w in spec.weights if w.path.exists()}
+    description["device"] = device
+    return description
 
 
 def identity_key(description: Mapping[str, object]) -> str:

@@ -1,0 +1,170 @@
+"""The code and files a custom metric's scores depend on that its user owns, hashed for the
+score cache key: a change anywhere there must rescore.
+
+User-owned means a source file outside the standard library and every site-packages folder:
+installed packages are keyed by their version elsewhere, and hashing them would cost seconds.
+The modules are found two ways, so that neither a module imported before the suite (by the
+user's conftest) nor a lazy import inside the metric's build is missed:
+- those that appeared in `sys.modules` while the suite imported the target;
+- the import statements of the target's module, followed through every user-owned module they
+  reach, at module level and inside functions, plus `importlib.import_module("literal")` calls.
+
+The closure is read from source, without building the metric, so a fully cached run builds
+nothing. A module imported by a computed name, or data the code reads (a checkpoint, a table),
+is declared in the metric's `files` attribute.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import importlib.machinery
+import site
+import sys
+import sysconfig
+from collections.abc import Callable, Iterable, Iterator
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+# Modules each target's first import brought in, by target module name.
+_LOADED_BY_IMPORT: dict[str, frozenset[str]] = {}
+
+
+def import_module(name: str) -> ModuleType:
+    """`importlib.import_module`, remembering the modules this import loaded."""
+    before = set(sys.modules)
+    module = importlib.import_module(name)
+    if name not in _LOADED_BY_IMPORT:
+        _LOADED_BY_IMPORT[name] = frozenset(sys.modules.keys() - before)
+    return module
+
+
+@cache
+def _foreign_roots() -> tuple[Path, ...]:
+    """The standard library's and every site-packages folder: code the user does not own."""
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots.update(site.getsitepackages() if hasattr(site, "getsitepackages") else ())
+    roots.add(site.getusersitepackages())
+    return tuple(Path(r).resolve() for r in roots if r)
+
+
+def owned(path: Path) -> bool:
+    """`path` is the user's: outside the standard library and site-packages."""
+    real = path.resolve()
+    return not any(real.is_relative_to(root) for root in _foreign_roots())
+
+
+def source_hashes(module_name: str) -> dict[str, str]:
+    """{module name: sha256 of its file} for every user-owned module `module_name` runs."""
+    todo = [module_name, *sorted(_LOADED_BY_IMPORT.get(module_name, ()))]
+    found: dict[str, Path] = {}
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        path = _module_file(name)
+        if path is None or (name != module_name and not owned(path)):
+            continue
+        found[name] = path
+        if path.suffix == ".py":
+            todo.extend(_imported_names(path, name))
+    return {name: file_sha256(path) for name, path in sorted(found.items())}
+
+
+def declared_files(declared: Iterable[Path], file_hash: Callable[[Path], str]) -> dict[str, str]:
+    """{path: sha256} of each declared file, and of each file under a declared folder; a missing
+    one is keyed as missing, so that its arrival rescores too."""
+    hashes: dict[str, str] = {}
+    for root in declared:
+        for path in _files_under(root):
+            hashes[str(path)] = file_hash(path) if path.is_file() else "missing"
+    return hashes
+
+
+def _files_under(root: Path) -> Iterator[Path]:
+    if root.is_dir():
+        yield from sorted(p for p in root.rglob("*") if p.is_file())
+    else:
+        yield root
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _module_file(name: str) -> Path | None:
+    """The file of module `name`, loaded or not, without importing it or its parents."""
+    module = sys.modules.get(name)
+    if module is not None:
+        file = getattr(module, "__file__", None)
+        return Path(file) if file else None
+    parent, _, child = name.rpartition(".")
+    search: list[str] | None = None
+    if parent:
+        search = _search_path(parent)
+        if search is None:
+            return None
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(child if parent else name, search)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.has_location:
+        return None
+    return Path(spec.origin)
+
+
+def _search_path(package: str) -> list[str] | None:
+    module = sys.modules.get(package)
+    if module is not None:
+        found: Any = getattr(module, "__path__", None)
+        return list(found) if found is not None else None
+    path = _module_file(package)
+    return [str(path.parent)] if path is not None and path.name == "__init__.py" else None
+
+
+def _imported_names(path: Path, module_name: str) -> Iterator[str]:
+    """Every module name `path`'s import statements and literal import calls may load."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return
+    package = module_name if path.name == "__init__.py" else module_name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield from _with_parents(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node.module or "", node.level, package)
+            if base is None:
+                continue
+            yield from _with_parents(base)
+            yield from (f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+        elif isinstance(node, ast.Call) and _is_import_call(node.func) and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                yield from _with_parents(first.value)
+
+
+def _is_import_call(func: ast.expr) -> bool:
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name in ("import_module", "__import__")
+
+
+def _absolute(module: str, level: int, package: str) -> str | None:
+    if level == 0:
+        return module or None
+    parts = package.split(".") if package else []
+    if level - 1 > len(parts) or not package:
+        return None
+    base = ".".join(parts[: len(parts) - (level - 1)])
+    return f"{base}.{module}" if module else base
+
+
+def _with_parents(name: str) -> Iterator[str]:
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):
+        yield ".".join(parts[:i])
