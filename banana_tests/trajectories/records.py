@@ -238,21 +238,29 @@ def check_sha256(value: Any) -> str | None:
 
 def resolve_inside(root: Path, file_name: str) -> Path:
     """The image path, refusing names that escape the set's root (`../`, absolute paths, symlinks
-    out of it) and names no file system can hold. (os.path, not pathlib: a 28,000-line set spent
-    seconds in Path.resolve.)"""
+    out of it) and names no file system can hold. Each folder is resolved once and each file
+    costs one lstat: a full realpath per file (an lstat per path component) took 40 % of reading
+    a 6,500-line set. (os.path, not pathlib: Path.resolve took seconds at 28,000 lines.)"""
     base = _real(str(root))
+    joined = os.path.join(base, file_name)
+    folder, name = os.path.split(joined)
     try:
-        path = os.path.realpath(os.path.join(base, file_name))
+        if "\0" in joined:
+            raise ValueError("embedded null byte")
+        if name in ("", ".", "..") or os.path.islink(joined):
+            path = os.path.realpath(joined)
+        else:
+            path = os.path.join(_real(folder), name)
     except (OSError, ValueError) as exc:  # a NUL byte
         raise DataError(f"file_name {_short(file_name)} cannot be resolved: {exc}") from exc
-    if os.path.commonpath((base, path)) != base:
+    if not path.startswith(base.rstrip(os.sep) + os.sep):
         raise DataError(f"file_name {file_name!r} escapes the data set root {base}")
     return Path(path)
 
 
-@functools.lru_cache(maxsize=16)
-def _real(root: str) -> str:
-    return os.path.realpath(root)
+@functools.lru_cache(maxsize=4096)
+def _real(folder: str) -> str:
+    return os.path.realpath(folder)
 
 
 def by_key(records: Iterable[Record]) -> Iterator[tuple[tuple[str, int, int], list[Record]]]:
