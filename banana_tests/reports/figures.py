@@ -52,7 +52,7 @@ def _save(fig: Any, stem: Path) -> list[Path]:
     """PNG and SVG from one layout: constrained layout runs once here and is then frozen, and
     no `bbox_inches="tight"` (which draws the figure again to measure it); each save then
     draws once. Laying out per save made a 60-row heatmap cost 3.6 s instead of ~1."""
-    png, svg = stem.with_suffix(".png"), stem.with_suffix(".svg")
+    png, svg = stem.with_name(f"{stem.name}.png"), stem.with_name(f"{stem.name}.svg")  # keeps a dot in it
     fig.draw_without_rendering()
     fig.set_layout_engine(None)
     fig.savefig(png, dpi=110, metadata={"Software": None})

@@ -13,11 +13,15 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from html import escape
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from banana_tests.cases import CaseKey
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.tables import sorted_cells, summarise
 from banana_tests.verdicts.matrix import Cell, Matrix
+
+if TYPE_CHECKING:
+    from banana_tests.reports.trends import TrendFigure
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em; }
@@ -128,11 +132,13 @@ def _number(value: float | None, places: int = 3, sign: bool = False) -> str:
     return f"{value:+.{places}f}" if sign else f"{value:.{places}f}"
 
 
-def _figure(png: Path) -> Html:
+def _figure(png: Path, name: str | None = None) -> Html:
+    """An embedded PNG, captioned with its file's name, or `name` (a seed image's real name)."""
     data = base64.b64encode(png.read_bytes()).decode("ascii")
+    label = png.name if name is None else f"{name}: {png.name}"
     return (
-        f'<figure><img alt="{escape(png.stem)}" src="data:image/png;base64,{data}">'
-        f"<figcaption>{escape(png.name)} (SVG beside it)</figcaption></figure>"
+        f'<figure><img alt="{escape(name or png.stem)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{escape(label)} (SVG beside it)</figcaption></figure>"
     )
 
 
@@ -263,7 +269,7 @@ def html_chunks(
     metadata: Mapping[str, str],
     title: str,
     notes: Sequence[tuple[str, str]] = (),
-    trends: Sequence[Path] = (),
+    trends: Sequence[TrendFigure] = (),
     comparisons: Sequence[MetricComparison] | None = None,
 ) -> Iterator[Html]:
     """The page, piece by piece for writing as it is made: the run's facts, per-metric summary,
@@ -311,7 +317,7 @@ def html_chunks(
             "<p>Normalised score against step per seed image: the run mean per metric, a band for "
             "the spread over runs, and the reference score dashed.</p>"
         )
-        parts += [_figure(p) for p in trends if p.suffix == ".png"]
+        parts += [_figure(f.png, f.seed_image) for f in trends]
     parts += ["<h2>Every case</h2>", "<p>Δ and scores to three decimals; matrix.csv has every digit.</p>"]
     for part in parts:
         yield part + "\n"

@@ -7,6 +7,7 @@ metric with a band for the spread over runs, so a falling score stands out from 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -15,7 +16,8 @@ from pathlib import Path
 
 from banana_tests.reports.figures import _pyplot, _save
 
-UNSAFE = re.compile(r"[^\w.-]")  # characters a seed image name may not bring into a file name
+UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")  # what a seed image name may not bring into a file name
+MAX_NAME = 80  # characters of a seed image name kept in a file name (file systems allow 255 bytes)
 
 
 @dataclass(frozen=True)
@@ -71,12 +73,35 @@ def trend_figure(seed_image: str, series: Sequence[TrendSeries], stem: Path) -> 
         plt.close(fig)
 
 
-def render_trends(trends: Sequence[TrendSeries], out: Path) -> list[Path]:
-    """trend_<seed image>.png/.svg for every seed image with trend data."""
+@dataclass(frozen=True)
+class TrendFigure:
+    """One seed image's trend figure: its real name (for captions) and its PNG and SVG files."""
+
+    seed_image: str
+    files: tuple[Path, ...]
+
+    @property
+    def png(self) -> Path:
+        return next(p for p in self.files if p.suffix == ".png")
+
+
+def figure_stem(seed_image: str) -> str:
+    """`trend_<seed image>`, safe, bounded and one per seed image: a name with characters a file
+    name may not carry, a leading dot or more than MAX_NAME characters keeps a safe prefix and
+    adds a hash of the whole name (`a/b` and `a_b` wrote one trend_a_b.png; 300 characters
+    failed with "File name too long")."""
+    safe = UNSAFE.sub("_", seed_image)
+    if safe == seed_image and len(safe) <= MAX_NAME and not safe.startswith("."):
+        return f"trend_{safe}"
+    return f"trend_{safe[:MAX_NAME]}-{hashlib.sha256(seed_image.encode()).hexdigest()[:12]}"
+
+
+def render_trends(trends: Sequence[TrendSeries], out: Path) -> list[TrendFigure]:
+    """A trend figure (`figure_stem`.png/.svg) for every seed image with trend data."""
     by_seed: dict[str, list[TrendSeries]] = {}
     for t in trends:
         by_seed.setdefault(t.seed_image, []).append(t)
-    paths: list[Path] = []
-    for seed in sorted(by_seed):
-        paths += trend_figure(seed, by_seed[seed], out / ("trend_" + UNSAFE.sub("_", seed)))
-    return paths
+    return [
+        TrendFigure(seed, tuple(trend_figure(seed, by_seed[seed], out / figure_stem(seed))))
+        for seed in sorted(by_seed)
+    ]

@@ -30,7 +30,7 @@ def write_report(
     """matrix.csv, summary.md (with `summary_extra` below it), the figures (heatmaps for
     `figure_steps`, see `heatmap_steps`), a trend figure per seed image when `trends` are given,
     and report.html (with `notes`: a heading and preformatted text each, and the comparison
-    with the paper when `comparisons` is given)."""
+    with the paper when `comparisons` is given). Returns the files written, each once."""
     from banana_tests.reports.figures import render_figures
 
     out.mkdir(parents=True, exist_ok=True)
@@ -44,7 +44,7 @@ def write_report(
     page = out / "report.html"
     with page.open("w", encoding="utf-8") as html:  # written as made: its case table is the bulk
         html.writelines(html_chunks(matrix, figures, metadata, title, notes, trend_figures, comparisons))
-    return [*written, *figures, *trend_figures, page]
+    return list(dict.fromkeys([*written, *figures, *(p for f in trend_figures for p in f.files), page]))
 
 
 @contextmanager

@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pytest
 
 from banana_tests.cli import main
 from banana_tests.reports.junit import MAX_ATTRIBUTE
+from banana_tests.reports.trends import figure_stem
 from banana_tests.session.gating import BaselineGate
 from tests.conftest import noisy_image
 from tests.test_junit import case, junit
@@ -168,6 +170,66 @@ def baseline_into_read_only_folder(root: Path, mp: pytest.MonkeyPatch) -> Act:
     (root / "baselines").mkdir()
     read_only(mp, root / "baselines")
     return report(xml, "--out", root / "out", "--write-baseline", root / "baselines" / "b.json")
+
+
+def baseline_beside_the_report(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    """Not an error: the baseline goes elsewhere, and "wrote N files" counted it among the report's."""
+    (root / "baselines").mkdir()
+    return report(good_junit(root), "--out", root / "out", "--write-baseline", root / "baselines" / "b.json")
+
+
+# Seed image names a trend figure's file name cannot carry as they are: 300 characters killed the
+# report (File name too long); `a/b` and `a_b`, or `a.b` and `a.c`, wrote one file for two.
+ALIKE_SEEDS = ("a/b", "a_b", "a.b", "a.c", "ünï", ".hidden")
+LONG_SEEDS = ("s" * 300, "alpha")
+SERIES = "[[1,60.0,59.0,61.0],[5,50.0,49.0,51.0],[10,40.0,39.0,41.0]]"
+
+
+def trend_seeds(seeds: tuple[str, ...]) -> Callable[[Path, pytest.MonkeyPatch], Act]:
+    return lambda root, mp: report_of_trends(root, seeds)
+
+
+def report_of_trends(root: Path, seeds: tuple[str, ...]) -> Act:
+    cases = [
+        case(
+            "piqe",
+            seed,
+            0,
+            name=f"test_trend_detects_degradation[piqe-{seed}]",
+            kind="trend",
+            reference_step="1",
+            spearman="-1.0",
+            first_detection_step="5",
+            trend_steps="1,5,10",
+            trend_series=SERIES,
+        )
+        for seed in seeds
+    ]
+    return report(
+        junit(root / "j.xml", case("piqe", "alpha", 5, delta="-1.0"), *cases), "--out", root / "out"
+    )
+
+
+def trend_figures(seeds: tuple[str, ...]) -> Callable[[Path], bool]:
+    return lambda root: one_figure_each(root, seeds)
+
+
+def one_figure_each(root: Path, seeds: tuple[str, ...]) -> bool:
+    """One PNG and one SVG per seed image, names within 255 bytes, each figure on the page once
+    with its seed image's real name."""
+    trend_files = sorted((root / "out").glob("trend_*"))
+    page = (root / "out/report.html").read_text()
+    assert len(trend_files) == 2 * len(seeds)
+    assert all(len(p.name.encode()) <= 255 and not p.name.startswith(".") for p in trend_files)
+    for png in (p for p in trend_files if p.suffix == ".png"):
+        assert page.count(f"{png.name} (SVG beside it)") == 1
+    return all(f"<figcaption>{escape(seed)}: trend_" in page for seed in seeds)
+
+
+REPORT_FILES = frozenset(
+    {f"out/{name}" for name in ("matrix.csv", "summary.md", "report.html")}
+    | {f"out/{stem}.{ext}" for stem in ("gaps_step5", "failure_counts") for ext in ("png", "svg")}
+)
 
 
 # ---- baselines under pytest --baseline ------------------------------------------------------
@@ -377,11 +439,26 @@ ROWS = [
         junit_nan_delta,
         0,
         r"alpha\s+1/1\ntotal\s+1/1\nwrote 7 files",
-        creates=frozenset(
-            {f"out/{name}" for name in ("matrix.csv", "summary.md", "report.html")}
-            | {f"out/{stem}.{ext}" for stem in ("gaps_step5", "failure_counts") for ext in ("png", "svg")}
-        ),
+        creates=REPORT_FILES,
         check=lambda root: "piqe,alpha,5,nan,failed," in (root / "out/matrix.csv").read_text(),
+    ),
+    Row(
+        "report with the baseline written elsewhere",
+        baseline_beside_the_report,
+        0,
+        r"wrote 7 files to {root}/out\nwrote the baseline to {root}/baselines/b\.json\n",
+        creates=REPORT_FILES | {"baselines/b.json"},
+    ),
+    *(
+        Row(
+            f"report of trend seeds with {kind} names",
+            trend_seeds(seeds),
+            0,
+            rf"wrote {7 + 2 * len(seeds)} files to {{root}}/out\n",
+            creates=REPORT_FILES | {f"out/{figure_stem(s)}.{ext}" for s in seeds for ext in ("png", "svg")},
+            check=trend_figures(seeds),
+        )
+        for kind, seeds in (("alike or unsafe", ALIKE_SEEDS), ("300-character", LONG_SEEDS))
     ),
     Row(
         "report into read-only folder",
