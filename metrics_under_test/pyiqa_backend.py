@@ -48,6 +48,11 @@ def check_weights(spec: MetricSpec) -> None:
 # its batch, and a snapshot drifted with the selection. ILNIQE resizes every image to 524 px and
 # holds ~2 GB per image: a batch of five to seven peaked at 13.4 GB and ran slower than one by one.
 ONE_AT_A_TIME = frozenset({"brisque", "ilniqe"})
+# Metrics whose buffers a heap that keeps freed memory fragments instead of reusing: ILNIQE's
+# float64 planes at 524 px come in sizes that grow through each call (2-450 MB), so with the
+# suite's 256 MiB mmap threshold no freed buffer fitted the next, larger one and one 384 px
+# image peaked at 11.7 GB; with glibc's 32 MiB ceiling it peaks at 2.7 GB, as untuned.
+HEAP_FRAGMENTING = frozenset({"ilniqe"})
 
 
 class PyiqaMetric:
@@ -74,6 +79,7 @@ class PyiqaMetric:
         download_util.DEFAULT_CACHE_DIR = str(pyiqa_cache_dir())
 
         self.name = spec.name
+        self.reuses_freed_memory = spec.name not in HEAP_FRAGMENTING  # see process_tuning
         self.lower_better = spec.lower_better
         self.score_range = (spec.low, spec.high)
         self._torch = torch

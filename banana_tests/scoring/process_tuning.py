@@ -20,6 +20,7 @@ M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 256 * 2**20  # above scoring.BATCH_PIXELS × NIQE's ~400 B per pixel
 TRIM_THRESHOLD = 256 * 2**20
+GLIBC_MMAP_CEILING = 32 * 2**20  # where glibc's own dynamic mmap threshold stops growing
 USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES")
 
 
@@ -41,20 +42,29 @@ def _glibc() -> ctypes.CDLL | None:
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
 
-def keep_freed_memory() -> bool:
+def keep_freed_memory(keep: bool = True) -> bool:
     """Let freed tensor buffers up to 256 MiB go back to the heap instead of to the kernel.
 
     glibc hands every allocation above 32 MiB to mmap and returns it on free, so each batch
     page-faulted its buffers in afresh: NIQE on the embedded data, in batches of 8, took 8.3 s
-    with 4.7 s in the kernel, and takes 4.7 s with 0.6 s there with this. Left alone when the
-    user tunes glibc malloc through its environment variables, and off glibc. Returns whether
-    the setting was made."""
+    with 4.7 s in the kernel, and takes 4.7 s with 0.6 s there with this. `keep` False (a
+    metric whose buffers fragment such a heap, see `reuses_freed_memory`) puts the thresholds
+    back at glibc's 32 MiB ceiling, also after an earlier metric of the process raised them.
+    Left alone when the user tunes glibc malloc through its environment variables, and off
+    glibc. Returns whether the setting was made."""
     libc = _glibc()
     if libc is None or any(name in os.environ for name in USER_SETTINGS):
         return False
-    return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
-        libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-    )
+    mmap, trim = (MMAP_THRESHOLD, TRIM_THRESHOLD) if keep else (GLIBC_MMAP_CEILING, 2 * GLIBC_MMAP_CEILING)
+    return bool(libc.mallopt(M_MMAP_THRESHOLD, mmap)) and bool(libc.mallopt(M_TRIM_THRESHOLD, trim))
+
+
+def reuses_freed_memory(metric: object) -> bool:
+    """Whether keeping freed buffers pays for `metric`: yes unless it says otherwise. ILNIQE's
+    buffers (2-450 MB, in sizes that grow through each call) fragment a heap that keeps them: no
+    freed buffer fits the next, larger one, and one 384 px image peaked at 11.7 GB instead of
+    2.7 GB (metrics_under_test.pyiqa_backend sets `reuses_freed_memory` False for it)."""
+    return bool(getattr(metric, "reuses_freed_memory", True))
 
 
 def release_freed_memory() -> None:
@@ -73,9 +83,10 @@ def freeze_heap_at_exit() -> None:
     atexit.register(gc.freeze)
 
 
-def tune_for_scoring() -> None:
-    """All of the above that a process can keep: torch's share of the cores, freed buffers kept
-    for reuse, and the heap frozen at exit. Each is idempotent."""
+def tune_for_scoring(metric: object) -> None:
+    """All of the above that a process can keep, for the `metric` just built: torch's share of
+    the cores, freed buffers kept for reuse (when that pays for it), and the heap frozen at exit.
+    Each is idempotent."""
     share_cores()
-    keep_freed_memory()
+    keep_freed_memory(reuses_freed_memory(metric))
     freeze_heap_at_exit()

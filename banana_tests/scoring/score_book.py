@@ -16,6 +16,7 @@ from banana_tests.scoring.process_tuning import (
     freeze_heap_at_exit,
     keep_freed_memory,
     release_freed_memory,
+    reuses_freed_memory,
     share_cores,
 )
 from banana_tests.trajectories.images import ImageStore
@@ -93,7 +94,7 @@ def load_metric(spec: MetricSpec, device: str) -> Metric:
 
         metric = PyiqaMetric(spec, device)
     share_cores()
-    keep_freed_memory()
+    keep_freed_memory(reuses_freed_memory(metric))
     freeze_heap_at_exit()
     return metric
 

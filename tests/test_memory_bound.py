@@ -1,0 +1,54 @@
+"""A run's peak memory follows one batch of its largest metric, not the heap's history (issue 26).
+
+ILNIQE on the embedded set peaked at 13.4 GB serial: the suite's malloc tuning kept every freed
+buffer below 256 MiB in the heap, where ILNIQE's buffers (2-450 MB each, in sizes that grow
+through each call) piled up instead of being reused: one 384 px image peaked at 11.7 GB, and at
+2.7 GB with glibc's own 32 MiB threshold. Reproducing it takes gigabytes, so
+benchmarks/bench_memory.py measures it; these tests check that ILNIQE is scored with glibc's own
+thresholds however the process was tuned before.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from banana_tests.scoring import process_tuning
+
+GLIBC = process_tuning._glibc() is not None
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's mallopt only")
+def test_tuning_for_a_metric_follows_what_it_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, int]] = []
+
+    class Libc:
+        def mallopt(self, param: int, value: int) -> int:
+            calls.append((param, value))
+            return 1
+
+    class Fragmenting:
+        reuses_freed_memory = False
+
+    monkeypatch.setattr(process_tuning, "_glibc", lambda: Libc())
+    for name in process_tuning.USER_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    process_tuning.tune_for_scoring(object())  # NIQE, say: keeps freed buffers
+    process_tuning.tune_for_scoring(Fragmenting())  # ILNIQE next in the same process
+    mmap = process_tuning.M_MMAP_THRESHOLD
+    assert [value for param, value in calls if param == mmap] == [
+        process_tuning.MMAP_THRESHOLD,
+        process_tuning.GLIBC_MMAP_CEILING,
+    ]
+
+
+def test_ilniqe_says_it_fragments_a_keeping_heap_and_niqe_does_not() -> None:
+    pytest.importorskip("pyiqa")
+    from metrics_under_test.pyiqa_backend import PyiqaMetric
+    from metrics_under_test.registry import resolve
+
+    def no_model(name: str, device: object) -> None:  # the attribute comes before any file
+        return None
+
+    built = {n: PyiqaMetric(resolve(n)[0], "cpu", create_metric=no_model) for n in ("ilniqe", "niqe")}
+    assert not process_tuning.reuses_freed_memory(built["ilniqe"])
+    assert process_tuning.reuses_freed_memory(built["niqe"])
