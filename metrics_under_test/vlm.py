@@ -17,6 +17,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 from metrics_under_test.protocol import Image, MetricError
@@ -180,6 +181,18 @@ class VisualQualityR1:
         return [s for s in scores if s is not None]
 
 
+def check_qalign_runs_on(transformers_version: str) -> None:
+    """pyiqa 0.1.16's Q-Align visual abstractor calls `PreTrainedModel.invert_attention_mask`,
+    which transformers 5 removed: every forward fails there (tests/test_vlm_adapters.py shows it
+    on a tiny model). Said before a 16 GB download, not after."""
+    if int(transformers_version.split(".")[0]) >= 5:
+        raise MetricError(
+            f"qalign: pyiqa's Q-Align calls invert_attention_mask, which transformers 5 removed "
+            f"(installed: transformers {transformers_version}); score Q-Align in an environment "
+            "with transformers<5"
+        )
+
+
 def _cuda_devices(device: str) -> list[int]:
     if not device.startswith("cuda"):
         return []
@@ -199,6 +212,7 @@ def build(spec: MetricSpec, device: str) -> Any:
         )
     if spec.name == Q_ALIGN.metric:
         check_files(Q_ALIGN)
+        check_qalign_runs_on(metadata.version("transformers"))
         from metrics_under_test.pyiqa_backend import PyiqaMetric
 
         return PyiqaMetric(dataclasses.replace(spec, backend="pyiqa"), device)

@@ -22,7 +22,7 @@ class Runs(Enum):
     REAL = "real parameters"
     SYNTHETIC = "synthetic parameters (plumbing only)"
     TINY = "tiny random model (plumbing only); the real model needs a GPU"
-    NEEDS_GPU = "needs a GPU and its hub files; not run here"
+    NEEDS_GPU = "needs a GPU, its hub files and transformers<5 (pyiqa's Q-Align breaks on 5)"
     MISSING_CODE = "not scored yet: the adapter lacks RALI's scoring code; it checks the files only"
 
 
@@ -99,7 +99,7 @@ Q_ALIGN = VlmModel(
     metric="qalign",
     paper_name="Q-Align",
     repo="q-future/one-align",
-    files=("config.json", "tokenizer.model", "preprocessor_config.json"),
+    files=("config.json", "tokenizer_config.json", "preprocessor_config.json"),
     license="MIT (model card); pyiqa's adapter code is non-commercial",
     size="8.2B parameters (mPLUG-Owl2, LLaMA-2-7B), 16.4 GB in float16",
     runs_here=Runs.NEEDS_GPU,

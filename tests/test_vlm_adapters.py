@@ -297,3 +297,120 @@ def test_files_in_the_cache_count_as_present(tmp_path: Path, monkeypatch: pytest
     (snapshot / "tokenizer.json").write_text("{}")
     assert VISUALQUALITY_R1.missing() == []
     assert os.environ["HF_HUB_CACHE"] == str(tmp_path)
+
+
+def tiny_one_align(cache: Path) -> Path:
+    """A hub cache holding a tiny random `q-future/one-align`: an mPLUG-Owl2 config, a LLaMA-style
+    BPE tokenizer of the Q-Align prompt's words, a CLIP image processor and the saved weights."""
+    import json
+
+    from tokenizers import Tokenizer, models
+
+    repo = cache / "models--q-future--one-align"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    words = (
+        "USER: How would you rate the quality of this image? ASSISTANT: The is excellent good fair poor bad"
+    )
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    merges = []
+    for char in sorted(set(words.replace(" ", "\u2581")) | {"\u2581", "\n"}):
+        vocab.setdefault(char, len(vocab))
+    for word in sorted(set(words.split())):  # "\u2581word" built one merge at a time
+        piece = "\u2581"
+        for char in word:
+            if piece + char not in vocab:
+                merges.append((piece, char))
+                vocab[piece + char] = len(vocab)
+            piece += char
+    Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True)).save(
+        str(snapshot / "tokenizer.json")
+    )
+    special = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+    (snapshot / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "LlamaTokenizer", **special})
+    )
+    clip = {
+        "image_processor_type": "CLIPImageProcessor",
+        "size": {"shortest_edge": 28},
+        "crop_size": 28,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073],
+        "image_std": [0.26862954, 0.26130258, 0.27577711],
+    }
+    (snapshot / "preprocessor_config.json").write_text(json.dumps(clip))
+    return snapshot
+
+
+def q_align_on_a_tiny_model(cache: Path) -> dict[str, Any]:
+    """In this process (HF_HUB_CACHE=cache, offline): build a tiny random one-align in the cache,
+    then load it the real way (pyiqa's QAlign, `from_pretrained("q-future/one-align")`) and score."""
+    from importlib import metadata
+
+    import torch
+    from pyiqa.archs.q_align.configuration_mplug_owl2 import MPLUGOwl2Config
+    from pyiqa.archs.q_align.modeling_mplug_owl2 import MPLUGOwl2LlamaForCausalLM
+
+    snapshot = tiny_one_align(cache)
+    layers = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4}
+    visual = {
+        "visual_model": {**layers, "projection_dim": 32, "image_size": 28, "patch_size": 14},
+        "visual_abstractor": {**layers, "num_learnable_queries": 4, "encoder_hidden_size": 32},
+    }
+    config = MPLUGOwl2Config(
+        visual_config=visual, vocab_size=200, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
+    )  # fmt: skip
+    config.save_pretrained(snapshot)
+    torch.manual_seed(0)
+    MPLUGOwl2LlamaForCausalLM(config).save_pretrained(snapshot)  # it reads the tokenizer from the cache
+    out: dict[str, Any] = {"missing": Q_ALIGN.missing(), "transformers": metadata.version("transformers")}
+    import pyiqa
+
+    model = pyiqa.create_metric("qalign", device="cpu")
+    try:
+        out["pyiqa_score"] = float(model(torch.rand(1, 3, 40, 56)))
+    except AttributeError as exc:
+        out["pyiqa_error"] = str(exc)
+    try:
+        out["scores"] = vlm.build(lookup("qalign"), "cpu")([np.zeros((40, 56, 3), np.uint8)])
+    except vlm.MetricError as exc:
+        out["adapter_error"] = str(exc)
+    return out
+
+
+@pytest.mark.skipif(
+    not os.environ.get("BANANA_PAPER_METRICS"),
+    reason="pyiqa and a tiny mPLUG-Owl2 in a process of its own: run by the README's second test command",
+)
+def test_q_align_on_a_tiny_model_through_pyiqa(tmp_path: Path) -> None:
+    """The real loading path on a tiny random model from a local hub cache, in a process of its
+    own (huggingface_hub fixes its cache folder at import). With transformers 5 pyiqa's forward
+    breaks, so the adapter refuses before any download, saying why; with transformers<5 a score
+    in [1, 5] comes back."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hf"), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "tests.test_vlm_adapters", str(tmp_path / "hf")]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=PROJECT, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["missing"] == [], "the tiny repository is not where the adapter looks"
+    if int(result["transformers"].split(".")[0]) >= 5:
+        assert "invert_attention_mask" in result["pyiqa_error"], result
+        refusal = result["adapter_error"]
+        assert "invert_attention_mask" in refusal and "transformers<5" in refusal, result
+    else:
+        assert 1.0 <= result["pyiqa_score"] <= 5.0 and len(result["scores"]) == 1, result
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    print(json.dumps(q_align_on_a_tiny_model(Path(sys.argv[1]))))
