@@ -6,8 +6,14 @@ the noise at known steps; then each judge backend reads them, the LLM ones throu
 from __future__ import annotations
 
 import json
+import os
+import random
 import re
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,6 +58,7 @@ class Stub:
     url: str = ""
     edits: list[str] = field(default_factory=list)
     judged: list[dict[str, Any]] = field(default_factory=list)
+    delay: float = 0.0  # seconds before each judge answer, so that a kill can land mid-run
 
     def answer_for(self, prompt: str) -> str:
         said = prompt.split("<<<", 1)[1].rsplit(">>>", 1)[0]
@@ -79,6 +86,7 @@ def stub() -> Iterator[Stub]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if self.path.endswith("/chat/completions"):
+                time.sleep(state.delay)
                 prompt = body["messages"][0]["content"]
                 auth = self.headers.get("Authorization")
                 state.judged.append({"api": "openai", "model": body["model"], "prompt": prompt, "auth": auth})
@@ -293,3 +301,42 @@ def test_report_adds_the_judge_section(
         == 2
     )
     assert "no such judgments file" in capsys.readouterr().err
+
+
+def test_sigkill_at_random_moments_then_rerun_loses_and_repeats_nothing(made_set: Path, stub: Stub) -> None:
+    """Judging in a process killed (SIGKILL) at random moments, rerun each time: the file ends as a
+    run never killed writes it, each step once."""
+    reference = made_set / "reference.jsonl"
+    judge_set(
+        made_set,
+        judges.OpenAIJudge(f"{stub.url}/v1", "m", None, judges.Retrying(judges.RequestBudget(None), "m")),
+        reference,
+    )
+    killed = made_set / "killed.jsonl"
+    argv = [sys.executable, "-m", "banana_tests.cli", "judge", str(made_set), "--judge", "openai",
+            "--base-url", f"{stub.url}/v1", "--model", "m", "--out", str(killed)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    stub.delay = 0.02
+    rng, kills = random.Random(5), 0
+    for _ in range(12):
+        done = killed.read_bytes().count(b"\n") if killed.exists() else 0
+        if done >= 18 or kills >= 4:
+            break
+        target = rng.randint(done + 1, done + 4)
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            if killed.exists() and killed.read_bytes().count(b"\n") >= target:
+                break
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.03))  # anywhere: mid-request, mid-write, between two steps
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += proc.returncode == -signal.SIGKILL
+    assert kills >= 2
+    final = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert final.returncode == 0, final.stderr
+    rows = [json.loads(line) for line in killed.read_text().splitlines()]
+    keys = [(r["seed_image"], r["run"], r["step"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 20
+    assert rows == [json.loads(line) for line in reference.read_text().splitlines()]
