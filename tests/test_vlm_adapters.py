@@ -414,3 +414,12 @@ if __name__ == "__main__":
     import sys
 
     print(json.dumps(q_align_on_a_tiny_model(Path(sys.argv[1]))))
+
+
+def test_the_score_cache_keys_a_vlm_metric_by_its_adapter_code() -> None:
+    """A VLM metric is no installed package: its identity is the adapter's source and the
+    libraries that run the model (metadata.version("vlm") would raise)."""
+    from banana_tests.scoring.cache import identity
+
+    version = str(identity(lookup("visualquality_r1"), "cpu")["version"])
+    assert version.startswith("vlm+src.") and "transformers " in version and "torch " in version
