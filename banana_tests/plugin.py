@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -24,20 +25,21 @@ from banana_tests.public_fixtures import (  # the fixtures are registered by bei
     banana_trajectories,
 )
 from banana_tests.session.options import (
+    SNAPSHOT_DIR_INI,
     add_free_aliases,
     add_namespaced,
     given_options,
     spaced_path_options,
     suite_options,
 )
-from banana_tests.session.ownership import GIVEN, adopt, adopted, asks_for_suite
-from banana_tests.session.reporter import _measured, _recorder, _run_properties
-from banana_tests.session.scorer import Scorer
-from banana_tests.session.settings import SNAPSHOT_DIR_INI, settings_of
+from banana_tests.session.ownership import GIVEN, STATE, adopt, adopted, asks_for_suite
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
-from banana_tests.session.suite import STATE, SuiteState
-from banana_tests.verdicts.trend import Trend
-from banana_tests.verdicts.verdict import Verdict
+
+if TYPE_CHECKING:  # the rest of the suite is imported once a run is the suite's
+    from banana_tests.session.scorer import Scorer
+    from banana_tests.session.suite import SuiteState
+    from banana_tests.verdicts.trend import Trend
+    from banana_tests.verdicts.verdict import Verdict
 
 __all__ = ["STATE", "banana_metric", "banana_metrics", "banana_trajectories"]
 
@@ -205,15 +207,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """The suite's trend module is collected only under --trend."""
-    if collection_path == TREND_MODULE and not settings_of(config).trend:
-        return True
-    return None
+    if collection_path != TREND_MODULE:
+        return None
+    from banana_tests.session.settings import settings_of
+
+    return None if settings_of(config).trend else True
 
 
 @pytest.fixture
 def banana_trend(request: pytest.FixtureRequest, banana_metric: Scorer) -> Trend:
     """One (metric, seed image) trend measured with `banana_metric`, with its JUnit properties;
     skips when the metric cannot load (see banana_tests.session.scorer.load_or_skip)."""
+    from banana_tests.session.reporter import _measured, _recorder, _run_properties
+
     state = request.config.stash[STATE]
     plan = state.trends[request.param]
     return _measured(
@@ -229,6 +235,9 @@ def banana_trend(request: pytest.FixtureRequest, banana_metric: Scorer) -> Trend
 def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdict:
     """The case's verdict, Δ by `banana_metric.delta`, with its JUnit properties recorded; skips
     when the metric cannot load (see banana_tests.session.scorer.load_or_skip)."""
+    from banana_tests.session.reporter import _measured, _recorder, _run_properties
+    from banana_tests.verdicts.verdict import Verdict
+
     state = request.config.stash[STATE]
     plan = state.plans[request.param]
     record_property = _recorder(request)

@@ -14,18 +14,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import pytest
 
 from banana_tests.session.ownership import adopt
-from banana_tests.session.scorer import Scorer
-from banana_tests.trajectories.view import Trajectories
+
+if TYPE_CHECKING:
+    from banana_tests.session.scorer import Scorer
+    from banana_tests.trajectories.view import Trajectories
 
 __all__ = ["Scorer", "Trajectories", "banana_metric", "banana_metrics", "banana_trajectories"]
 
 METRIC_FIXTURE = "banana_metric"
 METRICS_FIXTURE = "banana_metrics"
 TRAJECTORIES_FIXTURE = "banana_trajectories"
+
+
+def __getattr__(name: str) -> object:
+    """`Scorer` and `Trajectories`, for type hints in your tests, imported on first use: the
+    plugin imports this module in every pytest run of the environment, suite or not."""
+    if name == "Scorer":
+        from banana_tests.session.scorer import Scorer
+
+        return Scorer
+    if name == "Trajectories":
+        from banana_tests.trajectories.view import Trajectories
+
+        return Trajectories
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @pytest.fixture(scope="session")

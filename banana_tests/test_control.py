@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from banana_tests.data import SEEDS
 from banana_tests.editors.distortions import DISTORTIONS, Array
+from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import Scorer
-from banana_tests.session.suite import STATE
 from banana_tests.verdicts.verdict import fail_verdict
 
 MIN_GAP = 0.25  # strengths closer than this may legitimately tie

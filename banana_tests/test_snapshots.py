@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import Scorer
 from banana_tests.session.snapshot_selection import PARAM, recorded_metrics
 from banana_tests.session.snapshots import (
@@ -21,7 +22,6 @@ from banana_tests.session.snapshots import (
     score_id,
     snapshot_folder,
 )
-from banana_tests.session.suite import STATE
 from banana_tests.trajectories.view import Trajectories
 
 

@@ -46,7 +46,8 @@ def own_options(pytestconfig):
 def guest_state(pytestconfig):
     \"\"\"What banana-tests built in this process: nothing, in a run that is not its own.\"\"\"
     from banana_tests.session.settings import SETTINGS
-    from banana_tests.session.suite import SELECTED, STATE
+    from banana_tests.session.ownership import STATE
+    from banana_tests.session.suite import SELECTED
 
     plugins = pytestconfig.pluginmanager
     keys = {{"SETTINGS": SETTINGS, "SELECTED": SELECTED, "STATE": STATE}}

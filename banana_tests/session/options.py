@@ -40,6 +40,7 @@ PATH_OPTIONS = (
     "--snapshot-dir",
 )
 ALIAS_GROUP = "banana-tests short spellings"
+SNAPSHOT_DIR_INI = "banana_snapshot_dir"
 
 AddOption = Callable[..., Any]
 

@@ -18,12 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from banana_tests.session.suite import STATE, SuiteState
+if TYPE_CHECKING:
+    from banana_tests.session.suite import SuiteState
 
 SUITE_DIR = Path(__file__).resolve().parent.parent
+STATE = pytest.StashKey["SuiteState"]()
+"""The run's suite, once the run is the suite's (see `adopt`)."""
 GIVEN = pytest.StashKey[tuple[str, ...]]()
 """The suite options given in this run (command line and addopts), by the spellings it owns."""
 
@@ -61,6 +65,7 @@ def adopt(config: pytest.Config) -> SuiteState:
         return state
     from banana_tests.session.reporter import MatrixReporter
     from banana_tests.session.snapshot_selection import SnapshotSelection
+    from banana_tests.session.suite import SuiteState
 
     state = SuiteState.from_config(config)
     config.stash[STATE] = state

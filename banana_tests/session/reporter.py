@@ -12,8 +12,9 @@ from typing import TypeVar
 
 import pytest
 
+from banana_tests.session.ownership import STATE
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
-from banana_tests.session.suite import STATE, SuiteState
+from banana_tests.session.suite import SuiteState
 from banana_tests.verdicts.matrix import Cell, TrendTally
 from banana_tests.verdicts.trend import Trend
 from banana_tests.verdicts.verdict import Verdict, VerdictFailure

@@ -19,13 +19,12 @@ from typing import Any
 import pytest
 
 from banana_tests.data import EMBEDDED
-from banana_tests.session.options import DEFAULT_STEPS, dest_of, suite_options
+from banana_tests.session.options import DEFAULT_STEPS, SNAPSHOT_DIR_INI, dest_of, suite_options
 from banana_tests.trajectories.mapping import parse_map
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.selection import Selection, parse_where
 from banana_tests.trajectories.sources import SourceOptions, default_cache_dir
 
-SNAPSHOT_DIR_INI = "banana_snapshot_dir"
 DEFAULT_SNAPSHOT_DIR = "banana_snapshots"
 
 

@@ -155,7 +155,7 @@ def tuned_load(spec: MetricSpec, device: str) -> Metric:
     from banana_tests.scoring.score_book import load_metric
 
     metric = load_metric(spec, device)
-    tune_for_scoring(metric)
+    tune_for_scoring()
     return metric
 
 
@@ -292,7 +292,6 @@ class SuiteState:
             self._prefetched.add(key.metric)
 
 
-STATE = pytest.StashKey[SuiteState]()
 SELECTED = pytest.StashKey[list[MetricSpec]]()
 NO_CUDA = "--device=cuda: CUDA is not available on this machine; use --device=cpu or --device=auto"
 
