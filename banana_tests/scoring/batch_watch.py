@@ -26,7 +26,7 @@ class BatchTimeout(Exception):
     """A batch ran past the time limit and was stopped; its images have no score."""
 
 
-def _stderr(line: str) -> None:
+def to_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
@@ -37,13 +37,7 @@ class BatchWatch:
 
     heartbeat: float | None = HEARTBEAT_SECONDS
     timeout: float | None = None
-    say: Callable[[str], None] = _stderr
-
-    def __post_init__(self) -> None:
-        if self.heartbeat is not None and not self.heartbeat >= 0:
-            raise ValueError(f"--heartbeat takes a number of seconds (0: never), got {self.heartbeat}")
-        if self.timeout is not None and not self.timeout > 0:
-            raise ValueError(f"--batch-timeout takes a positive number of seconds, got {self.timeout}")
+    say: Callable[[str], None] = to_stderr
 
     @contextmanager
     def batch(self, metric: str, size: int, first: str) -> Iterator[None]:

@@ -57,6 +57,8 @@ class Settings:
     strict_baseline: bool
     snapshot_dir: Path  # where an installed suite writes the user's score snapshots
     snapshot_rtol: float
+    heartbeat: float | None  # seconds between "still scoring" lines of a long batch; None: never
+    batch_timeout: float | None  # seconds a batch may take; None: no limit
     narrowed: tuple[str, ...]  # the selection options, as typed, that keep only part of the data set
     import_dirs: tuple[Path, ...]  # where `module:callable` metrics import from (cwd, rootdir)
     command: str  # the run's command line, as the report's Run table shows it
@@ -109,6 +111,11 @@ class Settings:
                 f"--steps={value('steps')} includes the reference step {reference}: its Δ is 0 by "
                 "definition, which can never pass"
             )
+        heartbeat, batch_timeout = value("heartbeat"), value("batch-timeout")
+        if not heartbeat >= 0:
+            raise ValueError(f"--heartbeat takes a number of seconds (0: never), got {heartbeat}")
+        if batch_timeout is not None and not batch_timeout > 0:
+            raise ValueError(f"--batch-timeout takes a positive number of seconds, got {batch_timeout}")
         image_cache, mirror, baseline = value("dataset-cache"), value("weights-dir"), value("baseline")
         source = SourceOptions(
             source=value("dataset") or str(EMBEDDED),
@@ -143,6 +150,8 @@ class Settings:
             strict_baseline=value("strict-baseline"),
             snapshot_dir=rootdir / (value("snapshot-dir") or snapshot_ini or DEFAULT_SNAPSHOT_DIR),
             snapshot_rtol=value("snapshot-rtol"),
+            heartbeat=heartbeat or None,
+            batch_timeout=batch_timeout,
             narrowed=narrowing_options(value),
             import_dirs=tuple(dict.fromkeys((invocation_dir, rootdir))),
             command=shlex.join(["pytest", *args]),

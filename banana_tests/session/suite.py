@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from banana_tests.cases import CaseKey
+from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.session.settings import Device, Settings, settings_of
+from banana_tests.session.terminal_line import terminal_line
 from banana_tests.trajectories.plan import CasePlan, plan_cases
 from banana_tests.trajectories.records import DataError, DataWarning, Problem, Record
 from banana_tests.trajectories.selection import Selection
@@ -106,6 +108,7 @@ class Scoring:
     settings: Settings
     metrics: dict[str, MetricSpec]
     named: frozenset[str]  # metrics the user named, not chosen by `offline` or `all`
+    say: Callable[[str], None] = to_stderr  # a line on the terminal from a running test
     _book: ScoreBook | None = None
     _scorers: dict[str, Scorer] = field(default_factory=dict)
     _prepared: bool = False
@@ -135,7 +138,10 @@ class Scoring:
             settings = self.settings
             cache = ScoreCache(settings.cache_dir) if settings.cache_dir is not None else None
             images = ImageStore(settings.image_budget_mib * 2**20, settings.max_pixels)
-            self._book = ScoreBook(resolve_device(settings.device), images, loader=tuned_load, cache=cache)
+            watch = BatchWatch(settings.heartbeat, settings.batch_timeout, self.say)
+            self._book = ScoreBook(
+                resolve_device(settings.device), images, loader=tuned_load, cache=cache, watch=watch
+            )
         return self._book
 
     def scorer(self, metric: str) -> Scorer:
@@ -172,12 +178,13 @@ class SuiteState:
     _prefetched: set[str] = field(default_factory=set)  # metrics whose needed records were scored
 
     @classmethod
-    def from_settings(cls, settings: Settings, metrics: list[MetricSpec]) -> SuiteState:
+    def from_settings(
+        cls, settings: Settings, metrics: list[MetricSpec], say: Callable[[str], None] = to_stderr
+    ) -> SuiteState:
         by_name = {s.name: s for s in metrics}
         named = named_metrics(settings.metric, metrics)
-        return cls(
-            settings, by_name, CasePlanning(settings, tuple(by_name)), Scoring(settings, by_name, named)
-        )
+        scoring = Scoring(settings, by_name, named, say)
+        return cls(settings, by_name, CasePlanning(settings, tuple(by_name)), scoring)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> SuiteState:
@@ -189,7 +196,7 @@ class SuiteState:
             raise pytest.UsageError(str(exc)) from exc
         if settings.device is Device.CUDA and not _gpu_driver():
             raise pytest.UsageError(NO_CUDA + " (no GPU driver)")
-        return cls.from_settings(settings, metrics)
+        return cls.from_settings(settings, metrics, terminal_line(config))
 
     @property
     def source(self) -> SourceOptions:

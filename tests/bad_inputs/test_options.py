@@ -39,6 +39,8 @@ ROWS: dict[str, tuple[list[str], str]] = {
     "device-cuda-without-cuda": (["--device=cuda"], "--device=cuda: CUDA is not available on this machine"),
     "metric-unknown": (["--metric=brisk"], "unknown metric 'brisk'. Did you mean 'brisque'?"),
     "weights-dir-missing": (["--weights-dir=nowhere"], "--weights-dir=nowhere: no such directory"),
+    "heartbeat-negative": (["--heartbeat=-1"], "--heartbeat takes a number of seconds (0: never), got -1.0"),
+    "batch-timeout-zero": (["--batch-timeout=0"], "--batch-timeout takes a positive number of seconds"),
 }
 
 

@@ -1,0 +1,271 @@
+"""A metric that misbehaves, and a cache folder that refuses files (issue 25): one row each.
+
+Each row runs the shipped suite (`--pyargs banana_tests`) in a subprocess on a tiny set, with
+`misbehaving`, a numpy-only metric told by environment variables what to do: interrupt itself,
+call sys.exit, return NaN for or sleep on marked images (top-left pixel (1, 2, 3)). A stop must
+end the run with exit 2 in every family of cases; a bad score or a slow batch must error the
+cases of those images only, naming each image and record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.conftest import suite_folder
+
+MISBEHAVING = """
+import math, os, signal, sys, time
+
+from metrics_under_test.examples import laplacian_variance
+from metrics_under_test.protocol import metric
+
+CALLS = [0]
+
+
+@metric("misbehaving", lower_better=False, score_range=(0.0, 2000.0))
+def misbehaving(images):
+    CALLS[0] += 1
+    act = os.environ.get("MISBEHAVE", "")
+    marked = [img[0, 0].tolist() == [1, 2, 3] for img in images]
+    if CALLS[0] == int(os.environ.get("MISBEHAVE_AT", "1")):
+        if act == "sigint":
+            os.kill(os.getpid(), signal.SIGINT)
+        if act == "exit":
+            sys.exit(3)
+    if act == "sleep" and any(marked):
+        time.sleep(float(os.environ["SLEEP"]))
+    scores = laplacian_variance(images)
+    if act == "nan":
+        return [math.nan if m else s for m, s in zip(marked, scores)]
+    return scores
+"""
+METRIC = "--metric=misbehaving:misbehaving"
+# The options that run one family of the shipped cases, and the call to misbehave on: the first
+# call is the probe when the metric is built, the second scores the family's first batch.
+FAMILIES = {
+    "delta": (["-k", "test_detects_degradation"], 2),
+    "snapshot": (["-k", "test_scores_match_snapshot"], 2),
+    "trend": (["--trend", "-k", "test_trend_detects_degradation"], 2),
+    # the third example, after two that fail (noise sharpens the Laplacian): hypothesis folded a
+    # KeyboardInterrupt there into "2 distinct failures" and the run went on
+    "control": (["-k", "test_detects_control_degradation and gaussian_noise"], 4),
+}
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    folder = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
+    (folder.path / "misbehaving.py").write_text(MISBEHAVING)
+    return folder
+
+
+def run(suite: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return suite.runpytest_subprocess(
+        "--pyargs", "banana_tests", "--dataset=data", METRIC, "--no-cache", "-p", "no:randomly", *args
+    )
+
+
+@pytest.mark.parametrize("stop", ["sigint", "exit"])
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_a_stop_ends_the_run_with_exit_2(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, family: str, stop: str
+) -> None:
+    options, at = FAMILIES[family]
+    monkeypatch.setenv("MISBEHAVE", stop)
+    monkeypatch.setenv("MISBEHAVE_AT", str(at))
+
+    result = run(suite, *options)
+
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    if stop == "sigint":
+        assert "KeyboardInterrupt" in output and "distinct failures" not in output
+    else:
+        assert "misbehaving called sys.exit(3) while scoring; the run stops" in output
+
+
+def mark(root: Path, file_name: str, size: tuple[int, int] | None = None) -> None:
+    """Give one image the marked top-left pixel (and another size, if given), its sha256 updated."""
+    path = root / file_name
+    image = np.asarray(Image.open(path).convert("RGB")).copy()
+    if size is not None:
+        image = np.asarray(Image.fromarray(image).resize(size)).copy()
+    image[0, 0] = (1, 2, 3)
+    Image.fromarray(image).save(path)
+    rows = [json.loads(line) for line in (root / "metadata.jsonl").read_text().splitlines()]
+    for row in rows:
+        if row["file_name"] == file_name:
+            row["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def line_of(root: Path, file_name: str) -> str:
+    rows = [json.loads(line)["file_name"] for line in (root / "metadata.jsonl").read_text().splitlines()]
+    return f"metadata.jsonl:{rows.index(file_name) + 1} ({root / file_name})"
+
+
+def outcomes(path: Path) -> dict[str, tuple[str, str]]:
+    """Case id -> (outcome, message) from a JUnit report."""
+    out = {}
+    for case in ET.parse(path).iter("testcase"):
+        kid = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
+        name = str(case.get("name"))
+        out[name[name.index("[") + 1 : -1]] = (
+            "passed" if kid is None else kid.tag,
+            "" if kid is None else f"{kid.get('message', '')}\n{kid.text or ''}",
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Row:
+    """Marks the images `marked` (resized to `size`), empties `emptied`, sets MISBEHAVE to `act`;
+    the cases `errored` error and name each image of `named` with its record and `says`."""
+
+    act: str
+    marked: tuple[str, ...] = ()
+    emptied: tuple[str, ...] = ()
+    size: tuple[int, int] | None = None
+    options: tuple[str, ...] = ()
+    errored: frozenset[str] = frozenset()
+    named: tuple[str, ...] = ()
+    says: str = ""
+
+
+A5 = ("alpha/run0/step005.png", "alpha/run1/step005.png")
+ROWS = {
+    # a NaN named a batch position and errored every case of the metric
+    "non-finite score": Row(
+        "nan",
+        marked=A5[:1],
+        errored=frozenset({"misbehaving-alpha-step5"}),
+        named=A5[:1],
+        says="metric 'misbehaving' scored it nan, not a finite number",
+    ),
+    # under the run mean, a case named only its first bad record
+    "two bad records in one mean": Row(
+        "",
+        emptied=A5,
+        errored=frozenset({"misbehaving-alpha-step5"}),
+        named=A5,
+        says="2 records cannot be scored: ",
+    ),
+    "a bad reference and a bad step in one run": Row(
+        "",
+        emptied=("beta/run1/step001.png", "beta/run1/step010.png"),
+        options=("--aggregate=per-run",),
+        errored=frozenset({f"misbehaving-beta-run1-step{s}" for s in (5, 10, 20)}),
+        named=("beta/run1/step001.png",),
+        says="image file is empty",
+    ),
+    # a batch past --batch-timeout errors its images' cases; the other batch still scores
+    "batch over the time limit": Row(
+        "sleep",
+        marked=A5[:1],
+        size=(64, 48),
+        options=("--batch-timeout=1",),
+        errored=frozenset({"misbehaving-alpha-step5"}),
+        named=A5[:1],
+        says="no score within --batch-timeout=1: misbehaving's batch of 1 image(s) was stopped after 1 s",
+    ),
+}
+
+
+@pytest.mark.parametrize("row", ROWS.values(), ids=list(ROWS))
+def test_a_bad_score_errors_only_its_cases_naming_each_record(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, row: Row
+) -> None:
+    data = suite.path / "data"
+    for file_name in row.marked:
+        mark(data, file_name, row.size)
+    for file_name in row.emptied:
+        (data / file_name).write_bytes(b"")
+    monkeypatch.setenv("MISBEHAVE", row.act)
+    monkeypatch.setenv("SLEEP", "30")
+
+    result = run(suite, "-k", "test_detects_degradation", "--junitxml=j.xml", *row.options)
+
+    cases = outcomes(suite.path / "j.xml")
+    assert {case for case, (outcome, _) in cases.items() if outcome == "error"} == row.errored
+    others = [outcome for case, (outcome, _) in cases.items() if case not in row.errored]
+    assert others and set(others) <= {"passed", "failure"}
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    for case in row.errored:
+        message = cases[case][1]
+        assert row.says in message, message
+        for file_name in row.named:
+            assert line_of(data, file_name).removeprefix("metadata.jsonl") in message, message
+    for file_name in set(row.emptied) - set(row.named):  # a step's image, in its own cases
+        assert any(str(data / file_name) in cases[c][1] for c in row.errored)
+
+
+def test_a_long_batch_prints_a_heartbeat(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    mark(suite.path / "data", A5[0], (64, 48))
+    monkeypatch.setenv("MISBEHAVE", "sleep")
+    monkeypatch.setenv("SLEEP", "2.6")
+
+    result = run(suite, "-k", "alpha-step5 and test_detects_degradation", "--heartbeat=1", "-n", "2")
+
+    lines = [line for line in result.stderr.lines if "still scoring" in line]
+    assert [line.rsplit(", ", 1)[1] for line in lines] == ["1 s so far", "2 s so far"]
+    assert lines[0].startswith("banana-tests: misbehaving still scoring a batch of 1 image(s) (")
+    assert str(suite.path / "data" / A5[0]) in lines[0]
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)  # a verdict, no error
+    assert not {"error", "errors"} & result.parseoutcomes().keys()
+    quiet = run(suite, "-k", "alpha-step5 and test_detects_degradation", "--heartbeat=0")
+    assert "still scoring" not in quiet.stderr.str() + quiet.stdout.str()
+
+
+def test_an_unwritable_cache_folder_errors_only_the_metrics_that_need_files(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a mirror to stage from and a TORCH_HOME that refuses writes, collection died with a
+    raw PermissionError (exit 2, no case ran); now brisque's cases error and piqe's run."""
+    from tests.bad_inputs.test_cache_images import read_only_folder
+
+    mirror = suite.path / "mirror"
+    mirror.mkdir()
+    (mirror / "brisque_svm_weights.pth").write_bytes(b"never read: staging fails first")
+    refusing = read_only_folder(suite.path) / "torch"
+    monkeypatch.setenv("TORCH_HOME", str(refusing))
+    monkeypatch.setenv("BANANA_WEIGHTS_DIR", str(mirror))
+
+    result = suite.runpytest_subprocess(
+        "--pyargs", "banana_tests", "--dataset=data", "--metric=brisque,piqe", "--no-cache",
+        "--seed-image=alpha", "--steps=5", "-k", "test_detects_degradation", "--junitxml=j.xml",
+    )  # fmt: skip
+
+    cases = outcomes(suite.path / "j.xml")
+    assert cases["piqe-alpha-step5"][0] in ("passed", "failure"), result.stdout.str()[-2000:]
+    outcome, message = cases["brisque-alpha-step5"]
+    assert outcome == "error"
+    folder = refusing / "hub" / "pyiqa"
+    assert f"brisque: cannot stage brisque_svm_weights.pth from {mirror} into {folder}" in message
+    assert "set TORCH_HOME to a writable folder" in message
+
+
+def test_staging_into_a_refusing_folder_names_it_for_the_metric_that_needs_it(tmp_path: Path) -> None:
+    from metrics_under_test.weights import REFUSED, UnwritableCache, check_staged, stage
+    from tests.bad_inputs.test_cache_images import read_only_folder
+
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "a.pth").write_bytes(b"a")
+    refused, fine = read_only_folder(tmp_path) / "hub" / "a.pth", tmp_path / "cache" / "a.pth"
+    try:
+        assert stage(mirror, [("a.pth", refused), ("a.pth", fine)]) == ["a.pth"]
+        assert fine.read_bytes() == b"a"
+        check_staged("other", [fine])
+        expected = f"^m: cannot stage a.pth from {mirror} into {refused.parent}"
+        with pytest.raises(UnwritableCache, match=expected):
+            check_staged("m", [fine, refused])
+    finally:
+        REFUSED.pop(refused, None)
