@@ -366,6 +366,55 @@ def test_a_csv_cell(tmp_path: Path, column: str, cell: str, says: str) -> None:
     assert says in errors["a-5"] and f"set.csv row {row}" in errors["a-5"]
 
 
+# Foreign layouts (no `variant` field, read row by row from their files): a bad line or row is an
+# error naming it on the cases it could touch, here a-5, whose record it held; it used to stop the read.
+def foreign(kind: str, bad: str) -> Callable[[Path], Path]:
+    def write(tmp_path: Path) -> Path:
+        lines = [json.loads(line) for line in base_lines()]
+        rows: list[Any] = [{k: v for k, v in r.items() if k != "variant"} for r in lines]
+        target = tmp_path / "set"
+        target.mkdir()
+        if kind == "metadata.jsonl":
+            text = [json.dumps(r) for r in rows]
+            text[4] = bad
+            (target / kind).write_text("\n".join(text) + "\n")
+            return target
+        if kind == "set.csv":
+            cells = [",".join(str(v) for v in r.values()) for r in rows]
+            cells[4] = bad
+            (target / kind).write_text(",".join(rows[0]) + "\n" + "\n".join(cells) + "\n")
+        else:
+            rows[4] = json.loads(bad)
+            (target / kind).write_text(json.dumps(rows))
+        return target / kind
+
+    return write
+
+
+FOREIGN = {  # writes the set, what a-5's error says
+    "torn line of a metadata.jsonl without variant": (
+        foreign("metadata.jsonl", '{"file_name": "a/run1/step005.png", "seed_image": "a", "run": 1, "st'),
+        "metadata.jsonl:5: not JSON",
+    ),
+    "CSV row with more cells than the header": (
+        foreign("set.csv", "a/run1/step005.png,a,1,5,extra"),
+        "set.csv row 5: 5 cells for the 4 columns of the header",
+    ),
+    "JSON array item that is not an object": (
+        foreign("set.json", "5"),
+        "set.json row 5: a row must be a JSON object, got int",
+    ),
+}
+
+
+@pytest.mark.parametrize("write, says", FOREIGN.values(), ids=list(FOREIGN))
+def test_a_bad_row_of_a_foreign_layout(tmp_path: Path, write: Callable[[Path], Path], says: str) -> None:
+    plans, _ = planned(write(tmp_path), Selection(steps=TESTED))
+    errors = {name(p): p.error for p in plans if p.error}
+    assert list(errors) == ["a-5"]
+    assert MISSING_A5 in errors["a-5"] and says in errors["a-5"]
+
+
 # End to end: the suite itself, its exit code and the outcome of every case in its JUnit XML.
 E2E: dict[str, tuple[Spoil, int, set[str], str]] = {  # spoil, exit code, error cases, what the output says
     "null line in place of a record": (replace(5, b"null\n"), 1, {"a-5"}, "metadata.jsonl:5: a line must be"),
