@@ -1,10 +1,11 @@
-"""A case's identity, defined once: test ids, JUnit properties, the matrix and baselines use it."""
+"""A case's identity and its record's vocabulary, defined once: test ids, the JUnit property
+names (`Field`), the matrix and baselines use them."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum, StrEnum
 
 _ID = re.compile(r"^(?P<head>.+)-step(?P<step>\d+)$")
 _RUN = re.compile(r"^(?P<head>.+)-run(?P<run>\d+)$")
@@ -13,6 +14,42 @@ _XDIST_GROUP = re.compile(r"@[^\]@]+$")
 
 CASE_FIXTURE = "banana_case"  # the indirect parameter that carries a case's key
 TREND_FIXTURE = "banana_trend"  # the indirect parameter that carries a trend key
+
+SCHEMA = 2
+"""The record's version; bump it when a field changes meaning or goes away (adding one is fine)."""
+
+
+class CaseKind(Enum):
+    """What a case checks: a Δ cell of the matrix, a trend over steps, or a control distortion."""
+
+    DELTA = "delta"
+    TREND = "trend"
+    CONTROL = "control"
+
+
+class Field(StrEnum):
+    """The JUnit property names of a case record, in the order they are written."""
+
+    RECORD = "banana_record"  # `<kind>/<schema>`: what makes a testcase one of the suite's
+    METRIC = "metric"
+    SEED_IMAGE = "seed_image"
+    STEP = "step"
+    RUN = "run"
+    DISTORTION = "distortion"
+    REFERENCE_STEP = "reference_step"
+    # Δ figures (Verdict.properties)
+    DELTA = "delta"
+    SCORE_REFERENCE = "score_reference"
+    SCORE_STEP = "score_step"
+    NORM_REFERENCE = "norm_reference"
+    NORM_STEP = "norm_step"
+    RUNS = "runs"
+    SCORE_CACHED = "score_cached"
+    # trend figures (Trend.properties)
+    SPEARMAN = "spearman"
+    FIRST_DETECTION_STEP = "first_detection_step"
+    TREND_STEPS = "trend_steps"
+    TREND_SERIES = "trend_series"
 
 
 @dataclass(frozen=True, order=True)
@@ -48,19 +85,6 @@ class CaseKey:
             if head.startswith(metric + "-"):
                 return cls(metric, head[len(metric) + 1 :], step, run)
         raise ValueError(f"case id {test_id!r} names none of the metrics {sorted(metrics)}")
-
-    def as_properties(self) -> dict[str, str]:
-        props = {"metric": self.metric, "seed_image": self.seed_image, "step": str(self.step)}
-        if self.run is not None:
-            props["run"] = str(self.run)
-        return props
-
-    @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> CaseKey:
-        run = props.get("run")
-        return cls(
-            props["metric"], props["seed_image"], int(props["step"]), None if run is None else int(run)
-        )
 
 
 def metric_of_id(test_id: str, metrics: list[str] | tuple[str, ...]) -> str | None:

@@ -218,35 +218,30 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 def banana_trend(request: pytest.FixtureRequest, banana_metric: Scorer) -> Trend:
     """One (metric, seed image) trend measured with `banana_metric`, with its JUnit properties;
     skips when the metric cannot load (see banana_tests.session.scorer.load_or_skip)."""
-    from banana_tests.session.reporter import _measured, _recorder, _run_properties
+    from banana_tests.session.reporter import measured
+    from banana_tests.verdicts.record import CaseRecord
 
     state = request.config.stash[STATE]
     plan = state.trends[request.param]
-    return _measured(
-        _recorder(request),
-        plan.key.as_properties(),
-        plan.reference_step,
-        _run_properties(request.config),
-        lambda: state.trend_of(plan.key, banana_metric),
-    )
+    record = CaseRecord(plan.key, plan.reference_step)
+    return measured(request, record, lambda: state.trend_of(plan.key, banana_metric))
 
 
 @pytest.fixture
 def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdict:
     """The case's verdict, Δ by `banana_metric.delta`, with its JUnit properties recorded; skips
     when the metric cannot load (see banana_tests.session.scorer.load_or_skip)."""
-    from banana_tests.session.reporter import _measured, _recorder, _run_properties
+    from banana_tests.cases import Field
+    from banana_tests.session.reporter import measured, record_figure
+    from banana_tests.verdicts.record import CaseRecord
     from banana_tests.verdicts.verdict import Verdict
 
     state = request.config.stash[STATE]
     plan = state.plans[request.param]
-    record_property = _recorder(request)
-    verdict = _measured(
-        record_property,
-        plan.key.as_properties(),
-        plan.reference_step,
-        _run_properties(request.config),
+    verdict = measured(
+        request,
+        CaseRecord(plan.key, plan.reference_step),
         lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key, banana_metric)),
     )
-    record_property("score_cached", state.score_cached(plan.key))
+    record_figure(request, Field.SCORE_CACHED, state.score_cached(plan.key))
     return verdict

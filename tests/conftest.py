@@ -108,6 +108,13 @@ def make_set(tmp_path: Path) -> MakeSet:
     return make
 
 
+def assert_outcomes(result: pytest.RunResult, *, missed: int = 0, **outcomes: int) -> None:
+    """pytester's `assert_outcomes`, with the suite's failing verdicts counted apart: pytest files
+    them as `missed` (banana_tests.session.reporter.MISSED), its other failures as `failed`."""
+    result.assert_outcomes(**outcomes)
+    assert result.parseoutcomes().get("missed", 0) == missed, result.parseoutcomes()
+
+
 def parse_matrix(text: str) -> dict[tuple[str, str], str]:
     """The terminal failure matrix cell by cell: (row, metric) -> label, the row a seed image or
     `total`. After the legend, each block of columns has a header line (indented: its first column

@@ -22,9 +22,10 @@ from banana_tests.verdicts.baseline import (
     write_baseline,
 )
 from banana_tests.verdicts.matrix import Cell, Matrix
+from banana_tests.verdicts.record import CaseRecord
 from banana_tests.verdicts.trend import TrendKey
 from metrics_under_test.table2 import PAPER_METRICS
-from tests.conftest import SUITE_MODULE, suite_folder
+from tests.conftest import SUITE_MODULE, assert_outcomes, suite_folder
 
 # The paper's published failure counts (Δ ≥ 0 out of 36 cells), by paper name.
 PUBLISHED = {
@@ -90,7 +91,9 @@ def matrix_of(xml: Path) -> Matrix:
         kids = {c.tag for c in tc}
         outcome = "failed" if "failure" in kids else "skipped" if "skipped" in kids else "passed"
         props = {p.get("name", ""): p.get("value", "") for p in tc.iter("property")}
-        cells.append(Cell.from_properties(outcome, props))
+        record = CaseRecord.read(props)
+        assert record is not None, props
+        cells.append(record.cell(outcome))
     return Matrix.of(cells)
 
 
@@ -99,7 +102,7 @@ ARGS = ("--dataset=data", "--metric=piqe", "--steps=1,20", "--reference-step=5")
 
 def test_baseline_gates_new_failures_and_fixed_cells(gated: pytest.Pytester) -> None:
     first = gated.runpytest_subprocess(*ARGS, "--junitxml=j.xml")
-    first.assert_outcomes(failed=2, passed=2)
+    assert_outcomes(first, missed=2, passed=2)
     matrix = matrix_of(gated.path / "j.xml")
     write_baseline(matrix, gated.path / "base.json")
     failing = load_baseline(gated.path / "base.json")
@@ -112,9 +115,11 @@ def test_baseline_gates_new_failures_and_fixed_cells(gated: pytest.Pytester) -> 
 
     dump_baseline(failing - {CaseKey("piqe", "beta", 1)}, gated.path / "older.json")
     new = gated.runpytest_subprocess(*ARGS, "--baseline=older.json")
-    new.assert_outcomes(xfailed=1, failed=1, passed=2)
+    assert_outcomes(new, xfailed=1, missed=1, passed=2)
     assert new.ret == pytest.ExitCode.TESTS_FAILED
-    new.stdout.fnmatch_lines(["FAILED *test_detects_degradation[[]piqe-beta-step1[]]*"])
+    new.stdout.fnmatch_lines(
+        ["*banana-tests: 1 failing verdicts*", "piqe did not detect the degradation of beta at step 1*"]
+    )
 
     dump_baseline(failing | passing, gated.path / "stale.json")
     fixed = gated.runpytest_subprocess(*ARGS, "--baseline=stale.json")
@@ -211,7 +216,7 @@ def test_a_baseline_written_from_a_run_makes_that_run_pass(
     args += ["-o", "junit_family=xunit1", "-p", "no:cacheprovider"]
     first = pytester.runpytest_subprocess(*args, "--junitxml=j.xml")
     assert first.ret == pytest.ExitCode.TESTS_FAILED
-    failed = first.parseoutcomes()["failed"]
+    failed = first.parseoutcomes()["missed"]
     path = pytester.path
     assert (
         main(

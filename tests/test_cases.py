@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from banana_tests.cases import CaseKey, strip_xdist_group
+from banana_tests.verdicts.record import CaseRecord
 
 
 @pytest.mark.parametrize(
@@ -17,7 +18,8 @@ def test_test_id_round_trips(key: CaseKey) -> None:
     metrics = ["brisque", "topiq_nr", "topiq_nr-flive", "clipiqa+"]
     assert key.test_id.endswith(f"-step{key.step}")
     assert CaseKey.from_test_id(key.test_id, metrics) == key
-    assert CaseKey.from_properties(key.as_properties()) == key
+    record = CaseRecord(key, 1)
+    assert CaseRecord.read(dict(record.properties())) == record
 
 
 def test_ids_of_the_brief_shape() -> None:

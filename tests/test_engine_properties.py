@@ -8,8 +8,9 @@ import re
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from banana_tests.cases import CaseKey
+from banana_tests.cases import CaseKey, Field
 from banana_tests.verdicts.gaps import gap, run_mean
+from banana_tests.verdicts.record import CaseRecord
 from metrics_under_test.registry import catalog
 from metrics_under_test.scale import Scale
 
@@ -100,5 +101,6 @@ def test_test_id_round_trips(key: CaseKey) -> None:
 
 
 @given(case_keys)
-def test_properties_round_trip(key: CaseKey) -> None:
-    assert CaseKey.from_properties(key.as_properties()) == key
+def test_a_record_round_trips_through_its_properties(key: CaseKey) -> None:
+    record = CaseRecord(key, 1, {Field.DELTA: "-1.5", Field.RUNS: "2"})
+    assert CaseRecord.read(dict(record.properties())) == record

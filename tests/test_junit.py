@@ -9,7 +9,7 @@ from xml.sax.saxutils import quoteattr
 import pytest
 
 from banana_tests.cases import CaseKey
-from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, read_junit
+from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, describe_replacements, read_junit
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.trend import TrendKey
 
@@ -21,11 +21,16 @@ def case(
     child: str = "",
     name: str | None = None,
     variant: str | None = "replicate",
+    record: str | None = None,
     **props: str,
 ) -> str:
-    """A testcase as the suite's plugin writes it (xunit1 shape), with its properties; `variant`
-    None leaves the run's facts out, as on every case of a process but its first."""
+    """A testcase as the suite's plugin writes it (xunit1 shape), with its properties. Without
+    `record` in the layout of banana-tests up to f958bf8 (schema 1), where `variant` None leaves
+    the run's facts out, as on every case of a process but its first; with `record` (e.g.
+    "delta/2") as this version writes it, `banana_record` first."""
     allprops = {"metric": metric, "seed_image": seed, "step": str(step), **props}
+    if record is not None:
+        allprops = {"banana_record": record, **allprops}
     if variant is not None:
         allprops["variant"] = variant
     body = "".join(f"<property name={quoteattr(k)} value={quoteattr(v)} />" for k, v in allprops.items())
@@ -204,7 +209,7 @@ def test_runs_are_kept_apart(tmp_path: Path) -> None:
         (
             "<testsuites><testsuite><testcase name='test_detects_degradation[piqe-a-step5]' />"
             "</testsuite></testsuites>",
-            "lacks the suite's properties",
+            "a delta record without its 'metric' property",
         ),
         ("<testsuite timestamp='yesterday'><testcase name='t' /></testsuite>", "timestamp 'yesterday'"),
     ],
@@ -284,3 +289,140 @@ def test_an_attribute_longer_than_the_suite_writes_is_refused(tmp_path: Path) ->
     path = junit(tmp_path / "x.xml", case("piqe", "alpha", 5, delta="-1.0", note="x" * (MAX_ATTRIBUTE + 1)))
     with pytest.raises(JUnitError, match=r"x\.xml: attribute 'value' of <property> 'note' holds 1,048,577"):
         read_junit([path])
+
+
+# ---- the case record (schema 2), and files written before it (schema 1: f958bf8) ----
+
+LEGACY = Path(__file__).resolve().parent / "junit_f958bf8"
+"""JUnit files written by banana-tests f958bf8: `mean.xml` by the suite's Δ, trend and control
+cases (`--trend`, two seed images, LEGACY_ARGS), `per_run.xml` by `--aggregate=per-run`."""
+LEGACY_METRIC = """
+from metrics_under_test.examples import laplacian_variance
+from metrics_under_test.protocol import metric
+
+
+@metric("sharpness_lower", lower_better=True, score_range=(0.0, 2000.0), cost="fast")
+def sharpness_lower(images):
+    return laplacian_variance(images)
+"""
+LEGACY_ARGS = (
+    "--metric=laplacian_variance,lc_metrics:sharpness_lower",
+    "--trend",
+    "-k",
+    "(astronaut or brick or control) and not snapshot",
+)
+
+
+def suite_facts(*facts: tuple[str, str]) -> str:
+    return (
+        "<properties>"
+        + "".join(f"<property name={quoteattr(k)} value={quoteattr(v)} />" for k, v in facts)
+        + "</properties>"
+    )
+
+
+def test_a_case_is_recognised_by_its_record_not_by_names(tmp_path: Path) -> None:
+    """A renamed test function keeps its cases; in a file of this version, a testcase without a
+    record is another test's, whatever its name and properties."""
+    ours = case("piqe", "alpha", 5, record="delta/2", name="test_renamed[piqe-alpha-step5]", delta="-1.0")
+    lookalike = case("m", "s", 7, name="test_detects_degradation[m-s-step7]", reference_step="1", delta="3.0")
+    reading = read_junit([junit(tmp_path / "x.xml", ours, lookalike)])
+    assert list(reading.matrix.cells) == [CaseKey("piqe", "alpha", 5)]
+
+
+def test_a_foreign_test_recording_metric_seed_image_and_step_is_not_a_case(tmp_path: Path) -> None:
+    foreign = case("m", "s", 7, name="test_pass[3]", delta="1.0", variant=None)
+    with pytest.raises(JUnitError, match="without banana-tests cases"):
+        read_junit([junit(tmp_path / "x.xml", foreign)])
+
+
+def test_the_run_facts_are_the_testsuite_properties(tmp_path: Path) -> None:
+    """Written once by the process that writes the file; a case's other properties are no facts."""
+    facts = suite_facts(("variant", "nano"), ("command", "pytest -n 2"))
+    body = case("piqe", "alpha", 5, record="delta/2", variant="stray", delta="-1.0", device="x")
+    xml = tmp_path / "x.xml"
+    xml.write_text(f'<testsuites><testsuite name="pytest">{facts}{body}</testsuite></testsuites>')
+    assert read_junit([xml]).metadata == {"command": ["pytest -n 2"], "variant": ["nano"]}
+
+
+@pytest.mark.parametrize(
+    ("tag", "match"),
+    [
+        ("delta/3", r"written by a newer banana-tests \(record schema 3; this one reads up to 2\)"),
+        ("snapshot/2", r"banana_record 'snapshot/2': unknown kind 'snapshot' \(delta, trend, control\)"),
+        ("delta", r"banana_record 'delta' is not <kind>/<schema version>"),
+    ],
+)
+def test_a_record_this_version_cannot_read_is_named(tmp_path: Path, tag: str, match: str) -> None:
+    xml = junit(tmp_path / "x.xml", case("piqe", "alpha", 5, record=tag, delta="-1.0"))
+    with pytest.raises(
+        JUnitError, match=rf"x\.xml: testcase 'test_detects_degradation\[piqe-alpha-step5\]': {match}"
+    ):
+        read_junit([xml])
+
+
+def test_the_same_file_given_twice_is_read_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from banana_tests.cli import main
+
+    xml = junit(tmp_path / "x.xml", *(case("piqe", f"s{i:02d}", 5, delta="-1.0") for i in range(72)))
+    reading = read_junit([xml, tmp_path / "." / "x.xml"])
+    assert (reading.files, reading.repeated, reading.replaced) == ([xml], [xml], [])
+    assert main(["report", str(xml), str(xml), f"--out={tmp_path / 'out'}"]) == 0
+    assert capsys.readouterr().err.splitlines() == [f"{xml} is given more than once; it is read once"]
+
+
+def test_a_copy_of_a_file_is_said_in_one_line(tmp_path: Path) -> None:
+    xml = junit(tmp_path / "x.xml", *(case("piqe", f"s{i:02d}", 5, delta="-1.0") for i in range(72)))
+    copy = tmp_path / "copy.xml"
+    copy.write_bytes(xml.read_bytes())
+    changed = junit(
+        tmp_path / "later.xml", case("piqe", "s00", 5, "<failure />", delta="1.0"), timestamp=None
+    )
+    reading = read_junit([xml, copy, changed])
+    assert len(reading.replaced) == 73
+    assert describe_replacements(reading.replaced) == [
+        f"piqe-s00-step5: kept passed from {xml} (2026-01-01T10:00:00+00:00), replaced failed from "
+        f"{changed} (no timestamp)",
+        f"72 case(s) of {xml} are repeated in {copy} with the same results",
+    ]
+
+
+def test_a_file_of_f958bf8_reads_to_the_cells_this_version_writes(pytester: pytest.Pytester) -> None:
+    """The same cases run now: the same cells, trend series and control outcomes, and the run's
+    facts, which f958bf8 carried on the first case of each process."""
+    (pytester.path / "lc_metrics.py").write_text(LEGACY_METRIC)
+    suite = Path(__file__).resolve().parent.parent / "banana_tests"
+    result = pytester.runpytest_subprocess(
+        str(suite), *LEGACY_ARGS, "-p", "no:randomly", "--junitxml=now.xml"
+    )
+    assert result.ret == 1, result.stdout.str()  # laplacian_variance misses every step
+    old, now = read_junit([LEGACY / "mean.xml"]), read_junit([pytester.path / "now.xml"])
+    assert [(k, c.outcome, c.reference_step, c.runs) for k, c in old.matrix.cells.items()] == [
+        (k, c.outcome, c.reference_step, c.runs) for k, c in now.matrix.cells.items()
+    ]
+    assert len(old.matrix.cells) == 12 and {c.outcome for c in old.matrix.cells.values()} == {
+        "passed",
+        "failed",
+    }
+    for k, cell in old.matrix.cells.items():  # numpy's last digit may differ across machines
+        assert cell.delta == pytest.approx(now.matrix.cells[k].delta, rel=1e-9)
+    assert old.others == now.others and len(old.others) == 10  # 6 control and 4 trend cases
+    assert [(t.metric, t.seed_image, t.reference_step) for t in old.trends] == [
+        (t.metric, t.seed_image, t.reference_step) for t in now.trends
+    ]
+    facts = {"variant", "dataset", "versions", "device", "command", "date"}
+    assert old.metadata.keys() == now.metadata.keys() == facts
+    assert [old.metadata[k] for k in ("variant", "device")] == [
+        now.metadata[k] for k in ("variant", "device")
+    ]
+
+
+def test_a_per_run_file_of_f958bf8_reads_to_its_runs() -> None:
+    reading = read_junit([LEGACY / "per_run.xml"])
+    assert sorted(reading.matrix.cells) == [
+        CaseKey("laplacian_variance", "astronaut", step, run) for step in (5, 10, 20) for run in (0, 1, 2)
+    ]
+    assert {(c.outcome, c.runs, c.reference_step) for c in reading.matrix.cells.values()} == {
+        ("failed", 1, 1)
+    }
+    assert reading.metadata["variant"] == ["replicate"]

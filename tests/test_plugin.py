@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CASE_PROPERTIES, SHARED_MIRROR, junit_cases, parse_matrix
+from tests.conftest import CASE_PROPERTIES, SHARED_MIRROR, assert_outcomes, junit_cases, parse_matrix
 
 # Known by construction (tests/known_metrics.py): NOISE detects every step, REVERSED none.
 NOISE, REVERSED = "known_metrics:noise_level", "known_metrics:noise_level_reversed"
@@ -56,7 +56,7 @@ def test_failure_message_shows_both_scores(suite: pytest.Pytester) -> None:
     # The test images' noise grows with the step, and noise raises the Laplacian's variance, a
     # higher-is-better score: every case fails.
     result = suite.runpytest_subprocess("--dataset=data", "--metric=laplacian_variance", "--steps=20")
-    result.assert_outcomes(failed=2)
+    assert_outcomes(result, missed=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     for seed in ("alpha", "beta"):  # one line each: Δ, both raw and both normalised scores
         result.stdout.re_match_lines(
@@ -81,7 +81,7 @@ def test_per_run_aggregate_gives_one_case_per_run(suite: pytest.Pytester) -> Non
         for r in (0, 1)
     )
     assert {(o, p["runs"]) for o, p in got.values()} == {("failure", "1")}
-    result.assert_outcomes(failed=4)
+    assert_outcomes(result, missed=4)
     assert parse_matrix(result.stdout.str())[("total", "noise_level_reversed")] == "4/4"
 
 
@@ -180,7 +180,7 @@ def test_a_missing_reference_step_errors_only_its_cases(suite: pytest.Pytester) 
     got = junit_cases(suite.path / "j.xml")
     assert {o for k, (o, _) in got.items() if "-beta-" in k} == {"error"}
     assert {o for k, (o, _) in got.items() if "-alpha-" in k} == {"failure"}
-    result.assert_outcomes(failed=3, errors=3)
+    assert_outcomes(result, missed=3, errors=3)
     assert parse_matrix(result.stdout.str()) == {
         ("alpha", "noise_level_reversed"): "3/3",
         ("beta", "noise_level_reversed"): "E3",

@@ -18,6 +18,7 @@ from banana_tests.cli import main
 from banana_tests.reports.junit import RUN_PROPERTIES, JUnitError, read_junit
 from banana_tests.reports.trends import TrendSeries
 from banana_tests.session.versions import package_versions
+from banana_tests.verdicts.record import CaseRecord
 from banana_tests.verdicts.trend import Trend, TrendKey
 from tests.conftest import write_set
 
@@ -68,8 +69,7 @@ def test_trend_series_round_trips_through_the_property() -> None:
         ((1, 61.25), (5, 58.5), (10, 40.125)),
         ((1, 60.0, 62.5), (5, 57.0, 60.0), (10, 39.0, 41.25)),
     )
-    props = {**t.key.as_properties(), "reference_step": "1", **t.properties()}
-    series = TrendSeries.from_properties(props)
+    series = TrendSeries.from_properties(dict(CaseRecord(t.key, 1, t.properties()).properties()))
     assert series.rows == ((1, 61.25, 60.0, 62.5), (5, 58.5, 57.0, 60.0), (10, 40.125, 39.0, 41.25))
     assert series.reference == t.reference == 61.25
     assert (series.metric, series.seed_image) == ("piqe", "alpha")
@@ -90,14 +90,14 @@ def test_each_trend_case_records_its_series_in_line_with_its_delta_cases(run: tu
     data, xml = run
     props = cases(xml)
     deltas = {(p["seed_image"], int(p["step"])): p for p in props if "step" in p and "delta" in p}
-    trends = [p for p in props if p.get("kind") == "trend"]
+    trends = [p for p in props if p.get("banana_record") == "trend/2"]
     assert sorted(p["seed_image"] for p in trends) == list(SEEDS)
     assert {p["metric"] for p in props} == {"noise_level"}
     assert [float(p["spearman"]) for p in trends] == [-1.0, -1.0]  # the noise grows at every step
     assert [p["first_detection_step"] for p in trends] == ["5", "5"]
-    first, *rest = props  # the run's facts once per process; `report` carries them forward
-    assert (first["dataset"], first["versions"]) == (str(data), package_versions())
-    assert [RUN_PROPERTIES & p.keys() for p in rest] == [set()] * len(rest)
+    facts = {p.get("name"): p.get("value") for p in ET.parse(xml).iterfind("testsuite/properties/property")}
+    assert (facts["dataset"], facts["versions"]) == (str(data), package_versions())  # once, on the suite
+    assert [RUN_PROPERTIES & p.keys() for p in props] == [set()] * len(props)
     for p in trends:
         series = TrendSeries.from_properties(p)
         assert [r[0] for r in series.rows] == [1, 5, 10, 20]
@@ -136,5 +136,5 @@ def test_the_report_plots_each_seed_and_shows_the_run(run: tuple[Path, Path], tm
 
 
 def test_the_series_is_compact_json(run: tuple[Path, Path]) -> None:
-    text = next(p["trend_series"] for p in cases(run[1]) if p.get("kind") == "trend")
+    text = next(p["trend_series"] for p in cases(run[1]) if p.get("banana_record") == "trend/2")
     assert " " not in text and len(json.loads(text)) == 4

@@ -72,7 +72,7 @@ def test_trend_cases_record_their_properties_beside_the_matrix(
     trends = {n: p for n, p in props.items() if n.startswith("test_trend_detects_degradation")}
     assert sorted(trends) == [f"test_trend_detects_degradation[piqe-{s}]" for s in ("alpha", "beta")]
     for p in trends.values():
-        assert p["kind"] == "trend" and p["metric"] == "piqe" and p["trend_steps"] == "1,5,10,20"
+        assert p["banana_record"] == "trend/2" and p["metric"] == "piqe" and p["trend_steps"] == "1,5,10,20"
         assert -1.0 <= float(p["spearman"]) <= 1.0
         assert p["first_detection_step"] in ("none", "5", "10", "20")
     assert len(props) == 2 + 2 * 3

@@ -12,7 +12,7 @@ from xml.sax.saxutils import quoteattr
 
 import pytest
 
-from banana_tests.cases import CaseKey
+from banana_tests.cases import CaseKey, CaseKind
 from banana_tests.reports.junit import (
     MAX_ATTRIBUTE,
     JUnitError,
@@ -24,8 +24,9 @@ from banana_tests.trajectories.records import check_sha256, read_imagefolder
 from banana_tests.verdicts.baseline import BaselineError, ControlKey, dump_baseline, load_baseline
 from banana_tests.verdicts.gaps import Gap, gap, run_mean
 from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts, TrendTally
+from banana_tests.verdicts.record import CaseRecord
 from banana_tests.verdicts.trend import TrendKey
-from banana_tests.verdicts.verdict import Verdict, VerdictFailure, fail_verdict
+from banana_tests.verdicts.verdict import VERDICT_LINE, Verdict, fail_verdict
 from metrics_under_test.scale import Scale
 from tests.conftest import parse_matrix, write_set
 
@@ -88,7 +89,7 @@ def test_gap_averages_raw_scores_then_normalises() -> None:
         gap(Scale(0.0, 1.0, True), [1.0], [1.0, 2.0])
 
 
-def test_a_cell_from_properties_reads_every_field() -> None:
+def test_a_cell_from_a_record_reads_every_field() -> None:
     props = {
         "metric": "piqe",
         "seed_image": "alpha",
@@ -99,13 +100,12 @@ def test_a_cell_from_properties_reads_every_field() -> None:
         "reference_step": "1",
         "runs": "3",
     }
-    assert Cell.from_properties("passed", props, "msg") == Cell(KEY, "passed", -1.5, 2.5, 4.0, 1, 3, "msg")
-    bare = Cell.from_properties(
-        "skipped", {"metric": "piqe", "seed_image": "alpha", "step": "5", "delta": ""}
-    )
-    assert bare == Cell(KEY, "skipped")
+    record = CaseRecord.of(CaseKind.DELTA, props)
+    assert record.cell("passed", "msg") == Cell(KEY, "passed", -1.5, 2.5, 4.0, 1, 3, "msg")
+    bare = CaseRecord.of(CaseKind.DELTA, {"metric": "piqe", "seed_image": "alpha", "step": "5", "delta": ""})
+    assert bare.cell("skipped") == Cell(KEY, "skipped")
     with pytest.raises(ValueError, match="unknown outcome 'xfailed'"):
-        Cell.from_properties("xfailed", props)
+        record.cell("xfailed")
 
 
 @pytest.mark.parametrize(
@@ -315,13 +315,19 @@ def test_a_refused_baseline_says_what_is_wrong(tmp_path: Path, body: str, messag
 def test_a_verdict_fails_with_a_traceback_only_under_tb_long_or_fulltrace(
     tbstyle: str, fulltrace: bool, traceback: bool
 ) -> None:
+    """Through pytest's public `pytest.fail`: no private pytest class is subclassed."""
     config = SimpleNamespace(option=SimpleNamespace(tbstyle=tbstyle, fulltrace=fulltrace))
-    with pytest.raises(VerdictFailure) as caught:
+    with pytest.raises(pytest.fail.Exception) as caught:
         fail_verdict("the message", "Δ5 = +1.000 ≥ 0", config)  # type: ignore[arg-type]
+    assert type(caught.value) is pytest.fail.Exception
     assert caught.value.pytrace is traceback
-    assert caught.value.summary == "Δ5 = +1.000 ≥ 0"
-    assert str(caught.value) == "the message"
-    assert isinstance(caught.value, AssertionError)
+    if traceback:  # a normal failure, with the whole line as its text
+        assert (str(caught.value), getattr(caught.value, "__notes__", [])) == ("the message", [])
+        assert not hasattr(caught.value, VERDICT_LINE)
+    else:  # the figure as its text, the line once in its message and for the suite's summary
+        assert str(caught.value) == "Δ5 = +1.000 ≥ 0"
+        assert caught.value.__notes__ == ["the message"]
+        assert getattr(caught.value, VERDICT_LINE) == "the message"
 
 
 # ---- the matrix legend, folding, row cap and trend summary ----
@@ -369,17 +375,17 @@ def test_wide_matrices_fold_and_long_ones_show_the_worst_rows() -> None:
 
 def test_the_trend_summary_line_per_metric() -> None:
     t = TrendTally()
-    for props, outcome in (
-        ({"metric": "piqe", "spearman": "-0.5", "first_detection_step": "5"}, "passed"),
-        ({"metric": "piqe", "spearman": "0.25", "first_detection_step": ""}, "failed"),
-        ({"metric": "piqe", "spearman": "-1.0", "first_detection_step": "10"}, "passed"),
-        ({"metric": "piqe"}, "skipped"),
-        ({"metric": "piqe"}, "error"),
-        ({"metric": "ab"}, "error"),
-        ({"metric": "niqe", "spearman": "", "first_detection_step": "x"}, "failed"),
-        ({"metric": "nima", "spearman": "-0.75", "first_detection_step": "20"}, "passed"),
+    for metric, outcome, spearman, first in (
+        ("piqe", "passed", -0.5, "5"),
+        ("piqe", "failed", 0.25, ""),
+        ("piqe", "passed", -1.0, "10"),
+        ("piqe", "skipped", None, ""),
+        ("piqe", "error", None, ""),
+        ("ab", "error", None, ""),
+        ("niqe", "failed", None, "x"),
+        ("nima", "passed", -0.75, "20"),
     ):
-        t.add(props, outcome)
+        t.add(metric, outcome, spearman, first)
     assert t.lines() == [
         "ab    falling (ρ < 0) on 0/0 seed images (0 skipped, 1 errors)",
         "nima  falling (ρ < 0) on 1/1 seed images; ρ median -0.75 (-0.75 … -0.75); "
@@ -433,6 +439,7 @@ def control_xml(path: Path, message: str) -> Path:
 @pytest.mark.parametrize(
     ("message", "outcome"),
     [
+        ("Failed: normalised 1.00 ≥ 0.50", "failed"),
         ("VerdictFailure: piqe scored ...", "failed"),
         ("banana_tests.verdicts.verdict.VerdictFailure: piqe scored ...", "failed"),
         ("AssertionError: assert ...", "failed"),
@@ -445,14 +452,14 @@ def test_only_a_verdicts_failure_is_a_failed_control(tmp_path: Path, message: st
 
 
 def test_case_properties_are_not_run_metadata(tmp_path: Path) -> None:
+    """In a file of schema 1 the run's facts were case properties; nothing else on a case is."""
     from tests.test_junit import case, junit
 
     props = {"run": "0", "score_reference": "1.0", "score_step": "2.0", "delta": "1.0", "editor": "emulate"}
     props |= {"norm_reference": "1", "norm_step": "2", "runs": "1", "score_cached": "false"}
     xml = junit(tmp_path / "j.xml", case("piqe", "alpha", 5, "<failure message='AssertionError' />", **props))
     metadata = read_junit([xml]).metadata
-    assert (metadata["editor"], metadata["variant"]) == (["emulate"], ["replicate"])
-    assert not set(props) - {"editor"} & set(metadata)
+    assert metadata == {"date": ["2026-01-01 10:00:00+00:00"], "variant": ["replicate"]}
 
 
 def test_the_input_caps_are_inclusive(tmp_path: Path) -> None:
@@ -489,7 +496,9 @@ def test_read_records_are_frozen(tmp_path: Path) -> None:
     from tests.test_junit import case, junit
 
     xml = junit(tmp_path / "a.xml", case("piqe", "alpha", 5, delta="-1.0"))
-    reading = read_junit([xml, xml])
+    copy = tmp_path / "b.xml"
+    copy.write_bytes(xml.read_bytes())
+    reading = read_junit([xml, copy])
     [replacement] = reading.replaced
     other = SourcedOther(ControlKey("piqe", "jpeg"), "failed", datetime.now(UTC), (0, 0))
     trend = SourcedTrend(None, datetime.now(UTC), (0, 0))  # type: ignore[arg-type]
@@ -498,9 +507,9 @@ def test_read_records_are_frozen(tmp_path: Path) -> None:
             value.__setattr__(dataclasses.fields(value)[0].name, None)
 
 
-def test_an_error_cell_reads_from_properties() -> None:
+def test_an_error_cell_reads_from_a_record() -> None:
     props = {"metric": "piqe", "seed_image": "alpha", "step": "5"}
-    assert Cell.from_properties("error", props).outcome == "error"
+    assert CaseRecord.of(CaseKind.DELTA, props).cell("error").outcome == "error"
 
 
 def test_a_legend_over_mixed_cases_counts_only_real_runs() -> None:
@@ -534,7 +543,9 @@ def test_what_a_junit_file_counts_as_a_case(tmp_path: Path) -> None:
     series = "[[1,60.0,59.0,61.0],[5,50.0,49.0,51.0]]"
     xml = junit(
         tmp_path / "j.xml",
-        case("piqe", "alpha", 5, delta="-1.0", name="renamed_by_ci"),  # a `metric` property suffices
+        # schema 1: on `banana_case` under another name, the properties it always recorded suffice
+        case("piqe", "alpha", 5, delta="-1.0", reference_step="1", name="renamed_by_ci"),
+        case("piqe", "delta", 5, delta="-1.0", name="test_other"),  # no reference_step: another test
         case("piqe", "beta", 5, delta="-1.0", kind="snapshot"),  # another kind: not a Δ case
         case("piqe", "gamma", 0, name="t", kind="trend", reference_step="1", trend_series=series),
     )
@@ -553,9 +564,10 @@ def test_suite_properties_are_run_metadata_and_unstamped_files_say_so(tmp_path: 
 
     body = '<testsuite name="pytest"><properties><property name="host" value="ci-1"/></properties>'
     body += case("piqe", "alpha", 5, delta="-1.0") + "</testsuite>"
-    xml = tmp_path / "j.xml"
+    xml, copy = tmp_path / "j.xml", tmp_path / "copy.xml"
     xml.write_text(f"<testsuites>{body}</testsuites>")
-    reading = read_junit([xml, xml])
+    copy.write_text(f"<testsuites>{body}</testsuites>")
+    reading = read_junit([xml, copy])
     assert reading.metadata["host"] == ["ci-1"]
     assert f"{xml} (no timestamp)" in reading.replaced[0].describe()
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, read_junit
+from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, describe_replacements, read_junit
 from banana_tests.reports.trends import TrendSeries
 from banana_tests.session.versions import RUN_PACKAGES, package_versions
 from banana_tests.verdicts.baseline import ControlKey, write_baseline
@@ -95,9 +95,11 @@ def run(args: argparse.Namespace) -> int:
         matrix, title, trends = reading.matrix, "banana-tests failure matrix", reading.trends
         failing_others = reading.failing_others()
         metadata = _metadata(reading)
+        for path in reading.repeated:
+            print(f"{path} is given more than once; it is read once", file=sys.stderr)
         if reading.replaced:
-            lines = [r.describe() for r in reading.replaced]
-            print(f"{len(lines)} case(s) seen twice; the newest result is kept:", file=sys.stderr)
+            lines = describe_replacements(reading.replaced)
+            print(f"{len(reading.replaced)} case(s) seen twice; the newest result is kept:", file=sys.stderr)
             for line in lines:
                 print(f"  {line}", file=sys.stderr)
             notes.append(("Cases seen twice (newest kept)", "\n".join(lines)))

@@ -2,7 +2,12 @@
 
 CI splits the suite into shards, runs it under xdist and reruns it, so a report merges many
 files. A case seen twice keeps its newest result (the testsuite `timestamp`, then file order),
-and every replacement is returned so the caller can say so.
+and every replacement is returned so the caller can say so; a file given twice is read once.
+
+A testcase is the suite's when it carries a case record (banana_tests.verdicts.record), and the
+run's facts are the testsuite's properties. A file without any record was written by banana-tests
+up to f958bf8 (record schema 1): its cases are read by that version's rules (`legacy_record`),
+to the same records, and its run facts carried forward from the cases that held them.
 """
 
 from __future__ import annotations
@@ -13,32 +18,38 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from banana_tests.cases import CaseKey, strip_xdist_group
+from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
 from banana_tests.reports.trends import TrendSeries
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.matrix import Cell, Matrix
+from banana_tests.verdicts.record import CaseRecord, RecordError
 from banana_tests.verdicts.trend import TrendKey
 
-CASE_PREFIX = "test_detects_degradation["
-CONTROL_PREFIX = "test_detects_control_degradation["
-# Properties that vary per case; every other testcase property is run metadata (variant, ...).
-CASE_PROPERTIES = frozenset(
-    {"metric", "seed_image", "step", "run", "delta", "score_reference", "score_step"}
-    | {"norm_reference", "norm_step", "runs", "score_cached"}
-)
+LEGACY_PREFIXES = {
+    "test_detects_degradation[": CaseKind.DELTA,
+    "test_trend_detects_degradation[": CaseKind.TREND,
+    "test_detects_control_degradation[": CaseKind.CONTROL,
+}
+"""Schema 1: the shipped test functions, whose names told their cases apart."""
+LEGACY_DELTA = frozenset({Field.METRIC, Field.SEED_IMAGE, Field.STEP, Field.REFERENCE_STEP})
+"""Schema 1: a Δ case on `banana_case` under another test function's name recorded all of these."""
 RUN_PROPERTIES = frozenset({"variant", "dataset", "versions", "device", "command"})
-"""What the first case of each process records about its run (and older files on every case);
-a trend case may be that first case, so the reader takes these from it too."""
+"""The run's facts: testsuite properties; in schema 1, on the first case of each process (a trend
+case may be that one) or on every case in older files."""
 MAX_INPUT_MB = 64
 """Default cap on one file's size: about 63,000 failing or 84,000 passing cases (the suite writes ~1.05 and
 ~0.8 KB a case; benchmarks/bench_scale.py); raise it (`--max-input-mb`) for bigger single files."""
 MAX_ATTRIBUTE = 1 << 20
 """Cap on one attribute value (property value, message): the suite writes at most a few KiB."""
 _OLDEST = datetime.min.replace(tzinfo=UTC)
-VERDICT_FAILURES = ("VerdictFailure", "banana_tests.verdicts.verdict.VerdictFailure", "AssertionError")
-"""How a verdict's failure message starts: the suite's VerdictFailure (named here, not imported, so
-`report` does not import pytest; the full name under --tb=long), or a plain assertion as older
-runs wrote."""
+VERDICT_FAILURES = (
+    "Failed",
+    "VerdictFailure",
+    "banana_tests.verdicts.verdict.VerdictFailure",
+    "AssertionError",
+)
+"""How a verdict's failure message starts: `pytest.fail` (fail_verdict), or as earlier versions
+wrote it: their VerdictFailure (the full name under --tb=long) or a plain assertion."""
 
 
 class JUnitError(ValueError):
@@ -66,6 +77,11 @@ class Replacement:
 
     kept: Sourced
     dropped: Sourced
+
+    @property
+    def same_result(self) -> bool:
+        """The same cell from a run with the same start: one run read twice, nothing replaced."""
+        return self.kept.cell == self.dropped.cell and self.kept.timestamp == self.dropped.timestamp
 
     def describe(self) -> str:
         k, d = self.kept, self.dropped
@@ -107,6 +123,7 @@ class Reading:
     replaced: list[Replacement] = field(default_factory=list)
     metadata: dict[str, list[str]] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
+    repeated: list[Path] = field(default_factory=list)  # files given more than once, read once
     trends: list[TrendSeries] = field(default_factory=list)
     others: dict[TrendKey | ControlKey, str] = field(default_factory=dict)
 
@@ -117,36 +134,41 @@ class Reading:
 
 def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
     """Merge the suite's cases from `paths`; newest wins, ties go to the later file. Every file
-    is read before anything is returned, and one over `max_mb` MiB is refused unread."""
+    is read before anything is returned, and one over `max_mb` MiB is refused unread. A file
+    given more than once is read once."""
     if not paths:
         raise JUnitError("no JUnit XML files given")
     sourced: list[Sourced] = []
     trends: list[SourcedTrend] = []
     others: list[SourcedOther] = []
     metadata: dict[str, set[str]] = {}
-    for index, path in enumerate(paths):
-        found = 0
-        for item, props in _read_file(Path(path), index, max_mb):
-            found += 1
+    files, repeated = _distinct(paths)
+    for index, path in enumerate(files):
+        found: dict[bool, list[tuple[Item, dict[str, str]]]] = {True: [], False: []}  # by legacy
+        for item, props, legacy in _read_file(path, index, max_mb):
+            found[legacy].append((item, props))
+        # A file with records is this version's: a legacy-looking testcase in it is another test.
+        for item, props in found[False] or found[True]:
             if isinstance(item, SourcedTrend):
                 trends.append(item)
             elif isinstance(item, SourcedOther):
                 others.append(item)
             else:
                 sourced.append(item)
-            for name, value in props.items():  # the run's facts, carried forward from any case
+            for name, value in props.items():
                 metadata.setdefault(name, set()).add(value)
-        if not found:
+        if not (found[False] or found[True]):
             raise JUnitError(
-                f"{path}: JUnit XML without banana-tests cases (no {CASE_PREFIX}...], "
-                f"{CONTROL_PREFIX}...] or trend testcase and no testcase with a 'metric' property)"
+                f"{path}: JUnit XML without banana-tests cases (no testcase carries a "
+                f"{Field.RECORD!s} property, nor one of an earlier version's: "
+                f"{', '.join(p + '...]' for p in LEGACY_PREFIXES)})"
             )
     sourced.sort(key=_when)
     dates = {item.timestamp for item in sourced if item.timestamp != _OLDEST}
     if dates:  # the newest run's start, from its testsuite timestamp
         metadata["date"] = {max(dates).isoformat(sep=" ", timespec="seconds")}
     reading = Reading(Matrix(), metadata={k: sorted(v) for k, v in sorted(metadata.items())})
-    reading.files = [Path(p) for p in paths]
+    reading.files, reading.repeated = files, repeated
     newest = {(t.series.metric, t.series.seed_image): t.series for t in sorted(trends, key=_when)}
     reading.trends = [newest[k] for k in sorted(newest)]
     reading.others = {o.key: o.outcome for o in sorted(others, key=_when)}
@@ -160,15 +182,42 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
     return reading
 
 
+def _distinct(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """Each file once, in the order first given, and the files given more than once."""
+    first: dict[Path, Path] = {}
+    repeated: list[Path] = []
+    for path in map(Path, paths):
+        same = first.setdefault(path.resolve(), path)
+        if same is not path and same not in repeated:
+            repeated.append(same)
+    return list(first.values()), repeated
+
+
+def describe_replacements(replaced: Sequence[Replacement]) -> list[str]:
+    """One line per case whose result changed, and one per pair of files for the cases a file
+    repeats with the same result from the same run (a copy of a file given beside it)."""
+    same: dict[tuple[Path, Path], int] = {}
+    lines = []
+    for r in replaced:
+        if r.same_result:
+            pair = (r.kept.path, r.dropped.path)
+            same[pair] = same.get(pair, 0) + 1
+        else:
+            lines.append(r.describe())
+    for (kept, dropped), count in same.items():
+        lines.append(f"{count} case(s) of {dropped} are repeated in {kept} with the same results")
+    return lines
+
+
 def _when(item: Item) -> tuple[datetime, tuple[int, int]]:
     return item.timestamp, item.order
 
 
-def _read_file(path: Path, index: int, max_mb: float) -> Iterator[tuple[Item, dict[str, str]]]:
-    """Each suite case in one file, with the run metadata it carries: suite properties and a Δ
-    case's non-case properties, a trend case's RUN_PROPERTIES (the first case of a process
-    records them, see plugin._run_properties; control cases none). The file is parsed
-    incrementally, each testcase dropped once read, so memory follows the cases, not the XML."""
+def _read_file(path: Path, index: int, max_mb: float) -> Iterator[tuple[Item, dict[str, str], bool]]:
+    """Each suite case in one file, with the run metadata it carries (the testsuite's properties;
+    in schema 1 also the run facts of the cases that held them) and whether schema 1's rules
+    found it. The file is parsed incrementally, each testcase dropped once read, so memory
+    follows the cases, not the XML."""
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -198,8 +247,9 @@ def _read_file(path: Path, index: int, max_mb: float) -> Iterator[tuple[Item, di
             if node.tag == "properties" and parent is not None and parent.tag == "testsuite":
                 suite_props = _properties(parent)
             elif node.tag == "testcase":
-                for found in _case(path, node, suite_props, stamp, (index, position)):
-                    yield found
+                found, legacy = _case(path, node, suite_props, stamp, (index, position))
+                for item, meta in found:
+                    yield item, meta, legacy
                     position += 1
                 if parent is not None:
                     del parent[-1]  # read: free it
@@ -221,43 +271,56 @@ def _check_attributes(path: Path, node: ET.Element) -> None:
 
 def _case(
     path: Path, case: ET.Element, suite_props: dict[str, str], stamp: datetime, order: tuple[int, int]
-) -> list[tuple[Item, dict[str, str]]]:
+) -> tuple[list[tuple[Item, dict[str, str]]], bool]:
     """One testcase as suite cases with their run metadata (a measured trend gives its series
-    and its outcome); none for another test."""
+    and its outcome; none for another test), and whether it was read by schema 1's rules."""
     name = strip_xdist_group(case.get("name", ""))
     props = _properties(case)
+    try:
+        record = CaseRecord.read(props)
+        legacy = record is None
+        if record is None:
+            record = legacy_record(name, props)
+    except RecordError as exc:
+        raise JUnitError(f"{path}: testcase {name!r}: {exc}") from exc
+    if record is None:
+        return [], False  # another test
+    # Schema 1 carried the run's facts on cases; this version writes them on the testsuite.
+    meta = (
+        {**suite_props, **{k: v for k, v in props.items() if k in RUN_PROPERTIES}} if legacy else suite_props
+    )
     outcome, message = _outcome(case)
+    if isinstance(record.key, CaseKey):
+        # xfail (<skipped>) or strict XPASS (<failure>) under a baseline: the Δ decides
+        return [(Sourced(record.cell(outcome, message).as_verdict(), path, stamp, order), meta)], legacy
     # The gate expects only a failed assertion (the verdict): any other failure is no verdict.
     verdict = "error" if outcome == "failed" and not _asserted(case) else outcome
-    if props.get("kind") == "trend":
-        run = {k: v for k, v in props.items() if k in RUN_PROPERTIES}
+    found: list[tuple[Item, dict[str, str]]] = [(SourcedOther(record.key, verdict, stamp, order), meta)]
+    if Field.TREND_SERIES in record.figures:
         try:
-            found: list[tuple[Item, dict[str, str]]] = [
-                (SourcedOther(TrendKey(props["metric"], props["seed_image"]), verdict, stamp, order), run)
-            ]
-            if "trend_series" in props:
-                found.append((SourcedTrend(TrendSeries.from_properties(props), stamp, order), {}))
+            series = TrendSeries.from_properties(dict(record.properties()))
         except (KeyError, ValueError) as exc:
             raise JUnitError(f"{path}: trend testcase {name!r}: {exc}") from exc
-        return found
-    if name.startswith(CONTROL_PREFIX):
+        found.append((SourcedTrend(series, stamp, order), {}))
+    return found, legacy
+
+
+def legacy_record(name: str, props: dict[str, str]) -> CaseRecord | None:
+    """A testcase as banana-tests up to f958bf8 (schema 1) told its cases apart: a trend by its
+    `kind` property, a control case by its test's name (it recorded no properties), a Δ case by
+    its test's name or, on `banana_case` in a user's test, by the properties it always recorded."""
+    if props.get("kind") == CaseKind.TREND.value:
+        return CaseRecord.of(CaseKind.TREND, props)
+    kind = next((k for prefix, k in LEGACY_PREFIXES.items() if name.startswith(prefix)), None)
+    if kind is CaseKind.CONTROL:
         try:
-            control = ControlKey.from_test_id(name[len(CONTROL_PREFIX) : -1])
+            key = ControlKey.from_test_id(name[name.index("[") + 1 : -1])
         except ValueError as exc:
-            raise JUnitError(f"{path}: control testcase {name!r}: {exc}") from exc
-        return [(SourcedOther(control, verdict, stamp, order), {})]
-    if (not name.startswith(CASE_PREFIX) and "metric" not in props) or "kind" in props:
-        return []  # not a Δ case: another test
-    try:
-        cell = Cell.from_properties(outcome, props, message)
-    except (KeyError, ValueError) as exc:
-        raise JUnitError(
-            f"{path}: testcase {name!r} lacks the suite's properties ({exc}); "
-            "was it written by banana-tests with junit_family xunit1 or xunit2?"
-        ) from exc
-    cell = cell.as_verdict()  # xfail (<skipped>) or strict XPASS (<failure>) under a baseline
-    meta = {**suite_props, **{k: v for k, v in props.items() if k not in CASE_PROPERTIES}}
-    return [(Sourced(cell, path, stamp, order), meta)]
+            raise RecordError(str(exc)) from exc
+        return CaseRecord(key)
+    if "kind" in props or not (kind is CaseKind.DELTA or props.keys() >= LEGACY_DELTA):
+        return None
+    return CaseRecord.of(CaseKind.DELTA, props)
 
 
 def _properties(node: ET.Element) -> dict[str, str]:

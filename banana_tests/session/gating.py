@@ -33,6 +33,11 @@ def item_key(item: pytest.Item) -> Known | None:
     return None
 
 
+VERDICT_FAILURES = (pytest.fail.Exception, AssertionError)
+"""How a verdict fails: the suite's through `pytest.fail` (fail_verdict), a user's own test on
+`banana_case` by an assertion. Any other error is no verdict a baseline can expect."""
+
+
 class BaselineGate:
     """Marks the suite's cases that the baseline lists with a (strict or not) xfail."""
 
@@ -54,7 +59,8 @@ class BaselineGate:
             key = item_key(item)
             if key is not None and self.expected_failure(key):
                 reason = f"fails in baseline {self.path.name}"
-                item.add_marker(pytest.mark.xfail(raises=AssertionError, strict=self.strict, reason=reason))
+                mark = pytest.mark.xfail(raises=VERDICT_FAILURES, strict=self.strict, reason=reason)
+                item.add_marker(mark)
 
     def pytest_report_header(self) -> str:
         mode = "strict: a fixed case fails" if self.strict else "a fixed case is XPASS"

@@ -1,99 +1,124 @@
-"""The suite's reporting in a run: each case's recorded properties and the terminal matrix.
+"""The suite's reporting in a run: each case's record, the run's facts and the terminal summary.
 
-MatrixReporter builds the matrix and the trend summary from test reports (the same path serial
-and under xdist); the helpers record a case's identity and figures as JUnit properties.
+A case writes its `CaseRecord` (banana_tests.verdicts.record) as JUnit properties: its identity
+before it is measured, its figures after. MatrixReporter reads the records back from the test
+reports (the same path serial and under xdist) into the live matrix and trend summary, writes
+the run's facts once as testsuite properties, and adds its own summary sections.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Generator
 from typing import TypeVar
 
 import pytest
 
-from banana_tests.session.ownership import STATE
+from banana_tests.cases import CaseKind, Field
+from banana_tests.session.gating import item_key
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import SuiteState
-from banana_tests.verdicts.matrix import Cell, TrendTally
+from banana_tests.verdicts.baseline import ControlKey
+from banana_tests.verdicts.matrix import Matrix, TrendTally
+from banana_tests.verdicts.record import CaseRecord, RecordError, figure_properties
 from banana_tests.verdicts.trend import Trend
-from banana_tests.verdicts.verdict import Verdict, VerdictFailure
+from banana_tests.verdicts.verdict import VERDICT_LINE, Verdict
 
-RUN = pytest.StashKey[dict[str, str]]()
 Measured = TypeVar("Measured", Verdict, Trend)
-VERDICT_LINE = "banana_verdict"  # a failing verdict's report attribute: its one-line message
+Status = tuple[str, dict[str, bool]]  # a verbose word and its markup
 PYTEST_OUTCOMES = frozenset({"passed", "failed", "skipped"})  # a report's final outcomes
+MISSED = "missed"
+"""The terminal's category for a failing verdict: pytest counts it apart from "failed", so its
+FAILURES section (a header per failure and a scan of every passed report for each: seconds at
+5,940 failing cases) leaves it to the suite's own one-line-per-verdict section."""
 
 
-def _measured(
-    record_property: Callable[[str, object], None],
-    identity: dict[str, str],
-    reference_step: int,
-    run: dict[str, str],
-    measure: Callable[[], Measured],
-) -> Measured:
+def measured(request: pytest.FixtureRequest, record: CaseRecord, measure: Callable[[], Measured]) -> Measured:
     """Record the case's identity first (so a skip or error still names it), then measure it
     (the scorer skips or fails a metric that cannot load) and record its figures."""
-    for name, value in {**identity, "reference_step": str(reference_step), **run}.items():
-        record_property(name, value)
+    properties = request.node.user_properties
+    properties.extend(record.identity())
     result = measure()
-    for name, value in result.properties().items():
-        record_property(name, value)
+    properties.extend(figure_properties(result.properties()))
     return result
 
 
-def _recorder(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
-    """`record_property` without its fixture, which warns on every case under junit_family
-    xunit2 (pytest's default in a user's project); the properties are written all the same."""
-    return lambda name, value: request.node.user_properties.append((name, value))
+def record_figure(request: pytest.FixtureRequest, name: Field, value: str) -> None:
+    """One more figure of the running case. Straight into `user_properties`: the
+    `record_property` fixture warns on every case under junit_family xunit2 (pytest's default
+    in a user's project), and the properties are written all the same."""
+    request.node.user_properties.extend(figure_properties({name: value}))
 
 
-def _run_properties(config: pytest.Config) -> dict[str, str]:
-    """What the cases record about their run, for the report's Run table. xdist workers cannot
-    record suite properties, so the first case of each process carries them and `report` carries
-    them forward (banana_tests.reports.junit): on every case they were a sixth of its JUnit."""
-    if RUN in config.stash:
-        return config.stash[RUN]
+def run_facts(state: SuiteState) -> list[tuple[str, str]]:
+    """What the report's Run table says about the run. The same in every process of the run,
+    so the process that writes the JUnit file writes them once, as testsuite properties."""
     from banana_tests.session.suite import resolve_device
     from banana_tests.session.versions import package_versions
 
-    state = config.stash[STATE]
-    config.stash[RUN] = {}
-    return {
-        "variant": state.variant,
-        "dataset": state.source.source,
-        "versions": package_versions(),
-        "device": resolve_device(state.device),
-        "command": shlex.join(["pytest", *config.invocation_params.args]),
-    }
+    try:
+        device = resolve_device(state.device)
+    except RuntimeError:  # cuda asked for where there is none: the cases error and say so
+        device = str(state.device)
+    return [
+        ("variant", state.variant),
+        ("dataset", str(state.source.source)),
+        ("versions", package_versions()),
+        ("device", device),
+        ("command", state.settings.command),
+    ]
+
+
+def junit_suite_property(config: pytest.Config) -> Callable[[str, object], None] | None:
+    """pytest's writer of `<testsuite>` properties in this process, if it writes a JUnit file:
+    the method its public `record_testsuite_property` fixture hands a test. Only the process
+    that writes the file has one (the xdist controller, not its workers)."""
+    for plugin in config.pluginmanager.get_plugins():
+        add = getattr(plugin, "add_global_property", None)
+        if callable(add):
+            return add  # type: ignore[no-any-return]
+    return None
 
 
 class MatrixReporter:
-    """Builds the matrix and the trend summary from test reports (the same path serial and under
-    xdist) and prints them, with what a run's header and deselections need explained."""
+    """Builds the matrix and the trend summary from the cases' records and prints them, with
+    what a run's header and deselections need explained."""
 
     def __init__(self, state: SuiteState, config: pytest.Config) -> None:
         self.state = state
         self.config = config
+        self.matrix = Matrix()
         self.trends = TrendTally()
+        self.records = 0  # reports that carried a case record
+        self.unreadable: list[str] = []  # "nodeid: why" of records that could not be read
         self.other_snapshots = 0  # snapshot cases of metrics not selected, deselected at collection
-        self.verdicts: list[pytest.TestReport] = []  # failing verdicts, printed one line each
-        self.all_failed: list[pytest.TestReport] = []
+        self.verdict_lines: list[str] = []  # failing verdicts, printed one line each
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """A control case's record is its identity alone, known from its parameters."""
+        for item in items:
+            key = item_key(item)
+            if isinstance(key, ControlKey):
+                item.user_properties.extend(CaseRecord(key).identity())
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """A verdict's failure message in JUnit (and the short summary) is its Δ alone: the whole
-        line is the failure's text already, and saying it twice doubled each failing case's XML."""
+        """A failing verdict's report carries its one line (travels with the report under xdist)."""
         report = yield
         excinfo = call.excinfo
-        crash = getattr(report.longrepr, "reprcrash", None)
-        if excinfo is not None and isinstance(excinfo.value, VerdictFailure) and crash is not None:
-            crash.message = f"VerdictFailure: {excinfo.value.summary}"
-            if not excinfo.value.pytrace:
-                setattr(report, VERDICT_LINE, excinfo.value.msg)  # travels with the report under xdist
+        line = None if excinfo is None else getattr(excinfo.value, VERDICT_LINE, None)
+        if isinstance(line, str) and report.failed:
+            setattr(report, VERDICT_LINE, line)
         return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, Status] | None:
+        """A failing verdict counts as `missed`, not `failed` (see MISSED): the hook pytest
+        offers a plugin for its own outcomes; the exit status still says the run failed."""
+        if report.when == "call" and report.failed and hasattr(report, VERDICT_LINE):
+            return MISSED, "F", ("FAILED", {"red": True})
+        return None
 
     def pytest_report_header(self, config: pytest.Config) -> str | None:
         from banana_tests.scheduler.metric_groups import AUTO_NOTE
@@ -109,48 +134,52 @@ class MatrixReporter:
         final = report.when == "call" or (report.when == "setup" and not report.passed)
         if not final or not report.user_properties or report.outcome not in PYTEST_OUTCOMES:
             return  # pytest-rerunfailures reports each retried attempt as "rerun": not a verdict
-        props = {name: str(value) for name, value in report.user_properties}
-        if "metric" not in props:
+        try:
+            record = CaseRecord.read({name: str(value) for name, value in report.user_properties})
+        except RecordError as exc:
+            self.unreadable.append(f"{report.nodeid}: {exc}")
             return
+        if record is None:
+            return  # another test's case, whatever properties it records
+        self.records += 1
         outcome = "error" if report.when == "setup" and report.failed else report.outcome
-        if props.get("kind") == "trend":
-            self.trends.add(props, outcome)
-        elif "step" in props:
-            self.state.matrix.add(Cell.from_properties(outcome, props).as_verdict())
+        if outcome == "failed" and hasattr(report, VERDICT_LINE):
+            self.verdict_lines.append(getattr(report, VERDICT_LINE))
+        if record.kind is CaseKind.TREND:
+            first = record.figures.get(Field.FIRST_DETECTION_STEP, "")
+            self.trends.add(record.key.metric, outcome, record.number(Field.SPEARMAN), first)
+        elif record.kind is CaseKind.DELTA:
+            self.matrix.add(record.cell(outcome).as_verdict())
 
-    def pytest_sessionfinish(self) -> None:
-        """Runs inside the terminal reporter's sessionfinish, before its FAILURES section: the
-        verdicts' failures leave that section (each would take a header line, and pytest scans
-        every passed report per failure: seconds at 5,940 failing cases) for one line each in
-        the summary below, and come back before the short summary and the counts."""
-        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        if terminal is None:
-            return
-        failed = terminal.stats.get("failed", [])
-        verdicts = [r for r in failed if hasattr(r, VERDICT_LINE)]
-        if verdicts:
-            self.verdicts, self.all_failed = verdicts, failed
-            terminal.stats["failed"] = [r for r in failed if not hasattr(r, VERDICT_LINE)]
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """The run's facts as testsuite properties, before pytest's JUnit writer writes the file;
+        only when the run had suite cases."""
+        add = junit_suite_property(session.config) if self.records else None
+        if add is not None:
+            for name, value in run_facts(self.state):
+                add(name, value)
 
-    def pytest_terminal_summary(self, terminalreporter) -> None:  # type: ignore[no-untyped-def]
-        if self.verdicts:
-            terminalreporter.stats["failed"] = self.all_failed
-            if terminalreporter.config.option.tbstyle != "no":
-                terminalreporter.section(f"banana-tests: {len(self.verdicts)} failing verdicts", red=True)
-                for report in self.verdicts:
-                    terminalreporter.write_line(getattr(report, VERDICT_LINE))
-        matrix = self.state.matrix
-        lines = matrix.render(terminalreporter.config.get_terminal_writer().fullwidth)
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write = terminalreporter.write_line
+        if self.verdict_lines and terminalreporter.config.option.tbstyle != "no":
+            terminalreporter.section(f"banana-tests: {len(self.verdict_lines)} failing verdicts", red=True)
+            for line in self.verdict_lines:
+                write(line)
+        lines = self.matrix.render(terminalreporter.config.get_terminal_writer().fullwidth)
         if lines:
             terminalreporter.section("banana-tests failure matrix")
-            for line in [*matrix.legend(), *lines]:
+            for line in [*self.matrix.legend(), *lines]:
                 write(line)
         trends = self.trends.lines()
         if trends:
             terminalreporter.section("banana-tests trends")
             for line in trends:
                 write(line)
+        if self.unreadable:
+            write(f"banana-tests: {len(self.unreadable)} case record(s) unreadable, left out of the matrix:")
+            for line in self.unreadable:
+                write(f"  {line}")
         if self.other_snapshots:
             write(
                 f"banana-tests: {self.other_snapshots} deselected = score-snapshot cases of metrics not "

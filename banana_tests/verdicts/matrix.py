@@ -1,7 +1,7 @@
 """The failure matrix: one model behind the terminal summary, `report` and baselines.
 
-Cells are built from a case's JUnit properties, whether they come from live test reports
-(serial or xdist) or from JUnit XML files read back later.
+Cells are built from case records (banana_tests.verdicts.record), whether they come from live
+test reports (serial or xdist) or from JUnit XML files read back later.
 """
 
 from __future__ import annotations
@@ -9,17 +9,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from banana_tests.cases import CaseKey
 
 OUTCOMES = ("passed", "failed", "skipped", "error")
-
-
-def _float(props: Mapping[str, str], name: str) -> float | None:
-    value = props.get(name)
-    return None if value in (None, "") else float(value)
 
 
 @dataclass(frozen=True)
@@ -35,22 +30,9 @@ class Cell:
     runs: int | None = None
     message: str = ""
 
-    @classmethod
-    def from_properties(cls, outcome: str, props: Mapping[str, str], message: str = "") -> Cell:
-        if outcome not in OUTCOMES:
-            raise ValueError(f"unknown outcome {outcome!r}")
-        ref = props.get("reference_step")
-        runs = props.get("runs")
-        return cls(
-            CaseKey.from_properties(props),
-            outcome,
-            _float(props, "delta"),
-            _float(props, "score_reference"),
-            _float(props, "score_step"),
-            None if ref in (None, "") else int(ref),
-            None if runs in (None, "") else int(runs),
-            message,
-        )
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {self.outcome!r}")
 
     def as_verdict(self) -> Cell:
         """The cell as its Δ decides it. Under --baseline a report says xfail or XPASS; the
@@ -177,11 +159,10 @@ class TrendTally:
 
     cases: dict[str, list[tuple[str, float, str]]] = field(default_factory=dict)
 
-    def add(self, props: Mapping[str, str], outcome: str) -> None:
-        spearman = props.get("spearman")
-        value = math.nan if spearman in (None, "") else float(spearman)
-        entry = (outcome, value, props.get("first_detection_step", ""))
-        self.cases.setdefault(props["metric"], []).append(entry)
+    def add(self, metric: str, outcome: str, spearman: float | None, first_detection_step: str) -> None:
+        """One trend case: its outcome, ρ (None before it was measured) and first detection step."""
+        entry = (outcome, math.nan if spearman is None else spearman, first_detection_step)
+        self.cases.setdefault(metric, []).append(entry)
 
     def lines(self) -> list[str]:
         out = []

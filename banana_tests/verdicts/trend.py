@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from banana_tests.cases import Field
 from banana_tests.trajectories.plan import CasePlan
 from banana_tests.trajectories.records import DataError
 from banana_tests.verdicts.gaps import gap
@@ -34,10 +35,6 @@ class TrendKey:
     @property
     def test_id(self) -> str:
         return f"{self.metric}-{self.seed_image}"
-
-    def as_properties(self) -> dict[str, str]:
-        """`kind` tells trend cases from Δ cases, which carry a `step`."""
-        return {"kind": "trend", "metric": self.metric, "seed_image": self.seed_image}
 
 
 @dataclass(frozen=True)
@@ -110,13 +107,14 @@ class Trend:
         spread = {s: (lo, hi) for s, lo, hi in self.spread}
         return [(s, n, *spread.get(s, (n, n))) for s, n in sorted(self.points)]
 
-    def properties(self) -> dict[str, str]:
+    def properties(self) -> dict[Field, str]:
+        """The trend as record figures."""
         first = self.first_detection_step
         return {
-            "spearman": repr(self.spearman),
-            "first_detection_step": "none" if first is None else str(first),
-            "trend_steps": ",".join(str(s) for s, _ in sorted(self.points)),
-            "trend_series": json.dumps(self.series(), separators=(",", ":")),
+            Field.SPEARMAN: repr(self.spearman),
+            Field.FIRST_DETECTION_STEP: "none" if first is None else str(first),
+            Field.TREND_STEPS: ",".join(str(s) for s, _ in sorted(self.points)),
+            Field.TREND_SERIES: json.dumps(self.series(), separators=(",", ":")),
         }
 
 

@@ -6,28 +6,27 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 import pytest
-from _pytest.outcomes import Failed  # `pytest.fail.Exception`, by a name mypy can follow
 
-from banana_tests.cases import CaseKey
+from banana_tests.cases import CaseKey, Field
 from banana_tests.verdicts.gaps import Gap
 
-
-class VerdictFailure(Failed, AssertionError):
-    """A suite case's verdict said "missed". pytest reports its one-line message without a
-    traceback (a traceback through the fixture says nothing and costs ~5 ms a case), unless
-    `--tb=long` or `--full-trace` asks for one. It is an AssertionError, so a baseline's
-    `xfail(raises=AssertionError)` still matches it."""
-
-    def __init__(self, message: str, summary: str, pytrace: bool) -> None:
-        super().__init__(message, pytrace=pytrace)
-        self.summary = summary
+VERDICT_LINE = "banana_verdict"
+"""The attribute that carries a failing verdict's one-line message, on its exception and then on
+its test report (where it travels under xdist) for the suite's summary section."""
 
 
 def fail_verdict(message: str, summary: str, config: pytest.Config) -> NoReturn:
-    """Fail the running case with the one-line `message` as its report and `summary` (its figure,
-    e.g. Δ) as the failure's JUnit message; see VerdictFailure."""
+    """Fail the running case with the one-line `message` (the suite's summary lists it) and
+    `summary`, its figure (e.g. Δ), as pytest's failure text. Raised through `pytest.fail`
+    without a traceback (one through the fixture says nothing and costs ~5 ms a case) unless
+    `--tb=long` or `--full-trace` asks for one; JUnit gets the summary as its failure text and
+    the whole line once, in the failure message."""
     traceback = config.option.tbstyle == "long" or config.option.fulltrace
-    raise VerdictFailure(message, summary, pytrace=traceback)
+    failure = pytest.fail.Exception(message if traceback else summary, pytrace=traceback)
+    if not traceback:
+        failure.add_note(message)
+        setattr(failure, VERDICT_LINE, message)
+    raise failure
 
 
 @dataclass(frozen=True)
@@ -55,14 +54,14 @@ class Verdict:
     def summary(self) -> str:
         return f"Δ{self.key.step} = {self.gap.delta:+.3f} ≥ 0"
 
-    def properties(self) -> dict[str, str]:
-        """The gap as JUnit properties; `repr` keeps every digit so the XML rebuilds the matrix."""
+    def properties(self) -> dict[Field, str]:
+        """The gap as record figures; `repr` keeps every digit so the XML rebuilds the matrix."""
         g = self.gap
         return {
-            "delta": repr(g.delta),
-            "score_reference": repr(g.score_reference),
-            "score_step": repr(g.score_step),
-            "norm_reference": repr(g.norm_reference),
-            "norm_step": repr(g.norm_step),
-            "runs": str(g.runs),
+            Field.DELTA: repr(g.delta),
+            Field.SCORE_REFERENCE: repr(g.score_reference),
+            Field.SCORE_STEP: repr(g.score_step),
+            Field.NORM_REFERENCE: repr(g.norm_reference),
+            Field.NORM_STEP: repr(g.norm_step),
+            Field.RUNS: str(g.runs),
         }

@@ -315,7 +315,7 @@ def test_a_cache_folder_that_is_a_file_warns_once_and_the_run_goes_on(suite: pyt
 
     result = suite.runpytest_subprocess("--dataset=data", EXAMPLE, "--cache-dir=not-a-folder", "-n", "0")
 
-    assert result.ret == 1 and result.parseoutcomes() == {"failed": 6, "warnings": 1}
+    assert result.ret == 1 and result.parseoutcomes() == {"missed": 6, "warnings": 1}
     output = result.stdout.str()
     assert output.count("cannot be used (not a folder: ") == 1 and "scores.lock" not in output
 

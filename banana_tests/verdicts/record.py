@@ -1,0 +1,159 @@
+"""The case record: what one suite case writes into JUnit, and how it is read back.
+
+The live matrix, the JUnit file and `banana-tests report` share it, so a case is recognised by
+its record and never by a test function's name or by a bare `metric`/`step` property that any
+test may record. Every property name the suite writes on a case is a `banana_tests.cases.Field`;
+the first one, `banana_record`, says the record's kind and schema version (e.g. `delta/2`).
+
+Schema 1 is the layout of banana-tests up to f958bf8, which wrote no `banana_record`:
+`banana_tests.reports.junit` reads those files through `legacy_record`, to the same records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from banana_tests.cases import SCHEMA, CaseKey, CaseKind, Field
+from banana_tests.verdicts.baseline import ControlKey
+from banana_tests.verdicts.matrix import Cell
+from banana_tests.verdicts.trend import TrendKey
+
+FIGURES = {
+    CaseKind.DELTA: frozenset(
+        {Field.DELTA, Field.SCORE_REFERENCE, Field.SCORE_STEP, Field.NORM_REFERENCE, Field.NORM_STEP}
+        | {Field.RUNS, Field.SCORE_CACHED}
+    ),
+    CaseKind.TREND: frozenset(
+        {Field.SPEARMAN, Field.FIRST_DETECTION_STEP, Field.TREND_STEPS, Field.TREND_SERIES}
+    ),
+    CaseKind.CONTROL: frozenset(),
+}
+"""The measured fields each kind may carry; identity fields come from its key."""
+
+Key = CaseKey | TrendKey | ControlKey
+
+
+def figure_properties(figures: Mapping[Field, str]) -> list[tuple[str, str]]:
+    """Figures as JUnit properties, named by plain `str` (see CaseRecord.identity)."""
+    return [(name.value, value) for name, value in figures.items()]
+
+
+class RecordError(ValueError):
+    """A testcase that carries a case record the reader cannot use; the message says why."""
+
+
+@dataclass(frozen=True)
+class CaseRecord:
+    """One suite case: its key (which case), its reference step and its measured figures.
+
+    `figures` holds the measured values as written (text, every digit of a float kept), by
+    field; a case that skipped or errored before measuring has none.
+    """
+
+    key: Key
+    reference_step: int | None = None
+    figures: Mapping[Field, str] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> CaseKind:
+        if isinstance(self.key, TrendKey):
+            return CaseKind.TREND
+        if isinstance(self.key, ControlKey):
+            return CaseKind.CONTROL
+        return CaseKind.DELTA
+
+    def identity(self) -> list[tuple[str, str]]:
+        """The properties that name the case, `banana_record` first; recorded before it is
+        measured, so a case that skips or errors still says which one it was. Names are plain
+        `str`, as xdist sends a report's properties to its controller."""
+        key = self.key
+        out = [(Field.RECORD, f"{self.kind.value}/{SCHEMA}"), (Field.METRIC, key.metric)]
+        if isinstance(key, ControlKey):
+            out.append((Field.DISTORTION, key.distortion))
+        else:
+            out.append((Field.SEED_IMAGE, key.seed_image))
+        if isinstance(key, CaseKey):
+            out.append((Field.STEP, str(key.step)))
+            if key.run is not None:
+                out.append((Field.RUN, str(key.run)))
+        if self.reference_step is not None:
+            out.append((Field.REFERENCE_STEP, str(self.reference_step)))
+        return [(name.value, value) for name, value in out]
+
+    def properties(self) -> list[tuple[str, str]]:
+        """The whole record as JUnit properties."""
+        return [*self.identity(), *figure_properties(self.figures)]
+
+    def number(self, name: Field) -> float | None:
+        text = self.figures.get(name)
+        return None if text in (None, "") else float(text)
+
+    def cell(self, outcome: str, message: str = "") -> Cell:
+        """A Δ record with its test outcome, as a matrix cell (ValueError for another kind)."""
+        if not isinstance(self.key, CaseKey):
+            raise ValueError(f"a {self.kind.value} case is no matrix cell")
+        runs = self.figures.get(Field.RUNS)
+        return Cell(
+            self.key,
+            outcome,
+            self.number(Field.DELTA),
+            self.number(Field.SCORE_REFERENCE),
+            self.number(Field.SCORE_STEP),
+            self.reference_step,
+            None if runs in (None, "") else int(runs),
+            message,
+        )
+
+    @classmethod
+    def read(cls, props: Mapping[str, str]) -> CaseRecord | None:
+        """The record a testcase's properties carry; None when they carry none (another test's
+        case, whatever its other properties are called). RecordError when it cannot be read."""
+        tag = props.get(Field.RECORD)
+        if tag is None:
+            return None
+        kind_text, _, version = tag.partition("/")
+        if not version.isdigit():
+            raise RecordError(f"{Field.RECORD} {tag!r} is not <kind>/<schema version>")
+        if int(version) > SCHEMA:
+            raise RecordError(
+                f"written by a newer banana-tests (record schema {version}; this one reads up to "
+                f"{SCHEMA}): upgrade banana-tests to read it"
+            )
+        try:
+            kind = CaseKind(kind_text)
+        except ValueError:
+            known = ", ".join(k.value for k in CaseKind)
+            raise RecordError(f"{Field.RECORD} {tag!r}: unknown kind {kind_text!r} ({known})") from None
+        return cls.of(kind, props)
+
+    @classmethod
+    def of(cls, kind: CaseKind, props: Mapping[str, str]) -> CaseRecord:
+        """A `kind` record from its properties (this schema's or schema 1's: the names are the
+        same); RecordError naming the property that is missing or malformed."""
+        try:
+            metric = props[Field.METRIC]
+            key: Key
+            if kind is CaseKind.CONTROL:
+                key = ControlKey(metric, props[Field.DISTORTION])
+            elif kind is CaseKind.TREND:
+                key = TrendKey(metric, props[Field.SEED_IMAGE])
+            else:
+                run = props.get(Field.RUN)
+                key = CaseKey(
+                    metric, props[Field.SEED_IMAGE], int(props[Field.STEP]), None if run is None else int(run)
+                )
+            reference = props.get(Field.REFERENCE_STEP)
+            reference_step = None if reference in (None, "") else int(reference)
+        except KeyError as exc:
+            raise RecordError(f"a {kind.value} record without its {str(exc.args[0])!r} property") from None
+        except ValueError as exc:
+            raise RecordError(f"a {kind.value} record with a malformed property: {exc}") from None
+        figures = {name: props[name] for name in Field if name in FIGURES[kind] and name in props}
+        record = cls(key, reference_step, figures)
+        if kind is CaseKind.DELTA:
+            try:
+                record.cell("passed")  # its figures parse as numbers
+            except ValueError as exc:
+                raise RecordError(f"a delta record with a malformed figure: {exc}") from None
+        return record
