@@ -12,7 +12,7 @@ wall time. Only the selected images are decoded, each once; the decoded ones are
 reuse across metrics up to --image-budget, so the rows with a small budget show the floor.
 
     python benchmarks/bench_memory.py [--size 64] [--keep DIR]
-    python benchmarks/bench_memory.py --embedded ilniqe,niqe [--workers 0,2] [--seed-image NAME ...]
+    python benchmarks/bench_memory.py --embedded ilniqe,niqe [--workers 0,2] [--seed-image NAME] [--steps 5]
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def verdicts(junit: Path) -> tuple[int, int, int]:
     return failed, passed, other
 
 
-def per_metric(metrics: list[str], workers: list[int], seed_images: list[str]) -> None:
+def per_metric(metrics: list[str], workers: list[int], narrowing: list[str]) -> None:
     """The embedded set, one metric per run, serial and with xdist workers."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     print(f"load average before: {os.getloadavg()[0]:.2f}")
@@ -137,7 +137,7 @@ def per_metric(metrics: list[str], workers: list[int], seed_images: list[str]) -
                 junit = Path(tmp) / "run.xml"
                 argv = [sys.executable, "-m", "pytest", "--pyargs", "banana_tests", f"--metric={metric}"]
                 argv += ["-k", "test_detects_degradation", "--no-cache", "-p", "no:cacheprovider", "-q"]
-                argv += [f"--junitxml={junit}", "-n", str(n), *(f"--seed-image={s}" for s in seed_images)]
+                argv += [f"--junitxml={junit}", "-n", str(n), *narrowing]
                 largest, tree, cpu, code = tree_peak(argv, Path(tmp), env)
                 shown = "/".join(map(str, verdicts(junit))) if junit.is_file() else f"exit {code}"
                 print(f"{metric:<20} {n:>3} {largest:>11.0f} {tree:>9.0f} {cpu:>7.0f}  {shown}", flush=True)
@@ -151,10 +151,13 @@ def main() -> int:
     parser.add_argument("--embedded", help="comma list of metrics to run on the embedded set, one at a time")
     parser.add_argument("--workers", default="0,2", help="xdist worker counts for --embedded (default 0,2)")
     parser.add_argument("--seed-image", action="append", default=[], help="only this seed image (repeatable)")
+    parser.add_argument("--steps", help="only these steps with --embedded, e.g. 5 (the suite's --steps)")
     args = parser.parse_args()
     if args.embedded:
         workers = [int(n) for n in args.workers.split(",")]
-        per_metric(args.embedded.split(","), workers, args.seed_image)
+        narrowing = [f"--seed-image={s}" for s in args.seed_image]
+        narrowing += [f"--steps={args.steps}"] if args.steps else []
+        per_metric(args.embedded.split(","), workers, narrowing)
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp) / "set"
