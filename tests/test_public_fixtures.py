@@ -158,7 +158,7 @@ def test_real_metrics_have_their_names_as_ids_and_the_shipped_scores(suite: pyte
     suite.makepyfile(test_own=SCORES_MODULE)
     own = suite.runpytest_subprocess("test_own.py", *args, "-v")
     own.assert_outcomes(passed=3)
-    own.stdout.fnmatch_lines(
+    own.stdout.fnmatch_lines_random(  # in any order: pytest-randomly shuffles them
         [f"test_own.py::test_scores[[]{m}[]] PASSED*" for m in ("brisque", "niqe", "piqe")]
     )
     cases = junit_cases(suite.path / "j.xml")
