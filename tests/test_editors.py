@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from dataclasses import replace
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,7 @@ import pytest
 from PIL import Image, ImageOps
 
 from banana_tests.editors import base
-from banana_tests.editors.diffusers_editor import QWEN_IMAGE_EDIT, DiffusersEditor, load_pipeline
+from banana_tests.editors.diffusers_editor import QWEN_IMAGE_EDIT, DiffusersEditor
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
 from banana_tests.editors.jpeg import JpegEditor
 from banana_tests.editors.prompts import FRUITS, REPLICATE, VARIANTS, apply_transform, resolve
@@ -196,58 +195,103 @@ def test_jpeg_editor_loses_more_at_low_quality_and_keeps_geometry() -> None:
         JpegEditor(0)
 
 
-class FakePipeline:
-    """Stands in for a diffusers pipeline at its call boundary: records calls, mirrors the image."""
+@pytest.fixture(scope="module")
+def pipelines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Tiny random FLUX.1-Kontext and InstructPix2Pix pipelines saved as local model folders."""
+    pytest.importorskip("diffusers", reason="the diffusers editor's tests need diffusers")
+    from tests import tiny_pipelines
 
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-
-    def __call__(self, **kwargs: Any) -> SimpleNamespace:
-        self.calls.append(kwargs)
-        return SimpleNamespace(images=[ImageOps.mirror(kwargs["image"])])
-
-
-def test_diffusers_editor_loads_lazily_and_calls_the_pipeline_with_seed_and_defaults() -> None:
-    loads: list[tuple[str, str, str]] = []
-    pipe = FakePipeline()
-
-    def loader(model: str, dtype: str, device: str) -> FakePipeline:
-        loads.append((model, dtype, device))
-        return pipe
-
-    editor = DiffusersEditor(
-        QWEN_IMAGE_EDIT, device="cpu", call_options={"num_inference_steps": 4}, loader=loader
-    )
-    assert loads == []  # nothing loaded before the first edit
-    image = scene()
-    first = editor.edit(request(image, seed=11, prompt="replicate it")).image
-    second = editor.edit(request(first, step=2, seed=12)).image
-    assert loads == [(QWEN_IMAGE_EDIT, "bfloat16", "cpu")]
-    call = pipe.calls[0]
-    assert call["prompt"] == "replicate it" and call["generator"].initial_seed() == 11
-    assert (call["num_inference_steps"], call["true_cfg_scale"], call["negative_prompt"]) == (4, 4.0, " ")
-    assert np.array_equal(np.asarray(pipe.calls[1]["image"]), np.asarray(first))
-    assert pipe.calls[1]["generator"].initial_seed() == 12
-    assert np.array_equal(np.asarray(second), np.asarray(image))
-    assert editor.settings() == {
-        "model": QWEN_IMAGE_EDIT,
-        "dtype": "bfloat16",
-        "call": {"num_inference_steps": 4, "true_cfg_scale": 4.0, "negative_prompt": " "},
+    root = tmp_path_factory.mktemp("pipelines")
+    return {
+        "kontext": str(tiny_pipelines.flux_kontext(root / "kontext")),
+        "pix2pix": str(tiny_pipelines.instruct_pix2pix(root / "pix2pix")),
     }
 
 
-def test_diffusers_factory_parses_options_and_checks_dtype() -> None:
-    config = base.EditorConfig(
-        model="black-forest-labs/FLUX.1-Kontext-dev", device="cpu", options={"guidance_scale": "3"}
+FAST = {"num_inference_steps": "2"}
+KONTEXT_FAST = {**FAST, "max_area": str(48 * 32), "_auto_resize": "False"}
+"""Kontext at the seed's own scale: its default resizes the input to ~1 megapixel first."""
+
+
+def diffusers_editor(model: str, **options: str) -> DiffusersEditor:
+    return DiffusersEditor(model, device="cpu", dtype="float32", options=options)
+
+
+def test_kontext_keeps_a_non_square_seeds_size(pipelines: dict[str, str]) -> None:
+    editor = diffusers_editor(pipelines["kontext"], **KONTEXT_FAST)
+    seed = scene(48, 32)
+    out = editor.edit(request(seed, seed=1)).image
+    assert out.size == (48, 32)  # without the input's size Kontext makes its default square
+    assert editor.edit(request(out, step=2, seed=1)).image.size == (48, 32)
+
+
+def test_a_local_snapshot_gets_its_pipeline_class_defaults(pipelines: dict[str, str]) -> None:
+    editor = base.create(
+        "diffusers",
+        base.EditorConfig(model=pipelines["kontext"], device="cpu", options={"guidance_scale": "3"}),
     )
-    editor = base.create("diffusers", config)
     assert isinstance(editor, DiffusersEditor)
-    assert editor.call_options == {"num_inference_steps": 28, "guidance_scale": 3}
+    assert editor.settings() == {
+        "model": pipelines["kontext"],
+        "pipeline": "FluxKontextPipeline",
+        "dtype": "bfloat16",
+        "call": {"num_inference_steps": 28, "guidance_scale": 3.0},
+    }
+    assert diffusers_editor(pipelines["pix2pix"]).call_options == {}  # a class without a profile
     with pytest.raises(base.EditorError, match="dtype must be one of"):
-        DiffusersEditor(QWEN_IMAGE_EDIT, dtype="float8")
+        DiffusersEditor(pipelines["kontext"], dtype="float8")
+    with pytest.raises(base.EditorError, match=r"cannot read model_index\.json of '/nope'"):
+        DiffusersEditor("/nope")
+
+
+def test_options_are_typed_by_the_pipelines_own_signature(pipelines: dict[str, str]) -> None:
+    kontext = diffusers_editor(pipelines["kontext"], _auto_resize="False", negative_prompt=" ", max_area="9")
+    assert kontext.call_options["_auto_resize"] is False
+    assert kontext.call_options["negative_prompt"] == " " and kontext.call_options["max_area"] == 9
+    assert diffusers_editor(pipelines["kontext"], true_cfg_scale="2").call_options["true_cfg_scale"] == 2.0
+    with pytest.raises(base.EditorError, match=r"option guidance_scale='abc' is not a float"):
+        diffusers_editor(pipelines["kontext"], guidance_scale="abc")
+    with pytest.raises(base.EditorError, match=r"option _auto_resize='maybe' is not a bool"):
+        diffusers_editor(pipelines["kontext"], _auto_resize="maybe")
+
+
+def test_a_misspelt_option_is_refused_though_call_takes_kwargs(pipelines: dict[str, str]) -> None:
+    """InstructPix2Pix's __call__ swallows unknown keys in **kwargs: 100 steps would run, not 2."""
+    with pytest.raises(
+        base.EditorError,
+        match=r"StableDiffusionInstructPix2PixPipeline takes no option 'num_inference_step'"
+        r" \(did you mean num_inference_steps\?\); its __call__ takes: .*guidance_scale",
+    ):
+        diffusers_editor(pipelines["pix2pix"], num_inference_step="2")
+    with pytest.raises(base.EditorError, match="takes no option 'generator'"):
+        diffusers_editor(pipelines["pix2pix"], generator="1")  # the editor sets it per edit
+
+
+def test_without_a_seed_each_edit_draws_one_and_reports_it(pipelines: dict[str, str]) -> None:
+    editor = diffusers_editor(pipelines["pix2pix"], **FAST)
+    image = scene(32, 24)
+    first, second = editor.edit(request(image)), editor.edit(request(image))
+    assert isinstance(first.seed, int) and isinstance(second.seed, int) and first.seed != second.seed
+    again = editor.edit(request(image, seed=first.seed))
+    assert again.seed is None  # the request's own seed is recorded as it is
+    assert again.image.tobytes() == first.image.tobytes()
+    assert again.image.tobytes() != second.image.tobytes()
+
+
+def test_loading_and_editing_print_no_deprecation_or_step_bars(
+    pipelines: dict[str, str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    import warnings
+
+    editor = diffusers_editor(pipelines["pix2pix"], num_inference_steps="3")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        editor.edit(request(scene(32, 24), seed=0))
+    assert [str(w.message) for w in caught if "torch_dtype" in str(w.message)] == []
+    assert "3/3" not in capfd.readouterr().err  # no bar over the 3 denoising steps
 
 
 @pytest.mark.skipif(importlib.util.find_spec("diffusers") is not None, reason="diffusers is installed")
 def test_diffusers_missing_says_how_to_install() -> None:
     with pytest.raises(base.EditorError, match=r"pip install 'banana-tests\[diffusers\]'"):
-        load_pipeline(QWEN_IMAGE_EDIT, "float32", "cpu")
+        DiffusersEditor(QWEN_IMAGE_EDIT)

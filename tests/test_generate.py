@@ -19,12 +19,11 @@ import pytest
 from PIL import Image
 
 from banana_tests.cli import main
-from banana_tests.editors import gemini
 from banana_tests.editors.progress import Progress
 from banana_tests.trajectories.records import read_imagefolder
 from tests.conftest import noisy_image, parse_matrix
+from tests.gemini_stub import KEY, serve
 from tests.known_metrics import install_known_metrics
-from tests.test_gemini import KEY, APIError, FakeClient
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -338,25 +337,20 @@ def test_mirror_and_rotate_round_trips_with_the_jpeg_editor(tmp_path: Path) -> N
 def test_api_key_never_reaches_disk_or_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    pytest.importorskip("google.genai", reason="the gemini editor needs google-genai")
     monkeypatch.setenv("GEMINI_API_KEY", KEY)
-    clients: list[FakeClient] = []
-
-    def fake_sdk(key: str) -> FakeClient:
-        assert key == KEY
-        clients.append(
-            FakeClient([APIError(403, f"PERMISSION_DENIED for key={KEY}")] if len(clients) else [])
-        )
-        return clients[-1]
-
-    monkeypatch.setattr(gemini, "sdk_client", fake_sdk)
     seed_dir, out = seeds(tmp_path / "seeds"), tmp_path / "set"
-    argv = ["generate", "--editor", "gemini", "--seed-images", str(seed_dir), "--out", str(out),
-            "--runs", "1", "--steps", "2", "--seed", "1", "--resolution", "1K"]  # fmt: skip
-    assert main(argv) == 0
-    assert main([*argv[:-6], "--runs", "1", "--steps", "3", *argv[-4:]]) == 1  # a settings refusal
-    (out / "generate.json").unlink()
-    (out / "metadata.jsonl").unlink()
-    assert main(argv) == 1  # the SDK's error quotes the key
+    with serve() as stub:
+        argv = ["generate", "--editor", "gemini", "--endpoint", stub.url, "--seed-images", str(seed_dir),
+                "--out", str(out), "--runs", "1", "--steps", "2", "--seed", "1",
+                "--resolution", "1K"]  # fmt: skip
+        assert main(argv) == 0
+        assert len(stub.requests) == 4  # two seed images, two steps, through --endpoint
+        assert main([*argv[:-6], "--runs", "1", "--steps", "3", *argv[-4:]]) == 1  # a settings refusal
+        (out / "generate.json").unlink()
+        (out / "metadata.jsonl").unlink()
+        stub.script, stub.error_message = [403], f"PERMISSION_DENIED for key={KEY}"
+        assert main(argv) == 1  # the service's error quotes the key
     captured = capsys.readouterr()
     assert "PERMISSION_DENIED for key=<redacted>" in captured.err
     assert KEY not in captured.out + captured.err

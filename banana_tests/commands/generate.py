@@ -39,6 +39,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--model", default=None, help="model id (gemini: nano-banana-pro, nano-banana-2, ...)")
     p.add_argument("--device", default="auto", help="torch device for the diffusers editor (default: auto)")
     p.add_argument("--dtype", default="bfloat16", help="torch dtype for the diffusers editor")
+    p.add_argument(
+        "--endpoint",
+        default=None,
+        metavar="URL",
+        help="base URL of the editor's service (gemini; default: the SDK's, or $GOOGLE_GEMINI_BASE_URL)",
+    )
     p.add_argument("--max-requests", type=int, default=None, help="stop after this many API calls")
     p.add_argument("--price-per-image", type=float, default=None, help="USD per call, for the cost estimate")
     p.add_argument(
@@ -63,10 +69,11 @@ def run(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             max_requests=args.max_requests,
             price_per_image=args.price_per_image,
+            endpoint=args.endpoint,
             options=_options(args.option),
         )
         editor = base.create(args.editor, config)
-        asked = {k: getattr(args, k) for k in base.PARAMETERS}
+        asked = {k: getattr(args, k) for k in base.OPTIONAL}
         unused = sorted(k for k, v in asked.items() if v is not None and k not in editor.accepts)
         if unused:
             raise ValueError(f"editor {args.editor!r} does not take --{', --'.join(unused)}")
@@ -93,6 +100,13 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{summary.made} step(s) made ({summary.requests} request(s)); {done}/{summary.total} in {args.out}"
     )
+    if summary.stopped:
+        print(
+            f"banana-tests generate: {len(summary.stopped)} run(s) stopped at a step without an image;"
+            " rerun the same command to ask again:\n  " + "\n  ".join(summary.stopped),
+            file=sys.stderr,
+        )
+        return 1
     print(f"test it: pytest --dataset={args.out} --variant={job.variant}")  # '=': see options.PATH_OPTIONS
     return 0
 
@@ -103,7 +117,7 @@ def _options(items: list[str]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ValueError(f"--option takes KEY=VALUE, got {item!r}")
-        out[key.strip()] = value.strip()
+        out[key.strip()] = value  # kept as typed: `negative_prompt= ` is one space
     return out
 
 

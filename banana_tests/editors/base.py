@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 from PIL import Image
 
+from banana_tests.editors import options
+
 ENTRY_POINT_GROUP = "banana_tests.editors"
 BUILTIN = {
     "emulate": "banana_tests.editors.replica:make",
@@ -25,10 +27,21 @@ BUILTIN = {
 }
 PARAMETERS = ("seed", "temperature", "resolution")
 """Request parameters an editor may accept; the others must be left unset for it."""
+OPTIONAL = (*PARAMETERS, "endpoint")
+"""What `accepts` may name: the request parameters, and `endpoint` for an editor calling a service."""
 
 
 class EditorError(Exception):
     """An editor cannot be built or cannot make this edit; the message is safe to print."""
+
+
+class NoImage(EditorError):
+    """The editor answered this step without an image after its own retries: only this run
+    stops; the other runs go on, and a rerun asks again."""
+
+    def __init__(self, message: str, requests: int = 1) -> None:
+        super().__init__(message)
+        self.requests = requests
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,8 @@ class EditResult:
     image: Image.Image
     text: str | None = None
     requests: int = 1
+    seed: int | None = None
+    """The seed the editor drew itself for a request without one: recorded, so the step can be redone."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +80,8 @@ class EditorConfig:
     dtype: str = "bfloat16"
     max_requests: int | None = None
     price_per_image: float | None = None
+    endpoint: str | None = None
+    """The service's base URL, for editors that call one (a proxy, a regional or a test server)."""
     options: Mapping[str, str] = field(default_factory=dict)
     """Editor-specific `KEY=VALUE` settings (`--option`); an editor refuses keys it does not know."""
 
@@ -73,7 +90,7 @@ class Editor(Protocol):
     name: str
     model: str
     accepts: frozenset[str]
-    """The subset of `PARAMETERS` this editor uses. An editor whose runs of one image are
+    """The subset of `OPTIONAL` this editor uses. An editor whose runs of one image are
     byte-identical may also set `deterministic = True`; `generate` then warns when runs > 1."""
 
     def settings(self) -> dict[str, Any]:
@@ -120,11 +137,11 @@ def take_options(config: EditorConfig, editor: str, defaults: Mapping[str, Any])
         raise EditorError(f"editor {editor!r} has no option(s) {', '.join(unknown)} (known: {known})")
     out = dict(defaults)
     for key, text in config.options.items():
-        kind = type(defaults[key]) if defaults[key] is not None else str
+        kinds = (str,) if defaults[key] is None else (type(defaults[key]),)
         try:
-            out[key] = kind(text)
-        except ValueError as exc:
-            raise EditorError(f"editor {editor!r}: option {key}={text!r} is not a {kind.__name__}") from exc
+            out[key] = options.parse(key, text, kinds)
+        except options.OptionError as exc:
+            raise EditorError(f"editor {editor!r}: {exc}") from None
     return out
 
 

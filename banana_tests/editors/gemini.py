@@ -2,23 +2,36 @@
 
 Each edit is a fresh `generate_content` call (no chat history): the prompt and the previous
 image as lossless PNG in, an image and the model's thought summary out. A trajectory set can
-cost hundreds of dollars, so every attempt is counted against `--max-requests`, 429 and 5xx
-answers are retried with exponential backoff, and the API key is read from the environment,
-handed to the SDK and scrubbed from every message this module raises. The SDK is imported only
-when a real client is built (`pip install 'banana-tests[gemini]'`); tests inject a fake client.
+cost hundreds of dollars, so every attempt is counted against `--max-requests`. Transient
+failures (429, 5xx, a refused or dropped connection, no answer within `timeout`) are retried
+with exponential backoff, at most `retries` times. A reply without an image is asked again at
+most `no_image_retries` times, then only that run stops (`NoImage`); a blocked prompt is not
+asked again. The API key is read from the environment, handed to the SDK and scrubbed from
+every message this module raises. The SDK is imported only when a real client is built
+(`pip install 'banana-tests[gemini]'`).
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from PIL import Image
 
-from banana_tests.editors.base import EditorConfig, EditorError, EditRequest, EditResult, redact, take_options
+from banana_tests.editors.base import (
+    EditorConfig,
+    EditorError,
+    EditRequest,
+    EditResult,
+    NoImage,
+    redact,
+    take_options,
+)
 
 KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 ALIASES = {
@@ -36,9 +49,22 @@ PRICE_USD = {
 """Google's list price per output image at the time of writing; `--price-per-image` overrides."""
 
 
-def retryable(code: object) -> bool:
-    """Rate limits (429) and server errors (5xx) pass; other answers will not change on retry."""
-    return isinstance(code, int) and (code == 429 or 500 <= code <= 599)
+def retryable(exc: BaseException) -> bool:
+    """Rate limits (429), server errors (5xx) and transport failures (refused, dropped or timed-out
+    connections) may pass on a retry; other answers will not change."""
+    code = getattr(exc, "code", None)
+    if isinstance(code, int):
+        return code == 429 or 500 <= code <= 599
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    for transport in ("httpx", "httpx2"):  # the SDK's HTTP client (httpx2 from google-genai 3); unwrapped
+        try:
+            module = importlib.import_module(transport)
+        except ImportError:
+            continue
+        if isinstance(exc, module.TransportError):
+            return True
+    return False
 
 
 class BudgetExhausted(EditorError):
@@ -52,18 +78,24 @@ def api_key() -> str:
     raise EditorError(f"the gemini editor needs an API key in {' or '.join(KEY_ENV)}")
 
 
-def sdk_client(key: str) -> Any:
-    """A real `google.genai.Client`; imported here so the suite never needs the SDK."""
+def sdk_client(key: str, endpoint: str | None = None, timeout: float | None = None) -> Any:
+    """A real `google.genai.Client` sending to `endpoint` (default: the SDK's, which its
+    GOOGLE_GEMINI_BASE_URL variable may set), giving up on a request after `timeout` seconds."""
     try:
         from google import genai
     except ImportError as exc:
         raise EditorError("the gemini editor needs google-genai: pip install 'banana-tests[gemini]'") from exc
-    return genai.Client(api_key=key)
+    http: dict[str, Any] = {}
+    if endpoint is not None:
+        http["base_url"] = endpoint
+    if timeout is not None:
+        http["timeout"] = max(1, round(timeout * 1000))  # the SDK takes milliseconds
+    return genai.Client(api_key=key, http_options=genai.types.HttpOptions(**http) if http else None)
 
 
 class GeminiEditor:
     name = "gemini"
-    accepts = frozenset({"seed", "temperature", "resolution"})
+    accepts = frozenset({"seed", "temperature", "resolution", "endpoint"})
 
     def __init__(
         self,
@@ -73,6 +105,7 @@ class GeminiEditor:
         max_requests: int | None = None,
         retries: int = 6,
         backoff: float = 2.0,
+        no_image_retries: int = 2,
         price_per_image: float | None = None,
         secrets: tuple[str, ...] = (),
         sleep: Callable[[float], None] = time.sleep,
@@ -80,6 +113,7 @@ class GeminiEditor:
         self.model = ALIASES.get(model, model)
         self._client, self._secrets, self._sleep = client, secrets, sleep
         self.max_requests, self.retries, self.backoff = max_requests, retries, backoff
+        self.no_image_retries = no_image_retries
         self.price_per_image = price_per_image
         self.requests_made = 0
 
@@ -121,7 +155,7 @@ class GeminiEditor:
             config["temperature"] = request.temperature
         if request.resolution is not None:
             config["image_config"] = {"image_size": request.resolution}
-        attempts = 0
+        attempts = failures = no_image = 0
         while True:
             if self.max_requests is not None and self.requests_made >= self.max_requests:
                 raise BudgetExhausted(
@@ -134,48 +168,81 @@ class GeminiEditor:
                     model=self.model, contents=contents, config=config
                 )
             except Exception as exc:
-                code = getattr(exc, "code", None)
-                if retryable(code) and attempts <= self.retries:
-                    self._sleep(min(self.backoff * 2 ** (attempts - 1), 120.0))
+                if retryable(exc) and failures < self.retries:
+                    self._sleep(min(self.backoff * 2**failures, 120.0))
+                    failures += 1
                     continue
+                said = f"{type(exc).__name__}: {exc}" if not getattr(exc, "code", None) else f"{exc}"
                 raise EditorError(
-                    self._safe(f"{self.model} call failed after {attempts} attempt(s): {exc}")
+                    self._safe(f"{self.model} call failed after {attempts} attempt(s): {said}")
                 ) from None
-            image, text = self._parse(response)
-            return EditResult(image, text, requests=attempts)
-
-    def _parse(self, response: Any) -> tuple[Image.Image, str | None]:
-        """The last image of the first candidate, and its thought summary and reply text."""
-        candidates = getattr(response, "candidates", None) or []
-        parts = (getattr(getattr(candidates[0], "content", None), "parts", None) or []) if candidates else []
-        image: Image.Image | None = None
-        thoughts: list[str] = []
-        replies: list[str] = []
-        for part in parts:
-            data = getattr(getattr(part, "inline_data", None), "data", None)
-            if data:
-                image = Image.open(io.BytesIO(data)).convert("RGB")
-            elif getattr(part, "text", None):
-                (thoughts if getattr(part, "thought", False) else replies).append(part.text)
-        if image is None:
-            reason = getattr(candidates[0], "finish_reason", None) if candidates else "no candidates"
-            said = " ".join(replies)[:200]
-            raise EditorError(
-                self._safe(f"{self.model} returned no image (finish reason {reason}; text: {said!r})")
-            )
-        text = "\n\n".join(thoughts + replies) or None
-        return image, text
+            reply = _parse(response)
+            if reply.image is not None:
+                return EditResult(reply.image, reply.text, requests=attempts)
+            if reply.blocked or no_image >= self.no_image_retries:
+                again = "" if reply.blocked else f" in {no_image + 1} replies"
+                raise NoImage(self._safe(f"{self.model} returned no image{again}: {reply.why}"), attempts)
+            no_image += 1
 
     def _safe(self, message: str) -> str:
         return redact(message, self._secrets)
 
 
+@dataclass(frozen=True)
+class Reply:
+    """What one answer held: an image or why not (`blocked`: the prompt itself was refused)."""
+
+    image: Image.Image | None
+    text: str | None
+    why: str = ""
+    blocked: bool = False
+
+
+def _name(value: object) -> str:
+    """An SDK enum (`FinishReason.STOP`) as the API spells it (`STOP`)."""
+    return str(getattr(value, "value", value))
+
+
+def _parse(response: Any) -> Reply:
+    """The last image of the first candidate, with its thought summary and reply text."""
+    feedback = getattr(response, "prompt_feedback", None)
+    block = getattr(feedback, "block_reason", None)
+    candidates = getattr(response, "candidates", None) or []
+    if block is not None and not candidates:
+        detail = getattr(feedback, "block_reason_message", None)
+        why = f"prompt blocked (blockReason {_name(block)}" + (f": {detail})" if detail else ")")
+        return Reply(None, None, why, blocked=True)
+    if not candidates:
+        return Reply(None, None, "no candidates in the reply")
+    candidate = candidates[0]
+    parts = getattr(getattr(candidate, "content", None), "parts", None) or []
+    image: Image.Image | None = None
+    thoughts: list[str] = []
+    replies: list[str] = []
+    for part in parts:
+        data = getattr(getattr(part, "inline_data", None), "data", None)
+        if data:
+            image = Image.open(io.BytesIO(data)).convert("RGB")
+        elif getattr(part, "text", None):
+            (thoughts if getattr(part, "thought", False) else replies).append(part.text)
+    text = "\n\n".join(thoughts + replies) or None
+    if image is not None:
+        return Reply(image, text)
+    reason = getattr(candidate, "finish_reason", None)
+    message = getattr(candidate, "finish_message", None)
+    why = f"finishReason {_name(reason)}" + (f", finishMessage {message!r}" if message else "")
+    return Reply(None, text, f"{why}; text: {' '.join(replies)[:200]!r}")
+
+
 def make(config: EditorConfig) -> GeminiEditor:
-    """`--model` is a model id or `nano-banana-pro` / `nano-banana-2`; `--option retries=N,backoff=S`."""
-    options = take_options(config, "gemini", {"retries": 6, "backoff": 2.0})
+    """`--model` is a model id or `nano-banana-pro` / `nano-banana-2`; `--endpoint URL`;
+    `--option retries=N`, `backoff=S`, `timeout=S`, `no_image_retries=N`."""
+    options = take_options(
+        config, "gemini", {"retries": 6, "backoff": 2.0, "timeout": 300.0, "no_image_retries": 2}
+    )
     key = api_key()
     try:
-        client = sdk_client(key)
+        client = sdk_client(key, config.endpoint, options["timeout"])
     except EditorError:
         raise
     except Exception as exc:
@@ -186,6 +253,7 @@ def make(config: EditorConfig) -> GeminiEditor:
         max_requests=config.max_requests,
         retries=options["retries"],
         backoff=options["backoff"],
+        no_image_retries=options["no_image_retries"],
         price_per_image=config.price_per_image,
         secrets=(key,),
     )

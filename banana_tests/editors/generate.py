@@ -28,7 +28,7 @@ from typing import Any, TextIO
 from PIL import Image
 
 from banana_tests.atomic import fsync_dir, write_atomic
-from banana_tests.editors.base import Editor, EditRequest
+from banana_tests.editors.base import Editor, EditRequest, NoImage
 from banana_tests.editors.progress import Progress
 from banana_tests.editors.prompts import Prompt
 from banana_tests.trajectories.records import METADATA, DataError
@@ -92,6 +92,8 @@ class Summary:
     already_done: int
     made: int
     requests: int
+    stopped: tuple[str, ...] = ()
+    """Runs that stopped at a step the editor answered without an image (`NoImage`)."""
 
 
 def find_seed_images(items: Sequence[Path]) -> dict[str, Path]:
@@ -144,6 +146,7 @@ def generate(
             twins.warn(f"editor {job.editor!r} is deterministic: its {job.runs} runs will be byte-identical")
         progress = Progress(total, done, stream)
         made = requests = 0
+        stopped: list[str] = []
         fd = os.open(out / METADATA, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         fsync_dir(out)  # a new metadata.jsonl must survive with its first line
         try:
@@ -154,7 +157,13 @@ def generate(
                         continue
                     image = _open(path) if start == 0 else _open(out / file_name)
                     for step in range(start + 1, job.steps + 1):
-                        image, row = _edit(job, editor, image, name, run, step)
+                        try:
+                            image, row = _edit(job, editor, image, name, run, step)
+                        except NoImage as exc:  # one run's trouble: the others go on
+                            stopped.append(f"{name} run {run} step {step}: {exc}")
+                            requests += exc.requests
+                            log(f"warning: {stopped[-1]}; this run stops here, the others go on")
+                            break
                         data = _png(image)
                         row["sha256"] = _sha256(data)
                         write_atomic(out / row["file_name"], data)
@@ -165,7 +174,7 @@ def generate(
         finally:
             os.close(fd)
             progress.close()
-    return Summary(total, done, made, requests)
+    return Summary(total, done, made, requests, tuple(stopped))
 
 
 class Twins:
@@ -215,7 +224,7 @@ def _edit(
         "editor": job.editor,
         "model": editor.model,
         "prompt": prompt,
-        "seed": request.seed,
+        "seed": request.seed if result.seed is None else result.seed,
         "temperature": job.temperature,
         "resolution": job.resolution,
         "input_size": list(image.size),

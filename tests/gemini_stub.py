@@ -1,0 +1,111 @@
+"""A local HTTP server that answers the Gemini REST API the way the real service does, so the
+gemini editor is tested through the real `google-genai` client, over a real socket.
+
+Each request takes the next entry of `script` (then `image`): `image` mirrors the input image
+and adds a thought summary and a reply; `text` answers with text only; `block` refuses the
+prompt; `hang` never answers; `drop` closes the connection unanswered; an int is that HTTP
+error. Every request body is kept in `requests`.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from PIL import Image, ImageOps
+
+KEY = "AIzaFAKE-secret-key-0123456789"
+"""A fake API key: tests check it never reaches a message or a file."""
+THOUGHT = "**Checking the image** I see faint noise."
+REPLY = "Here is the replica."
+REFUSAL = "I can only describe this image."
+BLOCK = {"blockReason": "PROHIBITED_CONTENT", "blockReasonMessage": "The prompt was blocked."}
+
+
+@dataclass
+class Stub:
+    url: str
+    script: list[str | int] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    released: threading.Event = field(default_factory=threading.Event)
+    error_message: str = "stub error"
+
+    def sent_image(self, index: int) -> bytes:
+        """The PNG bytes request `index` carried."""
+        parts = self.requests[index]["contents"][0]["parts"]
+        data = next(p["inlineData"]["data"] for p in parts if "inlineData" in p)
+        return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))  # the SDK sends it unpadded
+
+
+def _answer(stub: Stub, body: dict[str, Any], action: str | int) -> tuple[int, dict[str, Any]]:
+    if isinstance(action, int):
+        status = {429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE", 500: "INTERNAL"}.get(
+            action, "INVALID_ARGUMENT"
+        )
+        return action, {"error": {"code": action, "message": stub.error_message, "status": status}}
+    if action == "block":
+        return 200, {"promptFeedback": BLOCK}
+    if action == "text":
+        content = {"role": "model", "parts": [{"text": REFUSAL}]}
+        return 200, {"candidates": [{"content": content, "finishReason": "STOP", "index": 0}]}
+    png = Image.open(io.BytesIO(stub.sent_image(len(stub.requests) - 1)))
+    out = io.BytesIO()
+    ImageOps.mirror(png).save(out, format="PNG")
+    parts = [
+        {"text": THOUGHT, "thought": True},
+        {"inlineData": {"mimeType": "image/png", "data": base64.b64encode(out.getvalue()).decode()}},
+        {"text": REPLY},
+    ]
+    return 200, {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]}
+
+
+def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            stub.requests.append(body)
+            stub.paths.append(self.path)
+            action = stub.script.pop(0) if stub.script else "image"
+            if action == "hang":
+                stub.released.wait(30)
+                return
+            if action == "drop":
+                self.close_connection = True
+                return
+            status, answer = _answer(stub, body, action)
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@contextmanager
+def serve(script: list[str | int] | None = None) -> Iterator[Stub]:
+    """A stub listening on 127.0.0.1 for the duration of the block."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stub := Stub("")))
+    server.daemon_threads = True
+    stub.url = f"http://127.0.0.1:{server.server_address[1]}"
+    stub.script = list(script or [])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield stub
+    finally:
+        stub.released.set()
+        server.shutdown()
+        server.server_close()
