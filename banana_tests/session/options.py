@@ -12,7 +12,8 @@ lead into the package, so `--metric` would work in the clone and under `--pyargs
 but not for a user's own tests on the public fixtures, and it would be one more file pytest
 imports per run. After the initial conftests every option that can be given on the command
 line is registered (pytest parses the command line once they are loaded), so a name that is
-free then stays ours. The wrapper costs one pass over the registered option names, ~0.1 ms.
+free then stays ours. The wrapper costs one pass over the registered option names and an
+alias per free name: 0.4-0.6 ms per run here (21 aliases, median of 7 runs, load 13).
 """
 
 from __future__ import annotations
