@@ -45,6 +45,12 @@ class Field(StrEnum):
     NORM_STEP = "norm_step"
     RUNS = "runs"
     SCORE_CACHED = "score_cached"
+    # the runs' spread (banana_tests.verdicts.uncertainty) and, under --banana-strict-runs, its verdict
+    RUN_DELTAS = "run_deltas"  # space-separated, in run order
+    DELTA_STDEV = "delta_stdev"
+    DELTA_LOW = "delta_low"
+    DELTA_HIGH = "delta_high"
+    STRICT = "strict"  # detected | missed | unresolved
     # trend figures (Trend.properties)
     SPEARMAN = "spearman"
     FIRST_DETECTION_STEP = "first_detection_step"

@@ -238,10 +238,13 @@ def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdic
 
     state = request.config.stash[STATE]
     plan = state.plans[request.param]
+    strict = state.settings.strict_runs
     verdict = measured(
         request,
         CaseRecord(plan.key, plan.reference_step),
-        lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key, banana_metric)),
+        lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key, banana_metric), strict),
     )
     record_figure(request, Field.SCORE_CACHED, state.score_cached(plan.key))
+    if verdict.unresolved:  # its own outcome (reporter.UNRESOLVED), never a pass
+        pytest.skip(verdict.unresolved_reason())
     return verdict

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -80,7 +81,7 @@ def test_a_scale_needs_a_finite_range_with_high_above_low(low: float, high: floa
 
 def test_gap_averages_raw_scores_then_normalises() -> None:
     g = gap(Scale(0.0, 100.0, True), [10.0, 30.0], [40.0, 60.0])
-    assert g == Gap(20.0, 50.0, 80.0, 50.0, 2)
+    assert g == Gap(20.0, 50.0, 80.0, 50.0, 2, (-30.0, -30.0))  # and each run's own Δ
     assert g.delta == -30.0 and g.detected
     assert run_mean([1.0, 2.0, 6.0]) == 3.0
     with pytest.raises(ValueError, match="no scores to average"):
@@ -577,3 +578,17 @@ def test_an_oversized_file_is_named_with_its_size(tmp_path: Path) -> None:
     xml.write_bytes(b" " * (3 * 2**20 + 2**19))
     with pytest.raises(JUnitError, match=r"big\.xml: 3\.5 MiB is over the 2 MiB limit"):
         read_junit([xml], max_mb=2)
+
+
+def test_verdict_records_each_runs_delta_and_their_spread() -> None:
+    g = gap(Scale(0.0, 100.0, False), [10.0, 10.0, 10.0], [8.0, 11.0, 9.0])  # Δs -2, +1, -1
+    props = Verdict(KEY, 1, g).properties()
+    assert {name: props[name] for name in ("run_deltas", "delta_stdev", "delta_low", "delta_high")} == {
+        "run_deltas": "-2.0 1.0 -1.0",
+        "delta_stdev": repr(statistics.stdev([-2.0, 1.0, -1.0])),
+        "delta_low": "-2.0",
+        "delta_high": "1.0",
+    }
+    assert "strict" not in props and Verdict(KEY, 1, g).detected  # the run mean, -2/3, decides
+    strict = Verdict(KEY, 1, g, strict=True)
+    assert (strict.detected, strict.unresolved, strict.properties()["strict"]) == (True, True, "unresolved")

@@ -21,7 +21,7 @@ from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.matrix import Matrix, TrendTally
 from banana_tests.verdicts.record import CaseRecord, RecordError, figure_properties
 from banana_tests.verdicts.trend import Trend
-from banana_tests.verdicts.verdict import VERDICT_LINE, Verdict
+from banana_tests.verdicts.verdict import UNRESOLVED, VERDICT_LINE, Verdict
 
 Measured = TypeVar("Measured", Verdict, Trend)
 Status = tuple[str, dict[str, bool]]  # a verbose word and its markup
@@ -47,6 +47,16 @@ def record_figure(request: pytest.FixtureRequest, name: Field, value: str) -> No
     `record_property` fixture warns on every case under junit_family xunit2 (pytest's default
     in a user's project), and the properties are written all the same."""
     request.node.user_properties.extend(figure_properties({name: value}))
+
+
+def unresolved(report: pytest.TestReport) -> bool:
+    """A Δ case that --banana-strict-runs left unresolved: skipped with the verdict's reason."""
+    longrepr = report.longrepr
+    return (
+        isinstance(longrepr, tuple)
+        and len(longrepr) == 3
+        and str(longrepr[2]).startswith(f"Skipped: {UNRESOLVED}: ")
+    )
 
 
 def run_facts(state: SuiteState) -> list[tuple[str, str]]:
@@ -118,6 +128,8 @@ class MatrixReporter:
         offers a plugin for its own outcomes; the exit status still says the run failed."""
         if report.when == "call" and report.failed and hasattr(report, VERDICT_LINE):
             return MISSED, "F", ("FAILED", {"red": True})
+        if report.skipped and unresolved(report):
+            return UNRESOLVED, "U", ("UNRESOLVED", {"yellow": True})
         return None
 
     def pytest_report_header(self, config: pytest.Config) -> str | None:

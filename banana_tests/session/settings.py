@@ -55,6 +55,7 @@ class Settings:
     trend: bool
     baseline: Path | None
     strict_baseline: bool
+    strict_runs: bool  # a cell's verdict from the sign of its whole run range (verdicts.uncertainty)
     snapshot_dir: Path  # where an installed suite writes the user's score snapshots
     snapshot_rtol: float
     heartbeat: float | None  # seconds between "still scoring" lines of a long batch; None: never
@@ -148,6 +149,7 @@ class Settings:
             trend=value("trend"),
             baseline=Path(baseline) if baseline else None,
             strict_baseline=value("strict-baseline"),
+            strict_runs=value("strict-runs"),
             snapshot_dir=rootdir / (value("snapshot-dir") or snapshot_ini or DEFAULT_SNAPSHOT_DIR),
             snapshot_rtol=value("snapshot-rtol"),
             heartbeat=heartbeat or None,

@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from banana_tests.verdicts.uncertainty import RunSpread
 from metrics_under_test.scale import Scale
 
 
@@ -21,6 +22,13 @@ class Gap:
     norm_reference: float
     norm_step: float
     runs: int
+    run_deltas: tuple[float, ...] = ()  # each run's own Δ, normalised, in run order
+
+    @property
+    def spread(self) -> RunSpread:
+        """What the runs say together (banana_tests.verdicts.uncertainty); one run when a gap
+        was built without its runs' Δs."""
+        return RunSpread(self.run_deltas or (self.delta,))
 
     @property
     def delta(self) -> float:
@@ -48,4 +56,5 @@ def gap(scale: Scale, reference: Sequence[float], step: Sequence[float]) -> Gap:
     if len(reference) != len(step):
         raise ValueError(f"reference has {len(reference)} runs but step has {len(step)}")
     ref, cur = run_mean(reference), run_mean(step)
-    return Gap(ref, cur, scale.normalise(ref), scale.normalise(cur), len(step))
+    deltas = tuple(scale.normalise(s) - scale.normalise(r) for r, s in zip(reference, step, strict=True))
+    return Gap(ref, cur, scale.normalise(ref), scale.normalise(cur), len(step), deltas)

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field, replace
 
 from banana_tests.cases import CaseKey
 
-OUTCOMES = ("passed", "failed", "skipped", "error")
+OUTCOMES = ("passed", "failed", "skipped", "error", "unresolved")
+STRICT_OUTCOMES = {"detected": "passed", "missed": "failed", "unresolved": "unresolved"}
+"""A cell's outcome from its strict verdict (--banana-strict-runs, verdicts.uncertainty)."""
 
 
 @dataclass(frozen=True)
@@ -29,15 +31,21 @@ class Cell:
     reference_step: int | None = None
     runs: int | None = None
     message: str = ""
+    strict: str | None = None  # detected | missed | unresolved, when the run judged by run range
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {self.outcome!r}")
+        if self.strict is not None and self.strict not in STRICT_OUTCOMES:
+            raise ValueError(f"unknown strict verdict {self.strict!r}")
 
     def as_verdict(self) -> Cell:
         """The cell as its Δ decides it. Under --baseline a report says xfail or XPASS; the
         matrix (terminal and `report` alike) keeps the verdict: passed only when Δ < 0, as the
-        suite asserts, so a nan Δ (a metric that returned nan) stays a failure."""
+        suite asserts, so a nan Δ (a metric that returned nan) stays a failure. Under
+        --banana-strict-runs the recorded strict verdict decides, `unresolved` included."""
+        if self.strict is not None:
+            return replace(self, outcome=STRICT_OUTCOMES[self.strict])
         if self.delta is None:
             return self
         return replace(self, outcome="passed" if self.delta < 0 else "failed")
@@ -51,14 +59,18 @@ class OutcomeCounts:
     failed: int = 0
     skipped: int = 0
     error: int = 0
+    unresolved: int = 0
 
     def add(self, outcome: str) -> None:
         setattr(self, outcome, getattr(self, outcome) + 1)
 
     def label(self) -> str:
-        """`failed/verdicts`, then `E<n>` when some cases errored: an error never hides failures."""
+        """`failed/verdicts`, then `U<n>` for unresolved cells (--banana-strict-runs) and `E<n>` when
+        some cases errored: neither hides failures."""
         verdicts = self.passed + self.failed
         parts = [f"{self.failed}/{verdicts}" if verdicts else "s" if self.skipped else ""]
+        if self.unresolved:
+            parts.append(f"U{self.unresolved}")
         if self.error:
             parts.append(f"E{self.error}")
         return " ".join(p for p in parts if p)
@@ -113,11 +125,14 @@ class Matrix:
         steps = len({k.step for k in self.cells})
         runs = {k.run for k in self.cells}
         over = f"{steps} step(s)" if runs == {None} else f"{len(runs - {None})} run(s) × {steps} step(s)"
-        return [
+        lines = [
             f"cell: failing cases (Δ ≥ 0, missed) / cases with a verdict, over {over} of one seed image",
             "normalised scores are higher-is-better, so Δ < 0 is detected; s = all skipped;",
             "E<n> = cases with errors, shown beside the failures",
         ]
+        if any(c.outcome == "unresolved" for c in self.cells.values()):
+            lines.append("U<n> = unresolved cases: their runs' Δs disagree in sign (--banana-strict-runs)")
+        return lines
 
     def render(self, width: int = 100, max_rows: int = 40) -> list[str]:
         """Rows are seed images, columns metrics; a cell counts failing cases out of those with a

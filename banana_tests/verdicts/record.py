@@ -23,6 +23,7 @@ FIGURES = {
     CaseKind.DELTA: frozenset(
         {Field.DELTA, Field.SCORE_REFERENCE, Field.SCORE_STEP, Field.NORM_REFERENCE, Field.NORM_STEP}
         | {Field.RUNS, Field.SCORE_CACHED}
+        | {Field.RUN_DELTAS, Field.DELTA_STDEV, Field.DELTA_LOW, Field.DELTA_HIGH, Field.STRICT}
     ),
     CaseKind.TREND: frozenset(
         {Field.SPEARMAN, Field.FIRST_DETECTION_STEP, Field.TREND_STEPS, Field.TREND_SERIES}
@@ -103,6 +104,7 @@ class CaseRecord:
             self.reference_step,
             None if runs in (None, "") else int(runs),
             message,
+            self.figures.get(Field.STRICT) or None,
         )
 
     @classmethod

@@ -9,6 +9,7 @@ import pytest
 
 from banana_tests.cases import CaseKey, Field
 from banana_tests.verdicts.gaps import Gap
+from banana_tests.verdicts.uncertainty import StrictOutcome
 
 VERDICT_LINE = "banana_verdict"
 """The attribute that carries a failing verdict's one-line message, on its exception and then on
@@ -29,20 +30,54 @@ def fail_verdict(message: str, summary: str, config: pytest.Config) -> NoReturn:
     raise failure
 
 
+UNRESOLVED = "unresolved"
+"""How an unresolved cell's skip reason starts: the reporter counts it as its own outcome."""
+
+
 @dataclass(frozen=True)
 class Verdict:
+    """`strict` (--banana-strict-runs): the sign of the whole run range decides, not the mean's."""
+
     key: CaseKey
     reference_step: int
     gap: Gap
+    strict: bool = False
+
+    @property
+    def outcome(self) -> StrictOutcome:
+        if self.strict:
+            return self.gap.spread.strict
+        return StrictOutcome.DETECTED if self.gap.detected else StrictOutcome.MISSED
 
     @property
     def detected(self) -> bool:
-        return self.gap.detected
+        """False only for a miss: an unresolved cell is skipped before a test sees it."""
+        return self.outcome is not StrictOutcome.MISSED
+
+    @property
+    def unresolved(self) -> bool:
+        return self.outcome is StrictOutcome.UNRESOLVED
+
+    def runs_text(self) -> str:
+        """The runs' Δs and their range, e.g. `runs Δ -1.20, +0.40, -0.30 in [-1.20, +0.40]`."""
+        s = self.gap.spread
+        values = ", ".join(f"{d:+.2f}" for d in s.deltas)
+        low, high = s.interval
+        return f"runs Δ {values} in [{low:+.2f}, {high:+.2f}]"
+
+    def unresolved_reason(self) -> str:
+        k = self.key
+        return (
+            f"{UNRESOLVED}: {k.metric} on {k.seed_image} at step {k.step}: the runs disagree in sign "
+            f"({self.runs_text()}), so the run range straddles 0"
+        )
 
     def message(self) -> str:
         """One line: metric, seed image, step, Δ, both raw and both normalised scores."""
         k, g = self.key, self.gap
         run = f"run {k.run}" if k.run is not None else f"the mean of {g.runs} run(s)"
+        if self.strict:
+            run += f"; {self.runs_text()}"
         return (
             f"{k.metric} did not detect the degradation of {k.seed_image} at step {k.step}: "
             f"Δ{k.step} = {g.delta:+.3f} ≥ 0 ({run}); "
@@ -52,6 +87,8 @@ class Verdict:
         )
 
     def summary(self) -> str:
+        if self.strict:
+            return f"Δ{self.key.step} ≥ 0 in every run ({self.runs_text()})"
         return f"Δ{self.key.step} = {self.gap.delta:+.3f} ≥ 0"
 
     def properties(self) -> dict[Field, str]:
@@ -64,4 +101,21 @@ class Verdict:
             Field.NORM_REFERENCE: repr(g.norm_reference),
             Field.NORM_STEP: repr(g.norm_step),
             Field.RUNS: str(g.runs),
+            **self.spread_properties(),
         }
+
+    def spread_properties(self) -> dict[Field, str]:
+        """Each run's Δ, their standard deviation and range (the strict verdict's interval)."""
+        if not self.gap.run_deltas:
+            return {}
+        s = self.gap.spread
+        low, high = s.interval
+        out = {
+            Field.RUN_DELTAS: " ".join(repr(d) for d in s.deltas),
+            Field.DELTA_STDEV: repr(s.stdev),
+            Field.DELTA_LOW: repr(low),
+            Field.DELTA_HIGH: repr(high),
+        }
+        if self.strict:
+            out[Field.STRICT] = s.strict.value
+        return out
