@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -289,6 +290,31 @@ def test_loading_and_editing_print_no_deprecation_or_step_bars(
         editor.edit(request(scene(32, 24), seed=0))
     assert [str(w.message) for w in caught if "torch_dtype" in str(w.message)] == []
     assert "3/3" not in capfd.readouterr().err  # no bar over the 3 denoising steps
+
+
+def test_generate_records_the_seed_drawn_and_keeps_spaces_in_options(
+    pipelines: dict[str, str], tmp_path: Path
+) -> None:
+    """The command line path: no --seed, `negative_prompt= ` (one space), a boolean option."""
+    import json
+
+    from banana_tests.cli import main
+
+    scene(48, 32).save(tmp_path / "wide.png")
+    fast = [f"--option={key}={value}" for key, value in KONTEXT_FAST.items()]
+    argv = ["generate", "--editor", "diffusers", "--model", pipelines["kontext"], "--device", "cpu",
+            "--dtype", "float32", "--seed-images", str(tmp_path / "wide.png"), "--out", str(tmp_path / "set"),
+            "--runs", "1", "--steps", "2", "--option=negative_prompt= ", *fast]  # fmt: skip
+    assert main(argv) == 0
+    settings = json.loads((tmp_path / "set" / "generate.json").read_text())
+    call = settings["editor_settings"]["call"]
+    assert (call["negative_prompt"], call["_auto_resize"], settings["seed"]) == (" ", False, None)
+    rows = [json.loads(line) for line in (tmp_path / "set" / "metadata.jsonl").read_text().splitlines()]
+    assert [row["output_size"] for row in rows] == [[48, 32], [48, 32]]
+    assert all(isinstance(row["seed"], int) for row in rows)  # the seeds really used, not null
+    editor = diffusers_editor(pipelines["kontext"], negative_prompt=" ", **KONTEXT_FAST)
+    redo = editor.edit(request(scene(48, 32), seed=rows[0]["seed"])).image
+    assert redo.tobytes() == Image.open(tmp_path / "set" / rows[0]["file_name"]).convert("RGB").tobytes()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("diffusers") is not None, reason="diffusers is installed")

@@ -367,6 +367,35 @@ def generate_into_read_only_folder(root: Path, mp: pytest.MonkeyPatch) -> Act:
     return generate(root)
 
 
+def diffusers_model(root: Path, *options: str) -> Act:
+    """A model folder holding only its `model_index.json`: options are checked before weights load."""
+    pytest.importorskip("diffusers", reason="the diffusers editor needs diffusers")
+    seeds(root)
+    (root / "kontext").mkdir()
+    file_with(root, "kontext/model_index.json", json.dumps({"_class_name": "FluxKontextPipeline"}))
+    argv = ["generate", "--editor", "diffusers", "--model", str(root / "kontext"), "--device", "cpu",
+            "--seed-images", str(root / "seeds"), "--out", str(root / "set"), *options]  # fmt: skip
+    return lambda: main(argv)
+
+
+def diffusers_option_misspelt(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return diffusers_model(root, "--option", "num_inference_step=2")
+
+
+def diffusers_option_of_the_wrong_type(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return diffusers_model(root, "--option", "guidance_scale=abc")
+
+
+def emulate_option_not_a_bool_or_number(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    seeds(root)
+    return generate(root, "--option", "long_side=big")
+
+
+def endpoint_for_an_offline_editor(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    seeds(root)
+    return generate(root, "--endpoint", "http://127.0.0.1:9")
+
+
 # ---- judge ----------------------------------------------------------------------------------
 
 
@@ -556,6 +585,30 @@ ROWS = [
         generate_into_read_only_folder,
         1,
         r"Read-only file system: '{root}/set/",
+    ),
+    Row(
+        "generate: diffusers option misspelt",
+        diffusers_option_misspelt,
+        1,
+        r"FluxKontextPipeline takes no option 'num_inference_step' \(did you mean num_inference_steps\?\)",
+    ),
+    Row(
+        "generate: diffusers option of the wrong type",
+        diffusers_option_of_the_wrong_type,
+        1,
+        r"FluxKontextPipeline: option guidance_scale='abc' is not a float",
+    ),
+    Row(
+        "generate: editor option of the wrong type",
+        emulate_option_not_a_bool_or_number,
+        1,
+        r"editor 'emulate': option long_side='big' is not a int",
+    ),
+    Row(
+        "generate: --endpoint for an editor without a service",
+        endpoint_for_an_offline_editor,
+        1,
+        r"editor 'emulate' does not take --endpoint",
     ),
     Row("judge: bad line", judgments_line_not_a_judgment, 1, r"{root}/set/j\.jsonl:1: not a judgment"),
     Row(
