@@ -7,6 +7,7 @@ public fixtures: the scores are `banana_metrics[name].scores(...)` of `banana_tr
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -16,11 +17,15 @@ from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import Scorer
 from banana_tests.session.snapshot_selection import PARAM, recorded_metrics
 from banana_tests.session.snapshots import (
+    SHOWN,
+    Rerecord,
     ScoreSnapshotExtension,
-    abs_tolerance,
     dataset_label,
+    installed,
+    run_options,
     score_id,
     snapshot_folder,
+    tolerance,
 )
 from banana_tests.trajectories.view import Trajectories
 
@@ -60,9 +65,26 @@ def test_scores_match_snapshot(  # type: ignore[no-untyped-def]
     folder = snapshot_folder(
         state.settings.snapshot_dir, request.node.path, dataset_label(state), name, updating
     )
+    module = request.node.path
+    tests = ("--pyargs", "banana_tests") if installed(module) else (_relative(module, config),)
+    rerecord = Rerecord(tests, run_options(config.invocation_params.args), snapshot_metric)
+    verbose = config.get_verbosity(pytest.Config.VERBOSITY_ASSERTIONS) >= 2
     extension = ScoreSnapshotExtension.configured(
-        state.settings.snapshot_rtol, abs_tolerance(scorer.spec), bool(state.narrowed), folder
+        state.settings.snapshot_rtol,
+        tolerance(scorer.spec),
+        bool(state.narrowed),
+        folder,
+        rerecord,
+        listed=None if verbose else SHOWN,
     )
     records = list(banana_trajectories)  # sorted by (seed image, run, step)
     scores = dict(zip(map(score_id, records), scorer.scores(records), strict=True))
     assert scores == snapshot.use_extension(extension)
+
+
+def _relative(path: Path, config: pytest.Config) -> str:
+    """`path` as the user can type it from where the run started."""
+    try:
+        return os.path.relpath(path, config.invocation_params.dir)
+    except ValueError:  # another drive (Windows)
+        return str(path)
