@@ -321,6 +321,6 @@ def add_gate_options(addoption: AddOption) -> None:
         type=float,
         default=1e-3,
         metavar="RTOL",
-        help="relative tolerance of score snapshots (default: 1e-3); scores within 0.1 normalised "
-        "points of the snapshot match too",
+        help="relative tolerance of score snapshots (default: 1e-3); scores within the metric's "
+        "measured machine drift (0.1 normalised points, PIQE 0.6; docs/snapshots.md) match too",
     )
