@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,3 +270,48 @@ def test_staging_into_a_refusing_folder_names_it_for_the_metric_that_needs_it(tm
             check_staged("m", [fine, refused])
     finally:
         REFUSED.pop(refused, None)
+
+
+def test_a_metric_that_swallows_the_time_limit_meets_it_again() -> None:
+    """A metric that catches Exception around its work caught the limit once; it comes back a
+    second later, and the batch still stops."""
+    import time
+
+    from banana_tests.scoring.batch_watch import RETRY_SECONDS, BatchTimeout, BatchWatch
+
+    swallowed = []
+    started = time.monotonic()
+    limit = re.escape("no score within --batch-timeout=0.2: m's batch of 3 image(s)")
+    with pytest.raises(BatchTimeout, match=limit), BatchWatch(None, 0.2).batch("m", 3, "first"):
+        try:
+            time.sleep(5)
+        except Exception as exc:  # what a careless metric does
+            swallowed.append(exc)
+        time.sleep(5)
+    assert len(swallowed) == 1 and time.monotonic() - started < 0.2 + RETRY_SECONDS + 1
+
+
+def test_a_timer_set_before_the_batch_is_put_back_with_the_time_it_had_left() -> None:
+    """pytest-timeout's signal method keeps its SIGALRM handler and timer across a watched batch."""
+    import signal
+    import time
+
+    from banana_tests.scoring.batch_watch import BatchWatch
+
+    def theirs(signum: int, frame: object) -> None:
+        raise AssertionError("the earlier timer fired during the batch")
+
+    lines: list[str] = []
+    previous = signal.signal(signal.SIGALRM, theirs)
+    signal.setitimer(signal.ITIMER_REAL, 3.0)
+    try:
+        with BatchWatch(0.1, None, lines.append).batch("m", 1, "first"):
+            time.sleep(0.35)
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert signal.getsignal(signal.SIGALRM) is theirs
+        assert 2.0 < left < 2.7
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert [line.rsplit(", ", 1)[1] for line in lines] == ["0 s so far"] * 3
+    assert lines[0] == "banana-tests: m still scoring a batch of 1 image(s) (first), 0 s so far"
