@@ -47,10 +47,15 @@ class Field(StrEnum):
     SCORE_CACHED = "score_cached"
     # the runs' spread (banana_tests.verdicts.uncertainty) and, under --banana-strict-runs, its verdict
     RUN_DELTAS = "run_deltas"  # space-separated, in run order
+    RUN_NORM_REFERENCES = "run_norm_references"  # each run's normalised scores, as run_deltas
+    RUN_NORM_STEPS = "run_norm_steps"
     DELTA_STDEV = "delta_stdev"
     DELTA_LOW = "delta_low"
     DELTA_HIGH = "delta_high"
     STRICT = "strict"  # detected | missed | unresolved
+    # the degradation oracle (banana_tests.scoring.oracle): each run's step against its reference
+    PSNR = "psnr"  # dB, space-separated, in run order; inf when identical
+    SSIM = "ssim"
     # trend figures (Trend.properties)
     SPEARMAN = "spearman"
     FIRST_DETECTION_STEP = "first_detection_step"

@@ -232,6 +232,7 @@ def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdic
     """The case's verdict, Δ by `banana_metric.delta`, with its JUnit properties recorded; skips
     when the metric cannot load (see banana_tests.session.scorer.load_or_skip)."""
     from banana_tests.cases import Field
+    from banana_tests.scoring import oracle
     from banana_tests.session.reporter import measured, record_figure
     from banana_tests.verdicts.record import CaseRecord
     from banana_tests.verdicts.verdict import Verdict
@@ -245,6 +246,11 @@ def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdic
         lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key, banana_metric), strict),
     )
     record_figure(request, Field.SCORE_CACHED, state.score_cached(plan.key))
+    trial = oracle.trial(plan.pairs)
+    for name, value in trial.properties().items():
+        record_figure(request, name, value)
+    if not trial.valid:  # its own outcome (reporter.NOT_A_VALID_TRIAL), not the metric's failure
+        pytest.skip(trial.reason(plan.key, plan.reference_step))
     if verdict.unresolved:  # its own outcome (reporter.UNRESOLVED), never a pass
         pytest.skip(verdict.unresolved_reason())
     return verdict

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -96,6 +98,19 @@ def run(
     )
 
 
+def report(pytester: pytest.Pytester) -> str:
+    """`banana-tests report` on the run's JUnit file: its summary.md."""
+    done = subprocess.run(
+        [sys.executable, "-m", "banana_tests.cli", "report", "j.xml", "--out=out"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return (pytester.path / "out" / "summary.md").read_text(encoding="utf-8")
+
+
 def properties(pytester: pytest.Pytester) -> list[dict[str, str]]:
     return [
         {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
@@ -110,6 +125,7 @@ def test_a_metric_that_detects_every_step_passes_every_case(
     result = run(pytester, monkeypatch, "Detector", *strict)
 
     assert_outcomes(result, passed=4)
+    result.stdout.fnmatch_lines(["detector  AUC step 5 1.00, step 10 1.00; clean images * (spread *, n = 6)"])
     for props in properties(pytester):
         deltas = [float(d) for d in props["run_deltas"].split()]
         assert len(deltas) == 3 and max(deltas) < 0
@@ -125,6 +141,8 @@ def test_a_metric_that_inverts_every_step_fails_every_case(
     result = run(pytester, monkeypatch, "Inverter", *strict)
 
     assert_outcomes(result, missed=4)
+    result.stdout.fnmatch_lines(["inverter  AUC step 5 0.00, step 10 0.00; *"])
+    assert "| inverter | 0.000 | 0.000 | 6 |" in report(pytester)
     for props in properties(pytester):
         assert min(float(d) for d in props["run_deltas"].split()) >= 0
 

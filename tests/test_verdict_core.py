@@ -81,7 +81,8 @@ def test_a_scale_needs_a_finite_range_with_high_above_low(low: float, high: floa
 
 def test_gap_averages_raw_scores_then_normalises() -> None:
     g = gap(Scale(0.0, 100.0, True), [10.0, 30.0], [40.0, 60.0])
-    assert g == Gap(20.0, 50.0, 80.0, 50.0, 2, (-30.0, -30.0))  # and each run's own Δ
+    assert g == Gap(20.0, 50.0, 80.0, 50.0, 2, (90.0, 70.0), (60.0, 40.0))  # and each run's own
+    assert g.run_deltas == (-30.0, -30.0)
     assert g.delta == -30.0 and g.detected
     assert run_mean([1.0, 2.0, 6.0]) == 3.0
     with pytest.raises(ValueError, match="no scores to average"):

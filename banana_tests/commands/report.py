@@ -68,6 +68,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 def run(args: argparse.Namespace) -> int:
     from banana_tests.reports.compare import compare, comparison_markdown
     from banana_tests.reports.paper import PAPER_CSV, paper_cells
+    from banana_tests.reports.separability_table import separability_markdown
     from banana_tests.reports.write import staged, write_report
 
     if args.paper_only == bool(args.junit):
@@ -104,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {line}", file=sys.stderr)
             notes.append(("Cases seen twice (newest kept)", "\n".join(lines)))
     metadata = {**metadata, **_shape(matrix), "report tool": package_versions((*RUN_PACKAGES, "matplotlib"))}
+    separable = separability_markdown(matrix)
+    if separable:
+        print(separable)
+        summary_extra = separable
     comparisons = None
     if args.compare_paper:
         comparisons = compare(matrix, Matrix.of(paper_cells()))

@@ -10,12 +10,18 @@ UNCHANGED_PSNR) did not measurably change, and its case is not a valid trial.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
+
+from banana_tests.cases import CaseKey, Field
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
+
+    from banana_tests.trajectories.records import Record
 
 PEAK = 255.0
 UNCHANGED_PSNR = 20 * math.log10(PEAK / 1.0)  # 48.13 dB: RMS error of one grey level
@@ -31,6 +37,60 @@ class Change:
     @property
     def valid_trial(self) -> bool:
         return self.psnr < UNCHANGED_PSNR
+
+
+NOT_A_VALID_TRIAL = "not a valid trial"
+"""How an unchanged step's skip reason starts: the reporter counts it as its own outcome."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One case's steps against their reference, one `Change` per run. The case is a trial of
+    the metric when at least one run's step measurably changed."""
+
+    changes: tuple[Change, ...]
+
+    @property
+    def valid(self) -> bool:
+        return any(c.valid_trial for c in self.changes)
+
+    def properties(self) -> dict[Field, str]:
+        return {
+            Field.PSNR: " ".join(repr(c.psnr) for c in self.changes),
+            Field.SSIM: " ".join(repr(c.ssim) for c in self.changes),
+        }
+
+    def reason(self, key: CaseKey, reference_step: int) -> str:
+        psnrs = ", ".join(f"{c.psnr:.1f}" for c in self.changes)
+        return (
+            f"{NOT_A_VALID_TRIAL}: {key.seed_image} at step {key.step} did not measurably change from "
+            f"step {reference_step} (PSNR {psnrs} dB ≥ {UNCHANGED_PSNR:.2f}, under one grey level RMS), "
+            f"so {key.metric} is not on trial there"
+        )
+
+
+def trial(pairs: Sequence[tuple[Record, Record]]) -> Trial:
+    """The case's (reference, step) record pairs against each other, by their files' pixels."""
+    return Trial(tuple(_file_change(reference.path, step.path) for reference, step in pairs))
+
+
+def valid_trial(psnr_figure: str) -> bool:
+    """From a record's PSNR figure (space-separated, one per run); true when it has none."""
+    values = [float(v) for v in psnr_figure.split()]
+    return not values or any(v < UNCHANGED_PSNR for v in values)
+
+
+@lru_cache(maxsize=4096)
+def _file_change(reference: object, step: object) -> Change:
+    """Cached per process: a metric's cases share their pairs with every other metric's."""
+    import numpy as np
+    from PIL import Image
+
+    def pixels(path: object) -> NDArray[np.uint8]:
+        with Image.open(str(path)) as im:
+            return np.asarray(im.convert("RGB"))
+
+    return change(pixels(reference), pixels(step))
 
 
 def change(reference: NDArray[np.uint8], step: NDArray[np.uint8]) -> Change:

@@ -14,6 +14,8 @@ from typing import TypeVar
 import pytest
 
 from banana_tests.cases import CaseKind, Field
+from banana_tests.reports.separability_table import separability_lines
+from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL
 from banana_tests.session.gating import item_key
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import SuiteState
@@ -49,14 +51,17 @@ def record_figure(request: pytest.FixtureRequest, name: Field, value: str) -> No
     request.node.user_properties.extend(figure_properties({name: value}))
 
 
-def unresolved(report: pytest.TestReport) -> bool:
-    """A Δ case that --banana-strict-runs left unresolved: skipped with the verdict's reason."""
+INVALID = "invalid"
+"""The terminal's category for a Δ case whose step did not change (scoring.oracle)."""
+
+
+def skip_reason(report: pytest.TestReport) -> str:
+    """A skipped report's reason: how the suite tells an unresolved cell (--banana-strict-runs)
+    or an unchanged step from other skips."""
     longrepr = report.longrepr
-    return (
-        isinstance(longrepr, tuple)
-        and len(longrepr) == 3
-        and str(longrepr[2]).startswith(f"Skipped: {UNRESOLVED}: ")
-    )
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return ""
 
 
 def run_facts(state: SuiteState) -> list[tuple[str, str]]:
@@ -128,8 +133,10 @@ class MatrixReporter:
         offers a plugin for its own outcomes; the exit status still says the run failed."""
         if report.when == "call" and report.failed and hasattr(report, VERDICT_LINE):
             return MISSED, "F", ("FAILED", {"red": True})
-        if report.skipped and unresolved(report):
+        if report.skipped and skip_reason(report).startswith(f"{UNRESOLVED}: "):
             return UNRESOLVED, "U", ("UNRESOLVED", {"yellow": True})
+        if report.skipped and skip_reason(report).startswith(f"{NOT_A_VALID_TRIAL}: "):
+            return INVALID, "I", ("NOT A VALID TRIAL", {"yellow": True})
         return None
 
     def pytest_report_header(self, config: pytest.Config) -> str | None:
@@ -182,6 +189,11 @@ class MatrixReporter:
         if lines:
             terminalreporter.section("banana-tests failure matrix")
             for line in [*self.matrix.legend(), *lines]:
+                write(line)
+        separable = separability_lines(self.matrix)
+        if separable:
+            terminalreporter.section("banana-tests separability (AUC of step-k against clean, per metric)")
+            for line in separable:
                 write(line)
         trends = self.trends.lines()
         if trends:

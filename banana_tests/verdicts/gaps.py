@@ -22,7 +22,14 @@ class Gap:
     norm_reference: float
     norm_step: float
     runs: int
-    run_deltas: tuple[float, ...] = ()  # each run's own Δ, normalised, in run order
+    # each run's normalised scores, in run order (the AUC pools them: verdicts.separability)
+    run_norm_references: tuple[float, ...] = ()
+    run_norm_steps: tuple[float, ...] = ()
+
+    @property
+    def run_deltas(self) -> tuple[float, ...]:
+        """Each run's own Δ."""
+        return tuple(s - r for r, s in zip(self.run_norm_references, self.run_norm_steps, strict=True))
 
     @property
     def spread(self) -> RunSpread:
@@ -56,5 +63,6 @@ def gap(scale: Scale, reference: Sequence[float], step: Sequence[float]) -> Gap:
     if len(reference) != len(step):
         raise ValueError(f"reference has {len(reference)} runs but step has {len(step)}")
     ref, cur = run_mean(reference), run_mean(step)
-    deltas = tuple(scale.normalise(s) - scale.normalise(r) for r, s in zip(reference, step, strict=True))
-    return Gap(ref, cur, scale.normalise(ref), scale.normalise(cur), len(step), deltas)
+    references = tuple(scale.normalise(r) for r in reference)
+    steps = tuple(scale.normalise(s) for s in step)
+    return Gap(ref, cur, scale.normalise(ref), scale.normalise(cur), len(step), references, steps)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from banana_tests.cases import CaseKey
 
-OUTCOMES = ("passed", "failed", "skipped", "error", "unresolved")
+OUTCOMES = ("passed", "failed", "skipped", "error", "unresolved", "invalid")
 STRICT_OUTCOMES = {"detected": "passed", "missed": "failed", "unresolved": "unresolved"}
 """A cell's outcome from its strict verdict (--banana-strict-runs, verdicts.uncertainty)."""
 
@@ -32,6 +32,9 @@ class Cell:
     runs: int | None = None
     message: str = ""
     strict: str | None = None  # detected | missed | unresolved, when the run judged by run range
+    valid_trial: bool = True  # False: no run's step measurably changed (scoring.oracle)
+    run_norm_references: tuple[float, ...] = ()  # each run's normalised scores (verdicts.separability)
+    run_norm_steps: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -43,7 +46,10 @@ class Cell:
         """The cell as its Δ decides it. Under --baseline a report says xfail or XPASS; the
         matrix (terminal and `report` alike) keeps the verdict: passed only when Δ < 0, as the
         suite asserts, so a nan Δ (a metric that returned nan) stays a failure. Under
-        --banana-strict-runs the recorded strict verdict decides, `unresolved` included."""
+        --banana-strict-runs the recorded strict verdict decides, `unresolved` included. A step
+        that did not change is `invalid`, whatever its Δ: no trial of the metric."""
+        if not self.valid_trial:
+            return replace(self, outcome="invalid")
         if self.strict is not None:
             return replace(self, outcome=STRICT_OUTCOMES[self.strict])
         if self.delta is None:
@@ -60,6 +66,7 @@ class OutcomeCounts:
     skipped: int = 0
     error: int = 0
     unresolved: int = 0
+    invalid: int = 0
 
     def add(self, outcome: str) -> None:
         setattr(self, outcome, getattr(self, outcome) + 1)
@@ -71,6 +78,8 @@ class OutcomeCounts:
         parts = [f"{self.failed}/{verdicts}" if verdicts else "s" if self.skipped else ""]
         if self.unresolved:
             parts.append(f"U{self.unresolved}")
+        if self.invalid:
+            parts.append(f"I{self.invalid}")
         if self.error:
             parts.append(f"E{self.error}")
         return " ".join(p for p in parts if p)
@@ -132,6 +141,8 @@ class Matrix:
         ]
         if any(c.outcome == "unresolved" for c in self.cells.values()):
             lines.append("U<n> = unresolved cases: their runs' Δs disagree in sign (--banana-strict-runs)")
+        if any(c.outcome == "invalid" for c in self.cells.values()):
+            lines.append("I<n> = not valid trials: the step did not measurably change from the reference")
         return lines
 
     def render(self, width: int = 100, max_rows: int = 40) -> list[str]:

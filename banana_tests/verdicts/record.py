@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from banana_tests.cases import SCHEMA, CaseKey, CaseKind, Field
+from banana_tests.scoring.oracle import valid_trial
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.matrix import Cell
 from banana_tests.verdicts.trend import TrendKey
@@ -24,6 +25,7 @@ FIGURES = {
         {Field.DELTA, Field.SCORE_REFERENCE, Field.SCORE_STEP, Field.NORM_REFERENCE, Field.NORM_STEP}
         | {Field.RUNS, Field.SCORE_CACHED}
         | {Field.RUN_DELTAS, Field.DELTA_STDEV, Field.DELTA_LOW, Field.DELTA_HIGH, Field.STRICT}
+        | {Field.PSNR, Field.SSIM, Field.RUN_NORM_REFERENCES, Field.RUN_NORM_STEPS}
     ),
     CaseKind.TREND: frozenset(
         {Field.SPEARMAN, Field.FIRST_DETECTION_STEP, Field.TREND_STEPS, Field.TREND_SERIES}
@@ -105,7 +107,14 @@ class CaseRecord:
             None if runs in (None, "") else int(runs),
             message,
             self.figures.get(Field.STRICT) or None,
+            valid_trial(self.figures.get(Field.PSNR, "")),
+            self.numbers(Field.RUN_NORM_REFERENCES),
+            self.numbers(Field.RUN_NORM_STEPS),
         )
+
+    def numbers(self, name: Field) -> tuple[float, ...]:
+        """A space-separated figure (one value per run); empty when not recorded."""
+        return tuple(float(v) for v in self.figures.get(name, "").split())
 
     @classmethod
     def read(cls, props: Mapping[str, str]) -> CaseRecord | None:

@@ -112,6 +112,8 @@ class Verdict:
         low, high = s.interval
         out = {
             Field.RUN_DELTAS: " ".join(repr(d) for d in s.deltas),
+            Field.RUN_NORM_REFERENCES: " ".join(repr(n) for n in self.gap.run_norm_references),
+            Field.RUN_NORM_STEPS: " ".join(repr(n) for n in self.gap.run_norm_steps),
             Field.DELTA_STDEV: repr(s.stdev),
             Field.DELTA_LOW: repr(low),
             Field.DELTA_HIGH: repr(high),
