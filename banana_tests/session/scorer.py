@@ -34,12 +34,15 @@ Pair: TypeAlias = "tuple[Scoreable, Scoreable]"
 T = TypeVar("T")
 
 
-def load_or_skip(name: str, named: bool, load: Callable[[], T]) -> T:
+def load_or_skip(
+    name: str, named: bool, load: Callable[[], T], say: Callable[[str], None] | None = None
+) -> T:
     """`load()`, or, when the metric's parameters are missing, a skip for a metric that only
     `offline` or `all` chose and a failure for one the user `named`: a gate whose metric never
     ran must not pass. A cache folder that refused the metric's files fails it, naming the folder.
     A metric that calls sys.exit stops the run (exit 2), as Ctrl-C does: pytest would otherwise
-    report a SystemExit as one failed case and go on."""
+    report a SystemExit as one failed case and go on. In an xdist worker the reason is also
+    `say`-ed, since the controller shows only "received keyboard-interrupt"."""
     from metrics_under_test.weights import MissingWeights, UnwritableCache
 
     try:
@@ -51,10 +54,10 @@ def load_or_skip(name: str, named: bool, load: Callable[[], T]) -> T:
     except UnwritableCache as exc:
         pytest.fail(str(exc), pytrace=False)
     except SystemExit as exc:
-        pytest.exit(
-            f"{name} called sys.exit({exc.code!r}) while scoring; the run stops",
-            returncode=pytest.ExitCode.INTERRUPTED,
-        )
+        reason = f"{name} called sys.exit({exc.code!r}) while scoring; the run stops"
+        if say is not None and os.environ.get("PYTEST_XDIST_WORKER"):
+            say(f"banana-tests: {reason}")
+        pytest.exit(reason, returncode=pytest.ExitCode.INTERRUPTED)
 
 
 class Scorer:
@@ -99,7 +102,7 @@ class Scorer:
 
     def guard(self, action: Callable[[], T]) -> T:
         """`action()` under the loading rule (see `load_or_skip`)."""
-        return load_or_skip(self.name, self.named, action)
+        return load_or_skip(self.name, self.named, action, self.book.watch.say)
 
     def score(self, item: Scoreable) -> float:
         """The raw score of one record, image file or RGB array."""

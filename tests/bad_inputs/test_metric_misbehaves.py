@@ -93,6 +93,19 @@ def test_a_stop_ends_the_run_with_exit_2(
         assert "misbehaving called sys.exit(3) while scoring; the run stops" in output
 
 
+def test_a_stop_in_an_xdist_worker_ends_the_run_and_says_why(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """xdist's controller says only "received keyboard-interrupt": the worker names the sys.exit."""
+    monkeypatch.setenv("MISBEHAVE", "exit")
+    monkeypatch.setenv("MISBEHAVE_AT", "2")
+
+    result = run(suite, "-k", "test_detects_degradation", "-n", "2")
+
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "banana-tests: misbehaving called sys.exit(3) while scoring; the run stops" in result.stderr.str()
+
+
 def mark(root: Path, file_name: str, size: tuple[int, int] | None = None) -> None:
     """Give one image the marked top-left pixel (and another size, if given), its sha256 updated."""
     path = root / file_name
