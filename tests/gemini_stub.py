@@ -2,7 +2,8 @@
 gemini editor is tested through the real `google-genai` client, over a real socket.
 
 Each request takes the next entry of `script` (then `image`): `image` mirrors the input image
-and adds a thought summary and a reply; `text` answers with text only; `block` refuses the
+and adds a thought summary and a reply (`crop:F` first cuts fraction F off its width, as Nano
+Banana Pro crops); `text` answers with text only; `block` refuses the
 prompt; `hang` never answers; `drop` closes the connection unanswered; an int is that HTTP
 error. Every request body is kept in `requests`.
 """
@@ -57,6 +58,8 @@ def _answer(stub: Stub, body: dict[str, Any], action: str | int) -> tuple[int, d
         content = {"role": "model", "parts": [{"text": REFUSAL}]}
         return 200, {"candidates": [{"content": content, "finishReason": "STOP", "index": 0}]}
     png = Image.open(io.BytesIO(stub.sent_image(len(stub.requests) - 1)))
+    if action.startswith("crop:"):
+        png = png.crop((0, 0, round(png.width * (1 - float(action[5:]))), png.height))
     out = io.BytesIO()
     ImageOps.mirror(png).save(out, format="PNG")
     parts = [

@@ -241,3 +241,43 @@ def test_budget_stops_a_run_which_a_rerun_finishes(tmp_path: Path) -> None:
         generate(j, editor(stub.url, max_requests=3)[0], out, log=notes.append)
     assert len(rows(out)) == 4 and notes[-2].startswith("1 gemini-3-pro-image-preview calls")
     assert notes[-1].startswith("warning: editor 'gemini' made byte-identical images in runs 0 and 1")
+
+
+def test_interleaved_resolutions_are_requested_in_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--resolution 1K,2K,4K`: the paper's interleaving, step by step, through the command line."""
+    from banana_tests.cli import main
+
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    noisy_image("gy", 0, 2).save(tmp_path / "gy.png")
+    out = tmp_path / "set"
+    with serve() as stub:
+        argv = ["generate", "--editor", "gemini", "--endpoint", stub.url, "--out", str(out),
+                "--seed-images", str(tmp_path / "gy.png"), "--runs", "1", "--steps", "4",
+                "--resolution", "1K,2K,4K"]  # fmt: skip
+        assert main(argv) == 0
+    sizes = [r["generationConfig"]["imageConfig"]["imageSize"] for r in stub.requests]
+    assert sizes == [r["resolution"] for r in rows(out)] == ["1K", "2K", "4K", "1K"]
+    assert json.loads((out / "generate.json").read_text())["resolution"] == ["1K", "2K", "4K"]
+    with pytest.raises(SystemExit, match="2"):
+        main([*argv[:-1], "1K,8K"])  # argparse refuses an unknown size
+
+
+def test_an_aspect_ratio_changed_beyond_the_papers_crop_is_warned_and_recorded(tmp_path: Path) -> None:
+    """The paper's crop (5632x3072 -> 2816x1504, 2.1 %) passes; a 10 % cut of the width is flagged."""
+    from banana_tests.editors.generate import ASPECT_TOLERANCE, aspect_changed
+
+    assert not aspect_changed((5632, 3072), (2816, 1504), None)
+    assert aspect_changed((5632, 3072), (2816, 1450), None)
+    assert not aspect_changed((60, 80), (80, 60), "rotate")
+    out, j = tmp_path / "set", job(tmp_path, runs=1)
+    notes: list[str] = []
+    with serve(["crop:0.01", "crop:0.1"]) as stub:
+        generate(j, editor(stub.url)[0], out, log=notes.append)
+    assert [r["aspect_changed"] for r in rows(out)] == [False, True, False]
+    first = rows(out)[1]
+    assert notes[1:] == [
+        f"warning: gy run 0 step 2: 'gemini' changed the aspect ratio ({first['input_size']} ->"
+        f" {first['output_size']}) beyond the paper's {ASPECT_TOLERANCE:.1%} crop; recorded as aspect_changed"
+    ]

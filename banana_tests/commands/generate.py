@@ -11,6 +11,8 @@ from typing import Any
 from banana_tests.editors import base
 from banana_tests.editors.prompts import VARIANTS
 
+RESOLUTIONS = ("1K", "2K", "4K")
+
 SECRET_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "HF_TOKEN")
 """Values that must never be printed, whichever editor or library put them in a message."""
 
@@ -35,7 +37,13 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=None, help="request seed (default: none passed)")
     p.add_argument("--vary-seed", action="store_true", help="a different seed for every run and step")
     p.add_argument("--temperature", type=float, default=None, help="sampling temperature (gemini)")
-    p.add_argument("--resolution", choices=("1K", "2K", "4K"), default=None, help="output size (gemini)")
+    p.add_argument(
+        "--resolution",
+        type=_resolutions,
+        default=(),
+        metavar="SIZE[,SIZE...]",
+        help="output size (gemini: 1K, 2K, 4K); a list is used in turn, one per step (1K,2K,4K interleaves)",
+    )
     p.add_argument("--model", default=None, help="model id (gemini: nano-banana-pro, nano-banana-2, ...)")
     p.add_argument("--device", default="auto", help="torch device for the diffusers editor (default: auto)")
     p.add_argument("--dtype", default="bfloat16", help="torch dtype for the diffusers editor")
@@ -74,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         )
         editor = base.create(args.editor, config)
         asked = {k: getattr(args, k) for k in base.OPTIONAL}
-        unused = sorted(k for k, v in asked.items() if v is not None and k not in editor.accepts)
+        unused = sorted(k for k, v in asked.items() if v not in (None, ()) and k not in editor.accepts)
         if unused:
             raise ValueError(f"editor {args.editor!r} does not take --{', --'.join(unused)}")
         job = Job(
@@ -119,6 +127,14 @@ def _options(items: list[str]) -> dict[str, str]:
             raise ValueError(f"--option takes KEY=VALUE, got {item!r}")
         out[key.strip()] = value  # kept as typed: `negative_prompt= ` is one space
     return out
+
+
+def _resolutions(text: str) -> tuple[str, ...]:
+    sizes = tuple(size.strip() for size in text.split(","))
+    wrong = [size for size in sizes if size not in RESOLUTIONS]
+    if wrong:
+        raise argparse.ArgumentTypeError(f"{', '.join(map(repr, wrong))} not in {', '.join(RESOLUTIONS)}")
+    return sizes
 
 
 def _safe(exc: BaseException) -> str:

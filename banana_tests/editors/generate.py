@@ -34,6 +34,9 @@ from banana_tests.editors.prompts import Prompt
 from banana_tests.trajectories.records import METADATA, DataError
 
 SETTINGS = "generate.json"
+ASPECT_TOLERANCE = (2816 / 1504) / (5632 / 3072) - 1
+"""The paper's crop, 2.1 %: Nano Banana Pro's first output 5632×3072 came back 2816×1504 at 2K. A
+step whose aspect ratio moves further than this from the one asked for is flagged."""
 LOCK = ".generate.lock"
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff"})
 
@@ -55,13 +58,17 @@ class Job:
     seed: int | None = None
     vary_seed: bool = False
     temperature: float | None = None
-    resolution: str | None = None
+    resolution: tuple[str, ...] = ()
+    """Output sizes, one per step in turn (`1K, 2K, 4K` interleaves them, as the paper did); () for none."""
 
     def seed_for(self, run: int, step: int) -> int | None:
         """The request seed: fixed, or (`vary_seed`) different for every run and step."""
         if self.seed is None or not self.vary_seed:
             return self.seed
         return self.seed + 100_000 * run + step
+
+    def resolution_for(self, step: int) -> str | None:
+        return self.resolution[(step - 1) % len(self.resolution)] if self.resolution else None
 
     def settings(self, editor: Editor) -> dict[str, Any]:
         """Everything that decides the pixels, as stored in `generate.json` (no secrets)."""
@@ -79,7 +86,9 @@ class Job:
                     "seed": self.seed,
                     "vary_seed": self.vary_seed,
                     "temperature": self.temperature,
-                    "resolution": self.resolution,
+                    "resolution": list(self.resolution)
+                    if len(self.resolution) > 1
+                    else self.resolution_for(1),
                     "seed_images": {n: _sha256(p.read_bytes()) for n, p in sorted(self.seed_images.items())},
                 }
             )
@@ -138,7 +147,7 @@ def generate(
             for n in job.seed_images
             for r in range(job.runs)
         )
-        note = editor.cost_estimate(total - done, job.resolution)
+        note = editor.cost_estimate(total - done, max(job.resolution, default=None))  # a cycle: its largest
         if note and done < total:
             log(note)
         twins = Twins(job.editor, resume.made_by, log)
@@ -164,6 +173,12 @@ def generate(
                             requests += exc.requests
                             log(f"warning: {stopped[-1]}; this run stops here, the others go on")
                             break
+                        if row["aspect_changed"]:
+                            log(
+                                f"warning: {name} run {run} step {step}: {job.editor!r} changed the aspect"
+                                f" ratio ({row['input_size']} -> {row['output_size']}) beyond the paper's"
+                                f" {ASPECT_TOLERANCE:.1%} crop; recorded as aspect_changed"
+                            )
                         data = _png(image)
                         row["sha256"] = _sha256(data)
                         write_atomic(out / row["file_name"], data)
@@ -208,7 +223,7 @@ def _edit(
 ) -> tuple[Image.Image, dict[str, Any]]:
     prompt = job.prompt.for_step(step)
     request = EditRequest(
-        image, prompt, step, run, name, job.seed_for(run, step), job.temperature, job.resolution,
+        image, prompt, step, run, name, job.seed_for(run, step), job.temperature, job.resolution_for(step),
         job.prompt.transform,
     )  # fmt: skip
     start = time.monotonic()
@@ -226,15 +241,23 @@ def _edit(
         "prompt": prompt,
         "seed": request.seed if result.seed is None else result.seed,
         "temperature": job.temperature,
-        "resolution": job.resolution,
+        "resolution": request.resolution,
         "input_size": list(image.size),
         "output_size": list(result.image.size),
+        "aspect_changed": aspect_changed(image.size, result.image.size, job.prompt.transform),
         "wall_time_s": round(wall, 3),
         "requests": result.requests,
     }
     if result.text is not None:
         row["text"] = result.text
     return result.image, row
+
+
+def aspect_changed(before: tuple[int, int], after: tuple[int, int], transform: str | None) -> bool:
+    """Whether `after` is further from the aspect ratio asked for than the paper's crop (a
+    `rotate` prompt asks for the turned one)."""
+    width, height = reversed(before) if transform == "rotate" else before
+    return abs((after[0] / after[1]) / (width / height) - 1) > ASPECT_TOLERANCE
 
 
 def _check_settings(out: Path, settings: dict[str, Any], log: Callable[[str], None]) -> None:
