@@ -93,7 +93,13 @@ def test_prompts_are_the_papers_variants() -> None:
         "add-apples",
         "add-fruits",
         "denoise",
+        "reconstruct-patches",
+        "recolour",
     }
+    patches = resolve("reconstruct-patches")
+    asked = [patches.for_step(step) for step in range(1, 5)]
+    assert asked[3] == asked[0] and len(set(asked)) == 3 and "patches" in asked[0] and "edges" in asked[1]
+    assert not patches.for_iqa and not resolve("recolour").for_iqa and resolve("replicate").for_iqa
     fruits = [resolve("add-fruits").for_step(s) for s in range(1, len(FRUITS) + 1)]
     assert len(set(fruits)) == len(FRUITS) and "a banana" in fruits[1]
     assert resolve("custom", "Make it pop.").text == "Make it pop."

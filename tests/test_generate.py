@@ -374,3 +374,25 @@ def test_progress_bar_only_on_a_terminal() -> None:
     bar.advance()
     assert "5/10 steps" in loud.getvalue() and "ETA 0:00:0" in loud.getvalue()
     assert "4/10 steps" in loud.getvalue() and "ETA ?" in loud.getvalue()
+
+
+def test_reconstruction_plans_ask_their_prompts_in_turn_and_are_marked_not_for_iqa(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from banana_tests.editors.prompts import resolve
+
+    out = tmp_path / "set"
+    assert main(command(seeds(tmp_path / "seeds"), out, "--prompt", "recolour", runs=1, steps=3)) == 0
+    got = [r for r in rows(out) if r["seed_image"] == "alpha"]
+    plan = resolve("recolour").plan
+    assert [r["prompt"] for r in got] == [plan[0], plan[1], plan[0]]
+    assert {r["for_iqa"] for r in rows(out)} == {False} and {r["variant"] for r in rows(out)} == {"recolour"}
+    said = capsys.readouterr().out
+    assert "recolour is a reconstruction plan" in said and "test it" not in said
+    assert {r["for_iqa"] for r in rows(_replicated(tmp_path))} == {True}
+
+
+def _replicated(tmp_path: Path) -> Path:
+    out = tmp_path / "replicate"
+    assert main(command(seeds(tmp_path / "seeds"), out, runs=1, steps=1)) == 0
+    return out

@@ -115,7 +115,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"test it: pytest --dataset={args.out} --variant={job.variant}")  # '=': see options.PATH_OPTIONS
+    if not prompt.for_iqa:
+        print(f"{prompt.name} is a reconstruction plan: its set is not for the IQA suite, as in the paper")
+    else:
+        print(
+            f"test it: pytest --dataset={args.out} --variant={job.variant}"
+        )  # '=': see options.PATH_OPTIONS
     return 0
 
 

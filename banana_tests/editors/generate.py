@@ -245,6 +245,7 @@ def _edit(
         "input_size": list(image.size),
         "output_size": list(result.image.size),
         "aspect_changed": aspect_changed(image.size, result.image.size, job.prompt.transform),
+        "for_iqa": job.prompt.for_iqa,
         "wall_time_s": round(wall, 3),
         "requests": result.requests,
     }

@@ -3,7 +3,9 @@
 `replicate` is the paper's exact sentence. The paper does not print its rephrased, mirror,
 rotate, object-addition or denoise wording, so those sentences are this project's own.
 `mirror` and `rotate` are round trips (the original comes back every 2 and 4 steps), so they
-carry a geometric `transform` that offline editors apply for real.
+carry a geometric `transform` that offline editors apply for real. The paper's multi-step
+reconstructions (colour patches, then edges, then a reconstruction; monochrome, then recolour) are
+plans, one prompt per step in turn, and, as in the paper, not used for IQA (`for_iqa`).
 """
 
 from __future__ import annotations
@@ -27,16 +29,26 @@ FRUITS = (
 
 @dataclass(frozen=True)
 class Prompt:
-    """A prompt variant; `text` may hold `{fruit}`, filled per step."""
+    """A prompt variant; `text` may hold `{fruit}`, filled per step. A `plan` is asked in turn,
+    one prompt per step, and `text` then names it."""
 
     name: str
     text: str
     transform: str | None = None
+    plan: tuple[str, ...] = ()
+    for_iqa: bool = True
+    """False for the reconstruction plans: their steps change the image on purpose."""
 
     def for_step(self, step: int) -> str:
+        if self.plan:
+            return self.plan[(step - 1) % len(self.plan)]
         return (
             self.text.format(fruit=FRUITS[(step - 1) % len(FRUITS)]) if "{fruit}" in self.text else self.text
         )
+
+
+def _plan(name: str, *steps: str) -> Prompt:
+    return Prompt(name, " -> ".join(steps), plan=steps, for_iqa=False)
 
 
 VARIANTS = {
@@ -51,6 +63,17 @@ VARIANTS = {
         Prompt("add-apples", "Add one more apple to the table. Keep everything else exactly the same."),
         Prompt("add-fruits", "Add a {fruit} to the table. Keep everything else exactly the same."),
         Prompt("denoise", "Remove the noise from this image. Change nothing else."),
+        _plan(
+            "reconstruct-patches",
+            "Turn this image into flat patches of solid colour, one patch per region.",
+            "Turn this image into a line drawing of its edges, black lines on white.",
+            "Reconstruct a realistic photograph from this image.",
+        ),
+        _plan(
+            "recolour",
+            "Turn this image into a black-and-white photograph.",
+            "Colourise this black-and-white photograph realistically.",
+        ),
     )
 }
 
