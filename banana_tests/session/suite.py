@@ -161,7 +161,7 @@ def tuned_load(spec: MetricSpec, device: str) -> Metric:
     from banana_tests.scoring.score_book import load_metric
 
     metric = load_metric(spec, device)
-    tune_for_scoring()
+    tune_for_scoring(metric)
     return metric
 
 
