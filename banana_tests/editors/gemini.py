@@ -49,12 +49,16 @@ PRICE_USD = {
 """Google's list price per output image at the time of writing; `--price-per-image` overrides."""
 
 
-def retryable(exc: BaseException) -> bool:
-    """Rate limits (429), server errors (5xx) and transport failures (refused, dropped or timed-out
-    connections) may pass on a retry; other answers will not change."""
+def retryable(code: object) -> bool:
+    """Rate limits (429) and server errors (5xx) pass; other answers will not change on retry."""
+    return isinstance(code, int) and (code == 429 or 500 <= code <= 599)
+
+
+def transient(exc: BaseException) -> bool:
+    """A retryable answer, or a transport failure (a refused, dropped or timed-out connection)."""
     code = getattr(exc, "code", None)
     if isinstance(code, int):
-        return code == 429 or 500 <= code <= 599
+        return retryable(code)
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
     for transport in ("httpx", "httpx2"):  # the SDK's HTTP client (httpx2 from google-genai 3); unwrapped
@@ -168,7 +172,7 @@ class GeminiEditor:
                     model=self.model, contents=contents, config=config
                 )
             except Exception as exc:
-                if retryable(exc) and failures < self.retries:
+                if transient(exc) and failures < self.retries:
                     self._sleep(min(self.backoff * 2**failures, 120.0))
                     failures += 1
                     continue
