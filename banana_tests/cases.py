@@ -45,14 +45,11 @@ class Field(StrEnum):
     NORM_STEP = "norm_step"
     RUNS = "runs"
     SCORE_CACHED = "score_cached"
-    # the runs' spread (banana_tests.verdicts.uncertainty) and, under --banana-strict-runs, its verdict
-    RUN_DELTAS = "run_deltas"  # space-separated, in run order
-    RUN_NORM_REFERENCES = "run_norm_references"  # each run's normalised scores, as run_deltas
+    # each run's normalised scores (space-separated, in run order, 7 digits): each run's Δ, their
+    # spread and range (verdicts.uncertainty) and the AUC (verdicts.separability) follow from them
+    RUN_NORM_REFERENCES = "run_norm_references"
     RUN_NORM_STEPS = "run_norm_steps"
-    DELTA_STDEV = "delta_stdev"
-    DELTA_LOW = "delta_low"
-    DELTA_HIGH = "delta_high"
-    STRICT = "strict"  # detected | missed | unresolved
+    STRICT = "strict"  # detected | missed | unresolved, under --banana-strict-runs
     # the degradation oracle (banana_tests.scoring.oracle): each run's step against its reference
     PSNR = "psnr"  # dB, space-separated, in run order; inf when identical
     SSIM = "ssim"

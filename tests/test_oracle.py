@@ -63,7 +63,7 @@ def test_steps_equal_to_the_reference_are_not_a_valid_trial(
         assert skipped is not None
         assert skipped.get("message", "").startswith(f"not a valid trial: frozen at step {step} did not")
         props = {p.get("name"): p.get("value") for p in frozen.iter("property")}
-        assert (props["psnr"], props["ssim"], props["delta"]) == ("inf", "1.0", "0.0")
+        assert (props["psnr"], props["ssim"], props["delta"]) == ("inf", "1", "0.0")
         noisy = {
             p.get("name"): p.get("value")
             for p in cases[f"test_detects_degradation[inverter-noisy-step{step}]"].iter("property")

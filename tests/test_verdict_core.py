@@ -581,15 +581,12 @@ def test_an_oversized_file_is_named_with_its_size(tmp_path: Path) -> None:
         read_junit([xml], max_mb=2)
 
 
-def test_verdict_records_each_runs_delta_and_their_spread() -> None:
+def test_verdict_records_each_runs_scores_and_the_strict_verdict() -> None:
     g = gap(Scale(0.0, 100.0, False), [10.0, 10.0, 10.0], [8.0, 11.0, 9.0])  # Δs -2, +1, -1
     props = Verdict(KEY, 1, g).properties()
-    assert {name: props[name] for name in ("run_deltas", "delta_stdev", "delta_low", "delta_high")} == {
-        "run_deltas": "-2.0 1.0 -1.0",
-        "delta_stdev": repr(statistics.stdev([-2.0, 1.0, -1.0])),
-        "delta_low": "-2.0",
-        "delta_high": "1.0",
-    }
+    assert (props["run_norm_references"], props["run_norm_steps"]) == ("10 10 10", "8 11 9")
+    assert g.run_deltas == (-2.0, 1.0, -1.0) and g.spread.interval == (-2.0, 1.0)
+    assert g.spread.stdev == statistics.stdev([-2.0, 1.0, -1.0])
     assert "strict" not in props and Verdict(KEY, 1, g).detected  # the run mean, -2/3, decides
     strict = Verdict(KEY, 1, g, strict=True)
     assert (strict.detected, strict.unresolved, strict.properties()["strict"]) == (True, True, "unresolved")

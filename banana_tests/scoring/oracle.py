@@ -56,8 +56,8 @@ class Trial:
 
     def properties(self) -> dict[Field, str]:
         return {
-            Field.PSNR: " ".join(repr(c.psnr) for c in self.changes),
-            Field.SSIM: " ".join(repr(c.ssim) for c in self.changes),
+            Field.PSNR: " ".join(f"{c.psnr:.5g}" for c in self.changes),
+            Field.SSIM: " ".join(f"{c.ssim:.5g}" for c in self.changes),
         }
 
     def reason(self, key: CaseKey, reference_step: int) -> str:

@@ -24,8 +24,7 @@ FIGURES = {
     CaseKind.DELTA: frozenset(
         {Field.DELTA, Field.SCORE_REFERENCE, Field.SCORE_STEP, Field.NORM_REFERENCE, Field.NORM_STEP}
         | {Field.RUNS, Field.SCORE_CACHED}
-        | {Field.RUN_DELTAS, Field.DELTA_STDEV, Field.DELTA_LOW, Field.DELTA_HIGH, Field.STRICT}
-        | {Field.PSNR, Field.SSIM, Field.RUN_NORM_REFERENCES, Field.RUN_NORM_STEPS}
+        | {Field.STRICT, Field.PSNR, Field.SSIM, Field.RUN_NORM_REFERENCES, Field.RUN_NORM_STEPS}
     ),
     CaseKind.TREND: frozenset(
         {Field.SPEARMAN, Field.FIRST_DETECTION_STEP, Field.TREND_STEPS, Field.TREND_SERIES}

@@ -105,19 +105,15 @@ class Verdict:
         }
 
     def spread_properties(self) -> dict[Field, str]:
-        """Each run's Δ, their standard deviation and range (the strict verdict's interval)."""
-        if not self.gap.run_deltas:
+        """Each run's normalised scores, from which its Δ, their spread and range follow (7
+        significant digits: the JUnit file stays small; Δ itself keeps every digit)."""
+        g = self.gap
+        if not g.run_norm_references:
             return {}
-        s = self.gap.spread
-        low, high = s.interval
         out = {
-            Field.RUN_DELTAS: " ".join(repr(d) for d in s.deltas),
-            Field.RUN_NORM_REFERENCES: " ".join(repr(n) for n in self.gap.run_norm_references),
-            Field.RUN_NORM_STEPS: " ".join(repr(n) for n in self.gap.run_norm_steps),
-            Field.DELTA_STDEV: repr(s.stdev),
-            Field.DELTA_LOW: repr(low),
-            Field.DELTA_HIGH: repr(high),
+            Field.RUN_NORM_REFERENCES: " ".join(f"{n:.7g}" for n in g.run_norm_references),
+            Field.RUN_NORM_STEPS: " ".join(f"{n:.7g}" for n in g.run_norm_steps),
         }
         if self.strict:
-            out[Field.STRICT] = s.strict.value
+            out[Field.STRICT] = g.spread.strict.value
         return out
