@@ -172,3 +172,4 @@ def test_runs_that_disagree_in_sign_are_unresolved_in_strict_mode(
         assert props["strict"] == "unresolved" and deltas[0] < 0 < min(deltas[1:])
     read = read_junit([pytester.path / "j.xml"])
     assert sorted(c.outcome for c in read.matrix.cells.values()) == ["unresolved"] * 4
+    assert "| disagreeing | 4 | 0 | 0 | 0 |" in report(pytester)  # four cases, none failed or skipped

@@ -99,7 +99,7 @@ def summarise(matrix: Matrix) -> list[MetricSummary]:
         t = tally[(metric, None)]
         # a nan Δ is a failure without a size: the worst Δ is nan only when every Δ is
         worst = max((d for d in deltas if not math.isnan(d)), default=math.nan if deltas else None)
-        cases = t.passed + t.failed + t.skipped + t.error
+        cases = t.passed + t.failed + t.skipped + t.error + t.unresolved + t.invalid  # all its cells
         out.append(MetricSummary(metric, cases, t.passed, t.failed, t.skipped, t.error, worst))
     return out
 
