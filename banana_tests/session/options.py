@@ -322,5 +322,5 @@ def add_gate_options(addoption: AddOption) -> None:
         default=1e-3,
         metavar="RTOL",
         help="relative tolerance of score snapshots (default: 1e-3); scores within the metric's "
-        "measured machine drift (0.1 normalised points, PIQE 0.6; docs/snapshots.md) match too",
+        "measured machine drift (0.1 to 0.6 normalised points; docs/snapshots.md) match too",
     )

@@ -44,8 +44,9 @@ def score_id(record: Record) -> str:
 # the table and the reasons are in docs/snapshots.md. PIQE thresholds 16×16 blocks: a rounding
 # difference in MKL's colour conversion flips one, 0.164 points on the embedded set (MKL_CBWR
 # and another machine alike), and one block weighs up to 100/(active blocks + 1) = 0.26 points there.
+# BRISQUE moved 0.073 points under one-ulp input noise (0.016 on MKL's portable path).
 DEFAULT_POINTS = 0.1
-MACHINE_POINTS = {"piqe": 0.6, "brisque": 0.1, "niqe": 0.1}
+MACHINE_POINTS = {"piqe": 0.6, "brisque": 0.2, "niqe": 0.1}
 SHOWN = 3  # moved scores listed without -vv: pytest cuts an explanation after ~8 lines
 
 
