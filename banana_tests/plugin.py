@@ -246,7 +246,7 @@ def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdic
         lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key, banana_metric), strict),
     )
     record_figure(request, Field.SCORE_CACHED, state.score_cached(plan.key))
-    trial = oracle.trial(plan.pairs)
+    trial = oracle.Trial(tuple(state.scoring.book.changes(plan.pairs)))
     for name, value in trial.properties().items():
         record_figure(request, name, value)
     if not trial.valid:  # its own outcome (reporter.NOT_A_VALID_TRIAL), not the metric's failure

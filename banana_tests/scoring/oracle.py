@@ -10,9 +10,7 @@ UNCHANGED_PSNR) did not measurably change, and its case is not a valid trial.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from banana_tests.cases import CaseKey, Field
@@ -21,10 +19,10 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from banana_tests.trajectories.records import Record
 
 PEAK = 255.0
 UNCHANGED_PSNR = 20 * math.log10(PEAK / 1.0)  # 48.13 dB: RMS error of one grey level
+ORACLE_KEY = "oracle-v1"  # the score cache's name for these figures; a new formula gets a new one
 
 
 @dataclass(frozen=True)
@@ -69,28 +67,10 @@ class Trial:
         )
 
 
-def trial(pairs: Sequence[tuple[Record, Record]]) -> Trial:
-    """The case's (reference, step) record pairs against each other, by their files' pixels."""
-    return Trial(tuple(_file_change(reference.path, step.path) for reference, step in pairs))
-
-
 def valid_trial(psnr_figure: str) -> bool:
     """From a record's PSNR figure (space-separated, one per run); true when it has none."""
     values = [float(v) for v in psnr_figure.split()]
     return not values or any(v < UNCHANGED_PSNR for v in values)
-
-
-@lru_cache(maxsize=4096)
-def _file_change(reference: object, step: object) -> Change:
-    """Cached per process: a metric's cases share their pairs with every other metric's."""
-    import numpy as np
-    from PIL import Image
-
-    def pixels(path: object) -> NDArray[np.uint8]:
-        with Image.open(str(path)) as im:
-            return np.asarray(im.convert("RGB"))
-
-    return change(pixels(reference), pixels(step))
 
 
 def change(reference: NDArray[np.uint8], step: NDArray[np.uint8]) -> Change:

@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from banana_tests.scoring.batch_watch import BatchTimeout, BatchWatch
 from banana_tests.scoring.cache import ScoreCache, identity, identity_key
+from banana_tests.scoring.oracle import ORACLE_KEY, Change, change
 from banana_tests.scoring.process_tuning import (
     freeze_heap_at_exit,
     keep_freed_memory,
@@ -151,6 +152,7 @@ class ScoreBook:
         self._scores: dict[tuple[str, Path], float | DataError] = {}
         self._pixels: dict[tuple[str, str], float] = {}
         self.pixel_hits: set[tuple[str, str]] = set()
+        self._changes: dict[str, Change] = {}  # the oracle's, by 'reference sha256>step sha256'
 
     def scores(
         self, spec: MetricSpec, records: Sequence[Record], upcoming: Sequence[Record] = ()
@@ -196,6 +198,26 @@ class ScoreBook:
                 key, description = self._key(spec)
                 self.cache.put(key, {d: self._pixels[(spec.name, d)] for d in todo}, description)
         return [self._pixels[(spec.name, d)] for d in digests]
+
+    def changes(self, pairs: Sequence[tuple[Record, Record]]) -> list[Change]:
+        """The degradation oracle's figures for (reference, step) record pairs. Kept in the
+        persistent cache under both files' sha256, so a fully cached run decodes no image for
+        them either; the images are decoded through the store, with the suite's checks."""
+        keys = [f"{self.images.check(ref)}>{self.images.check(step)}" for ref, step in pairs]
+        wanted = [k for k in keys if k not in self._changes]
+        if wanted and self.cache is not None:
+            psnr, ssim = (self.cache.get(f"{ORACLE_KEY}/{name}", wanted) for name in ("psnr", "ssim"))
+            self._changes.update({k: Change(psnr[k], ssim[k]) for k in wanted if k in psnr and k in ssim})
+        fresh = {}
+        for (ref, step), key in zip(pairs, keys, strict=True):
+            if key not in self._changes and key not in fresh:
+                fresh[key] = change(self.images.get(ref), self.images.get(step))
+        self._changes.update(fresh)
+        if self.cache is not None and fresh:
+            for name in ("psnr", "ssim"):
+                values = {k: float(getattr(c, name)) for k, c in fresh.items()}
+                self.cache.put(f"{ORACLE_KEY}/{name}", values, {"oracle": ORACLE_KEY})
+        return [self._changes[k] for k in keys]
 
     def model(self, spec: MetricSpec) -> Metric:
         """The metric's model, built on first use; the worker holds one model at a time."""
