@@ -101,6 +101,15 @@ def suite_folder(
 
 
 @pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester, whose runs keep pytest-randomly (a dev dependency for tests/test_beside_plugins.py,
+    which turns it back on with `-p randomly`) out: it would shuffle, reseed and import numpy in
+    every run these tests start. pytester clears PYTEST_ADDOPTS when it is made, so it is set after."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+    return pytester
+
+
+@pytest.fixture
 def make_set(tmp_path: Path) -> MakeSet:
     def make(name: str = "set", **kwargs: Any) -> Path:
         return write_set(tmp_path / name, **kwargs)

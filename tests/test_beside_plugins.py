@@ -15,7 +15,17 @@ from tests.conftest import junit_cases, parse_matrix
 
 # Known by construction (tests/known_metrics.py): NOISE detects every step, REVERSED none.
 METRICS = "--metric=known_metrics:noise_level,known_metrics:noise_level_reversed"
-PLUGINS = ("--reruns", "2", "--timeout=300", "--cov=known_metrics", "--cov-report=", "--randomly-seed=7")
+# "-p randomly": tests/conftest.py keeps pytest-randomly out of the other suite runs the tests make
+PLUGINS = (
+    "--reruns",
+    "2",
+    "--timeout=300",
+    "--cov=known_metrics",
+    "--cov-report=",
+    "-p",
+    "randomly",
+    "--randomly-seed=7",
+)
 
 
 @pytest.mark.parametrize(
