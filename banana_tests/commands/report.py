@@ -174,9 +174,11 @@ def _metadata(reading: Reading) -> dict[str, str]:
 
 
 def _shape(matrix: Matrix) -> dict[str, str]:
+    references = {c.reference_step for c in matrix.cells.values() if c.reference_step is not None}
     return {
         "metrics": ", ".join(matrix.metrics),
         "seed images": ", ".join(matrix.seed_images),
         "steps": ", ".join(str(s) for s in matrix.steps),
         "cases": str(len(matrix.cells)),
+        "reference_step": ", ".join(map(str, sorted(references))),
     }

@@ -461,7 +461,7 @@ ROWS = [
         "junit bad delta",
         junit_bad_delta,
         2,
-        r"{root}/j\.xml: testcase '.*piqe-alpha-step5.*' lacks the suite",
+        r"{root}/j\.xml: testcase '.*piqe-alpha-step5.*': a delta record with a malformed figure: .*'big'",
     ),
     Row(
         "junit nan delta (accepted, still failed)",
