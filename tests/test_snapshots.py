@@ -60,7 +60,8 @@ def test_a_drifted_score_fails_naming_the_image_step_and_amount(snapped: pytest.
 
 
 def rerecord_command(result: pytest.RunResult) -> list[str]:
-    (line,) = [line for line in result.stdout.lines if "Re-record: " in line]
+    # the assertion's own line: under CI pytest repeats the message in its short summary
+    (line,) = [line for line in result.stdout.lines if line.startswith("E ") and "Re-record: " in line]
     return shlex.split(line.split("Re-record: ", 1)[1])
 
 
