@@ -23,7 +23,6 @@ from banana_tests.trajectories.records import DataError, DataWarning, Problem, R
 from banana_tests.trajectories.selection import Selection
 from banana_tests.trajectories.sources import SourceOptions, load, with_problems
 from banana_tests.verdicts.gaps import Gap
-from banana_tests.verdicts.matrix import Matrix
 from banana_tests.verdicts.trend import Trend, TrendKey, TrendPlan, measure, plan_trends
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric, resolve
@@ -173,7 +172,6 @@ class SuiteState:
     metrics: dict[str, MetricSpec]
     planning: CasePlanning
     scoring: Scoring
-    matrix: Matrix = field(default_factory=Matrix)
     usage_error: str | None = None  # why the suite's cases could not be planned
     _prefetched: set[str] = field(default_factory=set)  # metrics whose needed records were scored
 
