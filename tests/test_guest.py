@@ -23,6 +23,7 @@ OWN_OPTIONS = ("device", "dataset", "steps", "runs", "baseline", "cache-dir", "w
 
 CONFTEST = f"""
 import json
+import os
 import sys
 
 import pytest
@@ -58,6 +59,7 @@ def guest_state(pytestconfig):
         ),
         "heavy": sorted({{"torch", "pyiqa", "datasets", "banana_tests.session.reporter"}} & set(sys.modules)),
         "sys_path_changed": sys.path != SYS_PATH,
+        "weights_env": os.environ.get("BANANA_WEIGHTS_DIR"),
     }}
 """
 
@@ -74,7 +76,9 @@ def test_own_options_are_the_projects(own_options, pytestconfig):
 
 
 def test_the_guest_built_nothing(guest_state):
-    assert guest_state == {"stash": [], "plugins": [], "heavy": [], "sys_path_changed": False}
+    assert guest_state == {
+        "stash": [], "plugins": [], "heavy": [], "sys_path_changed": False, "weights_env": "rel/weights"
+    }
 
 
 def test_torch_threads_are_the_projects():
@@ -105,6 +109,7 @@ def foreign(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     pytester.makepyfile(test_project=TESTS)
     pytester.makeini("[pytest]\njunit_family = xunit1\n")
     monkeypatch.setenv("GIVEN", "{}")
+    monkeypatch.setenv("BANANA_WEIGHTS_DIR", "rel/weights")  # ours to resolve in our runs only
     monkeypatch.setenv("THREADS_DIR", str(pytester.path))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # tests/conftest.py sets it: torch chooses here
     return pytester

@@ -19,7 +19,7 @@ from metrics_under_test.registry import catalog
 from metrics_under_test.spec import MetricSpec
 from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.vlm_catalog import BY_METRIC, OUTSIDE_PYIQA, Runs
-from metrics_under_test.weights import pyiqa_cache_dir
+from metrics_under_test.weights import mirror_from_env, pyiqa_cache_dir
 
 # The paper's Table 2, in its order: 21 pyiqa metrics, then the two VLM metrics outside pyiqa.
 PAPER_23 = (*(p.pyiqa_name for p in PAPER_METRICS), *(m.metric for m in OUTSIDE_PYIQA))
@@ -137,7 +137,7 @@ def _runs_here(spec: MetricSpec, available: bool) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    weights_dir = Path(args.weights_dir) if args.weights_dir else None
+    weights_dir = Path(args.weights_dir) if args.weights_dir else mirror_from_env()
     table = rows(weights_dir)
     if args.json:
         print(json.dumps(table, indent=1))

@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metrics_under_test.weights import mirror_from_env
-
 DEFAULT_METRICS = "brisque,niqe,piqe"
 DEFAULT_STEPS = "5,10,20"
 PREFIX = "--banana-"
@@ -266,7 +264,7 @@ def add_weights_option(addoption: AddOption) -> None:
     """Where offline parameter files come from; `banana-tests metrics` reads the same option."""
     addoption(
         "--weights-dir",
-        default=mirror_from_env(),
+        default=None,
         metavar="DIR",
         help="read-only mirror of pyiqa parameter files, linked into pyiqa's cache as needed "
         "(default: $BANANA_WEIGHTS_DIR)",

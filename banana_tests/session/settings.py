@@ -24,6 +24,7 @@ from banana_tests.trajectories.mapping import parse_map
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.selection import Selection, parse_where
 from banana_tests.trajectories.sources import SourceOptions, default_cache_dir
+from metrics_under_test.weights import mirror_from_env
 
 DEFAULT_SNAPSHOT_DIR = "banana_snapshots"
 
@@ -139,7 +140,7 @@ class Settings:
         return cls(
             metric=value("metric"),
             device=Device(value("device")),
-            weights_dir=Path(mirror) if mirror else None,
+            weights_dir=Path(mirror) if mirror else mirror_from_env(),
             cache_dir=None if value("no-cache") else rootdir / value("cache-dir"),
             source=source,
             selection=selection,
