@@ -396,3 +396,101 @@ def _replicated(tmp_path: Path) -> Path:
     out = tmp_path / "replicate"
     assert main(command(seeds(tmp_path / "seeds"), out, runs=1, steps=1)) == 0
     return out
+
+
+def test_the_suite_leaves_out_records_not_for_iqa_unless_asked_for(tmp_path: Path) -> None:
+    """A set holding replicate runs and a reconstruction plan's runs under the same variant name
+    (`--variant replicate`): the suite tests the replicate runs alone and says how many records it
+    left out; `--banana-where=for_iqa=false` tests the plan's runs alone."""
+    seed_dir, data, plans = seeds(tmp_path / "seeds"), tmp_path / "data", tmp_path / "plans"
+    assert main(command(seed_dir, data, runs=1, steps=5)) == 0
+    assert (
+        main(command(seed_dir, plans, "--prompt", "recolour", "--variant", "replicate", runs=1, steps=5)) == 0
+    )
+    lines = (data / "metadata.jsonl").read_text().splitlines()
+    for row in rows(plans):  # the plan's runs become run 1 of the same set
+        source = plans / row["file_name"]
+        row["run"], row["file_name"] = 1, row["file_name"].replace("/run0/", "/run1/")
+        (data / row["file_name"]).parent.mkdir(parents=True, exist_ok=True)
+        (data / row["file_name"]).write_bytes(source.read_bytes())
+        lines.append(json.dumps(row))
+    (data / "metadata.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "test_suite.py").write_text(
+        "from banana_tests.test_degradation import test_detects_degradation  # noqa: F401\n"
+    )
+    metric = install_known_metrics(tmp_path) + ":noise_level"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_HOME": str(tmp_path / "torch")}
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dataset=data", f"--metric={metric}",
+           "--steps=5", "--aggregate=per-run", "-rA"]  # fmt: skip
+
+    def cases(*extra: str) -> tuple[list[str], str]:
+        done = subprocess.run(
+            [*cmd, *extra], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        ran = [line.split(" ")[1] for line in done.stdout.splitlines() if line.startswith("PASSED")]
+        return sorted(ran), done.stderr
+
+    def ids(run: int) -> list[str]:
+        return [
+            f"test_suite.py::test_detects_degradation[noise_level-{s}-run{run}-step5]"
+            for s in ("alpha", "beta")
+        ]
+
+    ran, said = cases()
+    assert ran == ids(0)
+    assert said.count("banana-tests: left out 10 record(s) marked for_iqa=false") == 1
+    ran, said = cases("--banana-where=for_iqa=false")
+    assert ran == ids(1) and "left out" not in said
+
+
+def test_a_set_of_plans_alone_says_why_nothing_was_selected(tmp_path: Path) -> None:
+    from banana_tests.trajectories.selection import Selection
+    from banana_tests.trajectories.sources import SourceOptions, load
+
+    plans = tmp_path / "plans"
+    assert main(command(seeds(tmp_path / "seeds"), plans, "--prompt", "recolour", runs=1, steps=3)) == 0
+    selection = Selection(variant="recolour")
+    loaded = load(SourceOptions(str(plans)), selection)
+    assert (loaded.records, loaded.not_for_iqa) == ([], 6)
+    assert selection.describe_empty(loaded.variants, loaded.seed_images, loaded.not_for_iqa).endswith(
+        "left out 6 record(s) marked for_iqa=false (reconstruction plans change the image on purpose; as in"
+        " the paper they are no IQA test cases); --banana-where=for_iqa=false tests them"
+    )
+    asked = Selection(variant="recolour", where={"for_iqa": "false"})
+    assert len(load(SourceOptions(str(plans)), asked).records) == 6
+
+
+@pytest.mark.parametrize(
+    "for_iqa, where, selected",
+    [
+        (False, {}, False),
+        ("FALSE", {}, False),  # a CSV column's text
+        (True, {}, True),
+        ("true", {}, True),
+        (None, {}, True),  # not marked: the suite's own sets and Banana100's
+        (False, {"for_iqa": "false"}, True),
+        (True, {"for_iqa": "false"}, False),
+        (True, {"for_iqa": "true"}, True),
+    ],
+)
+def test_for_iqa_selection(for_iqa: object, where: dict[str, str], selected: bool) -> None:
+    from banana_tests.trajectories.selection import Selection
+
+    extra = {} if for_iqa is None else {"for_iqa": for_iqa}
+    assert Selection(where=where).matches("alpha", "replicate", extra) is selected
+
+
+def test_a_for_iqa_that_is_no_boolean_is_refused_by_both_readers() -> None:
+    from banana_tests.trajectories.records import DataError, check_for_iqa
+
+    assert [check_for_iqa(v, columnar=True) for v in (None, "", "False", "true", True)] == [
+        None,
+        None,
+        False,
+        True,
+        True,
+    ]
+    for value, columnar in (("maybe", True), ("false", False), (0, True)):
+        with pytest.raises(DataError, match="for_iqa must be true or false, got"):
+            check_for_iqa(value, columnar)

@@ -20,7 +20,7 @@ from banana_tests.session.settings import Device, Settings, settings_of
 from banana_tests.session.terminal_line import terminal_line
 from banana_tests.trajectories.plan import CasePlan, plan_cases
 from banana_tests.trajectories.records import DataError, DataWarning, Problem, Record
-from banana_tests.trajectories.selection import Selection
+from banana_tests.trajectories.selection import Selection, not_for_iqa_note
 from banana_tests.trajectories.sources import SourceOptions, load, with_problems
 from banana_tests.verdicts.gaps import Gap
 from banana_tests.verdicts.trend import Trend, TrendKey, TrendPlan, measure, plan_trends
@@ -47,6 +47,7 @@ class CasePlanning:
     plans: dict[CaseKey, CasePlan] = field(default_factory=dict)
     trends: dict[TrendKey, TrendPlan] = field(default_factory=dict)
     needs: dict[str, list[Record]] = field(default_factory=dict)  # every record a metric's cases score
+    say: Callable[[str], None] = to_stderr  # a line on the terminal
 
     def collect(self) -> None:
         """Read the data set and plan every case, once; a set that cannot be read, or options it
@@ -60,8 +61,11 @@ class CasePlanning:
             raise pytest.UsageError(f"--dataset={source.source}: {exc}") from exc
         if not loaded.records and not loaded.problems:
             raise pytest.UsageError(
-                f"--dataset={source.source}: " + selection.describe_empty(loaded.variants, loaded.seed_images)
+                f"--dataset={source.source}: "
+                + selection.describe_empty(loaded.variants, loaded.seed_images, loaded.not_for_iqa)
             )
+        if loaded.not_for_iqa and os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
+            self.say(not_for_iqa_note(loaded.not_for_iqa))  # once a run, not once a worker
         held = sorted({step for steps in loaded.held.values() for step in steps})
         self._check_steps(loaded.records, held)
         self.records, self.problems = loaded.records, loaded.problems
@@ -182,7 +186,7 @@ class SuiteState:
         by_name = {s.name: s for s in metrics}
         named = named_metrics(settings.metric, metrics)
         scoring = Scoring(settings, by_name, named, say)
-        return cls(settings, by_name, CasePlanning(settings, tuple(by_name)), scoring)
+        return cls(settings, by_name, CasePlanning(settings, tuple(by_name), say=say), scoring)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> SuiteState:

@@ -161,7 +161,7 @@ def _record(root: Path, row: dict[str, Any], where: str) -> Record | Problem:
     if missing:
         has = _cut(", ".join(sorted(row)) or "none", 120)
         errors.insert(0, f"missing field(s) {', '.join(missing)} (has {has})")
-    for name, check in (("file_name", check_file_name), ("sha256", check_sha256)):
+    for name, check in (("file_name", check_file_name), ("sha256", check_sha256), ("for_iqa", check_for_iqa)):
         try:
             if name in row:
                 check(row[name])
@@ -234,6 +234,16 @@ def check_sha256(value: Any) -> str | None:
     if value is not None and not (isinstance(value, str) and _SHA256.fullmatch(value)):
         raise DataError(f"sha256 must be 64 hexadecimal digits, got {_short(value)}")
     return value
+
+
+def check_for_iqa(value: Any, columnar: bool = False) -> bool | None:
+    """Absent or null, or a boolean: whether the record is an IQA test case (see selection.py).
+    From typed columns (CSV) the text true or false, in any case, and an empty cell too."""
+    if value is None or isinstance(value, bool):
+        return value
+    if columnar and isinstance(value, str) and value.strip().lower() in ("true", "false", ""):
+        return {"true": True, "false": False}.get(value.strip().lower())
+    raise DataError(f"for_iqa must be true or false, got {_short(value)}")
 
 
 def resolve_inside(root: Path, file_name: str) -> Path:

@@ -3,6 +3,9 @@
 Selection happens on metadata alone, before any image is fetched or decoded, so a 28,000-image
 set tested at three steps costs three steps' worth of images. Bad records are selected the same
 way, on whatever part of their identity they still show.
+
+Records marked `"for_iqa": false` (the paper's reconstruction plans, which change the image on
+purpose) are never IQA test cases unless a `--banana-where` on `for_iqa` asks for them by name.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from banana_tests.trajectories.records import Problem
+
+FOR_IQA = "for_iqa"
 
 
 def parse_where(items: Sequence[str] | None) -> dict[str, str]:
@@ -25,9 +30,27 @@ def parse_where(items: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
+def marked_not_for_iqa(extra: Mapping[str, Any]) -> bool:
+    """Whether a record says it is no IQA case: JSON `false`, or `false` in any case where typed
+    columns (CSV) give text."""
+    value = extra.get(FOR_IQA)
+    return value is False or (isinstance(value, str) and value.strip().lower() == "false")
+
+
+def not_for_iqa_note(count: int) -> str:
+    """The terminal's one line on the records the default selection left out."""
+    return (
+        f"banana-tests: left out {count} record(s) marked for_iqa=false (reconstruction plans change"
+        f" the image on purpose; as in the paper they are no IQA test cases); --banana-where={FOR_IQA}=false"
+        " tests them"
+    )
+
+
 def _same(actual: Any, wanted: str) -> bool:
     if str(actual) == wanted:
         return True
+    if isinstance(actual, bool) and wanted.strip().lower() == str(actual).lower():
+        return True  # JSON true/false against the text of --where
     try:
         return float(actual) == float(wanted)
     except (TypeError, ValueError):
@@ -51,6 +74,14 @@ class Selection:
             return False
         return self._fits(extra)
 
+    def leaves_out_as_not_for_iqa(self, seed_image: str, variant: str, extra: Mapping[str, Any]) -> bool:
+        """Whether a record is left out only because it is marked not for IQA (for the note)."""
+        return (
+            FOR_IQA not in self.where
+            and marked_not_for_iqa(extra)
+            and self.matches(seed_image, variant, {**extra, FOR_IQA: True})
+        )
+
     def wants_step(self, step: int) -> bool:
         return self.steps is None or step in self.steps or step == self.reference_step
 
@@ -65,6 +96,8 @@ class Selection:
         return p.extra is None or self._fits(p.extra)
 
     def _fits(self, extra: Mapping[str, Any]) -> bool:
+        if FOR_IQA not in self.where and marked_not_for_iqa(extra):
+            return False
         return all(key in extra and _same(extra[key], value) for key, value in self.where.items())
 
     def first_runs(self, runs: Mapping[str, Iterable[int]]) -> dict[str, set[int]] | None:
@@ -73,7 +106,9 @@ class Selection:
             return None
         return {seed: set(sorted(set(numbers))[: self.runs]) for seed, numbers in runs.items()}
 
-    def describe_empty(self, variants: Sequence[str], seed_images: Sequence[str]) -> str:
+    def describe_empty(
+        self, variants: Sequence[str], seed_images: Sequence[str], not_for_iqa: int = 0
+    ) -> str:
         """Why nothing was selected, with what the set does hold."""
         asked = [f"variant {self.variant!r}"]
         if self.seed_images:
@@ -82,4 +117,5 @@ class Selection:
         return (
             f"no records of {', '.join(asked)}; variants present: {', '.join(variants) or '(none)'}; "
             f"seed images present: {', '.join(seed_images) or '(none)'}"
+            + (f"; {not_for_iqa_note(not_for_iqa).removeprefix('banana-tests: ')}" if not_for_iqa else "")
         )

@@ -34,6 +34,7 @@ from banana_tests.trajectories.records import (
     Problem,
     Record,
     check_file_name,
+    check_for_iqa,
     check_sha256,
     identity,
     read_imagefolder,
@@ -76,6 +77,7 @@ class Loaded:
     variants: list[str]
     seed_images: list[str]
     held: Mapping[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+    not_for_iqa: int = 0  # records left out only because they are marked "for_iqa": false
 
 
 def load(options: SourceOptions, selection: Selection) -> Loaded:
@@ -131,7 +133,7 @@ def _ours(meta: Path, lines: int = 20) -> bool:
 def _canonical(root: Path, selection: Selection) -> Loaded:
     trajectories = read_imagefolder(root)
     records = trajectories.records
-    return _selected(
+    loaded = _selected(
         [r for r in records if selection.matches(r.seed_image, r.variant, r.extra)],
         [
             (r.seed_image, r.run, r.step)
@@ -143,6 +145,8 @@ def _canonical(root: Path, selection: Selection) -> Loaded:
         trajectories.variants,
         sorted({r.seed_image for r in records}),
     )
+    left_out = sum(selection.leaves_out_as_not_for_iqa(r.seed_image, r.variant, r.extra) for r in records)
+    return replace(loaded, not_for_iqa=left_out)
 
 
 def _selected(
@@ -219,6 +223,7 @@ def _from_rows(source: RowSource, options: SourceOptions, selection: Selection) 
     problems: list[Problem] = []
     variants: set[str] = set()
     seeds: set[str] = set()
+    left_out = 0  # rows marked "for_iqa": false
     mapped = {fmap.image, "sha256", *fmap.columns.values()}  # the rest of a row is `extra`
     for item in itertools.chain(head, rows):
         if isinstance(item, Problem):
@@ -239,7 +244,9 @@ def _from_rows(source: RowSource, options: SourceOptions, selection: Selection) 
             seed, variant, run, step = (known[k] for k in ("seed_image", "variant", "run", "step"))
             variants.add(variant)
             seeds.add(seed)
+            check_for_iqa(extra.get("for_iqa"), columnar=True)
             if not selection.matches(seed, variant, extra):
+                left_out += selection.leaves_out_as_not_for_iqa(seed, variant, extra)
                 continue
             keys.append((seed, run, step))
             if not selection.wants_step(step):
@@ -249,7 +256,8 @@ def _from_rows(source: RowSource, options: SourceOptions, selection: Selection) 
             records.append(Record(seed, variant, run, step, path, where, digest, extra))
         except DataError as exc:
             problems.append(Problem(where, str(exc), **known, extra=extra))
-    return _selected(records, keys, problems, selection, sorted(variants), sorted(seeds))
+    loaded = _selected(records, keys, problems, selection, sorted(variants), sorted(seeds))
+    return replace(loaded, not_for_iqa=left_out)
 
 
 def _good(items: Iterable[Row | Problem]) -> Iterator[Row]:

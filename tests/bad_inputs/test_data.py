@@ -193,6 +193,7 @@ ROWS: dict[str, Row] = {
     ),
     "file_name 5": row(field(5, "file_name", 5), "a-5", "file_name must be a non-empty string, got 5"),
     'sha256 "xyz"': row(field(5, "sha256", "xyz"), "a-5", 'sha256 must be 64 hexadecimal digits, got "xyz"'),
+    'for_iqa "maybe"': row(field(5, "for_iqa", "maybe"), "a-5", 'for_iqa must be true or false, got "maybe"'),
     # bad records the selection does not want touch nothing
     "bad record of another variant": row(
         append(b'{"file_name": "m.png", "seed_image": "a", "variant": "mirror", "run": 0, "step": 5.7}\n'),
