@@ -1,10 +1,13 @@
 """Peak RSS of suite runs: per metric on the embedded set, and over a 100-step set.
 
-With --embedded METRICS: the suite on the embedded set, one metric at a time, serial and under
--n 2 (`pytest --pyargs banana_tests -k test_detects_degradation --no-cache` from an empty
-folder), with the peak RSS of its largest process and of its whole process tree (sampled every
-0.2 s), CPU seconds, and the verdicts (failed/passed), which must not depend on the workers.
-A run's peak should follow one batch of its largest metric, not the set.
+With --embedded [METRICS] (default brisque, niqe, piqe, ilniqe): the suite on the embedded set,
+one metric at a time, serial and under -n 2 (`pytest --pyargs banana_tests -k
+test_detects_degradation --banana-no-cache` from an empty folder). Per run: the peak RSS of its
+largest process (the kernel's, as `/usr/bin/time -v` gives it), the sum of its processes' own
+peaks (xdist workers and controller) checked against issue 26's 4 GB bound, the tree's RSS
+sampled together, CPU seconds, and the verdicts, which must agree case by case across worker
+counts. A run's peak should follow one batch of its largest metric, not the set. Exit status 1
+when a run is over the bound or the verdicts differ.
 
 Otherwise: generates 100 steps × 5 runs × 12 seed images of small noise images (a canonical
 imagefolder), then runs the suite in a fresh process per setting and prints its peak RSS and
@@ -12,7 +15,8 @@ wall time. Only the selected images are decoded, each once; the decoded ones are
 reuse across metrics up to --image-budget, so the rows with a small budget show the floor.
 
     python benchmarks/bench_memory.py [--size 64] [--keep DIR]
-    python benchmarks/bench_memory.py --embedded ilniqe,niqe [--workers 0,2] [--seed-image NAME] [--steps 5]
+    python benchmarks/bench_memory.py --embedded [ilniqe,niqe] [--workers 0,2] [--junit-dir DIR]
+        [--seed-image NAME] [--steps 5]
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +41,18 @@ SETTINGS = (
     ("--steps=all",),
     ("--steps=5,10,20", "--image-budget=16"),
     ("--steps=all", "--image-budget=16"),
+)
+BOUND_MIB = 4e9 / 2**20  # issue 26: ILNIQE on the embedded set peaks at <= 4 GB, serial and under -n 2
+EMBEDDED = "brisque,niqe,piqe,ilniqe"
+EMBEDDED_RUN = (
+    "--pyargs",
+    "banana_tests",
+    "-k",
+    "test_detects_degradation",
+    "--banana-no-cache",
+    "-p",
+    "no:cacheprovider",
+    "-q",
 )
 RUNNER = (
     "import resource, sys, pytest\n"
@@ -65,7 +82,15 @@ def generate(root: Path, seeds: int, runs: int, steps: int, size: int) -> int:
 
 def peak_rss(dataset: Path, extra: tuple[str, ...], workdir: Path) -> tuple[float, float, str]:
     """(peak RSS in MiB, seconds, pytest's last line) of one suite run in a fresh process."""
-    args = [f"--dataset={dataset}", "--metric=piqe", "--no-cache", "-p", "no:cacheprovider", "-q", *extra]
+    args = [
+        f"--banana-dataset={dataset}",
+        "--banana-metric=piqe",
+        "--banana-no-cache",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *extra,
+    ]
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", RUNNER, str(SUITE), *args],
@@ -81,74 +106,146 @@ def peak_rss(dataset: Path, extra: tuple[str, ...], workdir: Path) -> tuple[floa
     return rss / 1024, seconds, summary.strip("= ")
 
 
-def tree_peak(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float, int]:
-    """(largest process's peak MiB, whole tree's peak MiB, CPU seconds, exit code) of a command,
-    its process tree sampled every 0.2 s (xdist workers included)."""
+@dataclass(frozen=True)
+class Peaks:
+    """Memory and CPU of one command's process tree. `largest` is exact (the kernel's peak RSS of
+    the root and every descendant it reaped, as `/usr/bin/time -v` reports it); `summed` adds up
+    each process's own peak (VmHWM), an upper bound on what the tree held at once, which
+    `together` samples every 0.2 s."""
+
+    largest: float  # MiB
+    summed: float  # MiB
+    together: float  # MiB
+    cpu: float  # user + system seconds of the tree
+    wall: float  # seconds
+    code: int
+
+
+def high_water_mib(pid: int) -> float:
+    """A live process's peak RSS (VmHWM), in MiB; 0 once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    line = next((line for line in status.splitlines() if line.startswith("VmHWM:")), "VmHWM: 0 kB")
+    return int(line.split()[1]) / 1024
+
+
+def tree_peak(argv: list[str], cwd: Path, env: dict[str, str]) -> Peaks:
+    """Run a command and measure its process tree (xdist workers included): the kernel's figures
+    for the tree once it is reaped, and each process's peak and the tree's sum while it runs."""
     import psutil
 
+    start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     root = psutil.Process(proc.pid)
-    largest = tree = 0.0
+    peaks: dict[int, float] = {}
     cpu: dict[int, float] = {}
-    while proc.poll() is None:
+    together = 0.0
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
         try:
             members = [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
-            break
+            members = []
         total = 0.0
         for member in members:
             try:
-                rss = member.memory_info().rss / 2**20
+                total += member.memory_info().rss / 2**20
                 times = member.cpu_times()
             except psutil.NoSuchProcess:
                 continue
             cpu[member.pid] = times.user + times.system
-            largest, total = max(largest, rss), total + rss
-        tree = max(tree, total)
+            peaks[member.pid] = max(peaks.get(member.pid, 0.0), high_water_mib(member.pid))
+        together = max(together, total)
         time.sleep(0.2)
-    return largest, tree, sum(cpu.values()), proc.returncode
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    largest = max(usage.ru_maxrss / 1024, *peaks.values(), 0.0)  # ru_maxrss is in KiB on Linux
+    cpu_tree = max(usage.ru_utime + usage.ru_stime, sum(cpu.values()))
+    wall = time.perf_counter() - start
+    return Peaks(largest, sum(peaks.values()), together, cpu_tree, wall, proc.returncode)
 
 
-def verdicts(junit: Path) -> tuple[int, int, int]:
-    """(failed, passed, other) cases in a JUnit file."""
+def outcomes(junit: Path) -> dict[str, str]:
+    """Each case's outcome in a JUnit file (failed, passed, error or skipped), by its full name."""
     import xml.etree.ElementTree as ET
 
-    failed = passed = other = 0
+    found = {}
     for case in ET.parse(junit).iter("testcase"):
-        kinds = {child.tag for child in case}
-        if "failure" in kinds:
-            failed += 1
-        elif kinds & {"error", "skipped"}:
-            other += 1
-        else:
-            passed += 1
-    return failed, passed, other
+        kinds = {child.tag for child in case} & {"failure", "error", "skipped"}
+        outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}.get(
+            min(kinds, default=""), "passed"
+        )
+        found[f"{case.get('classname')}::{case.get('name')}"] = outcome
+    return found
 
 
-def per_metric(metrics: list[str], workers: list[int], narrowing: list[str]) -> None:
-    """The embedded set, one metric per run, serial and with xdist workers."""
+def tally(cases: dict[str, str]) -> str:
+    """failed/passed/other, as the table shows them."""
+    failed = sum(v == "failed" for v in cases.values())
+    passed = sum(v == "passed" for v in cases.values())
+    return f"{failed}/{passed}/{len(cases) - failed - passed}"
+
+
+def per_metric(metrics: list[str], workers: list[int], narrowing: list[str], junit_dir: Path | None) -> bool:
+    """The embedded set, one metric per run, serial and with xdist workers, each from an empty
+    folder; prints each run's peaks against BOUND_MIB (the tree's sum of peaks) and whether the
+    verdicts of a metric's runs agree case by case. True when all runs are within the bound and
+    each metric's verdicts agree."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    print(f"load average before: {os.getloadavg()[0]:.2f}")
-    header = f"{'metric':<20} {'-n':>3} {'largest MiB':>11} {'tree MiB':>9} {'CPU s':>7}  failed/passed/other"
-    print(header, flush=True)
+    print(f"bound: {BOUND_MIB:,.0f} MiB (4 GB) for a run's sum of peaks; load average {os.getloadavg()}")
+    print(
+        f"{'metric':<10} {'-n':>2} {'largest MiB':>11} {'sum of peaks':>12} {'tree MiB':>9} "
+        f"{'CPU s':>6} {'wall s':>6} {'load':>5}  {'failed/passed/other':<19} bound",
+        flush=True,
+    )
+    ok = True
     for metric in metrics:
+        seen: dict[int, dict[str, str]] = {}
         for n in workers:
             with tempfile.TemporaryDirectory() as tmp:
-                junit = Path(tmp) / "run.xml"
-                argv = [sys.executable, "-m", "pytest", "--pyargs", "banana_tests", f"--metric={metric}"]
-                argv += ["-k", "test_detects_degradation", "--no-cache", "-p", "no:cacheprovider", "-q"]
+                junit = (junit_dir or Path(tmp)) / f"{metric}-n{n}.xml"
+                argv = [sys.executable, "-m", "pytest", *EMBEDDED_RUN, f"--banana-metric={metric}"]
                 argv += [f"--junitxml={junit}", "-n", str(n), *narrowing]
-                largest, tree, cpu, code = tree_peak(argv, Path(tmp), env)
-                shown = "/".join(map(str, verdicts(junit))) if junit.is_file() else f"exit {code}"
-                print(f"{metric:<20} {n:>3} {largest:>11.0f} {tree:>9.0f} {cpu:>7.0f}  {shown}", flush=True)
-    print(f"load average after: {os.getloadavg()[0]:.2f}")
+                peaks = tree_peak(argv, Path(tmp), env)
+                load = os.getloadavg()[0]
+                cases = outcomes(junit) if junit.is_file() else {}
+                within = peaks.summed <= BOUND_MIB  # every process at its own peak at once
+                shown = tally(cases) if cases else f"exit {peaks.code}"
+                mib = f"{peaks.largest:>11,.0f} {peaks.summed:>12,.0f} {peaks.together:>9,.0f}"
+                times = f"{peaks.cpu:>6.0f} {peaks.wall:>6.0f} {load:>5.1f}"
+                bound = "ok" if within else "OVER"
+                print(f"{metric:<10} {n:>2} {mib} {times}  {shown:<19} {bound}", flush=True)
+                ok = ok and within and bool(cases)
+                seen[n] = cases
+        first = next(iter(seen.values()))
+        names = {name for cases in seen.values() for name in cases}
+        differing = sorted(name for name in names if len({cases.get(name) for cases in seen.values()}) > 1)
+        if differing:
+            ok = False
+            print(f"{metric}: verdicts differ between worker counts: {', '.join(differing[:5])}")
+        elif len(seen) > 1:
+            print(
+                f"{metric}: same verdict for each of its {len(first)} cases at -n {', '.join(map(str, seen))}"
+            )
+    print(f"load average after: {os.getloadavg()}")
+    return ok
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=64, help="image side in pixels (default: 64)")
     parser.add_argument("--keep", type=Path, help="generate into DIR and keep it (reused if present)")
-    parser.add_argument("--embedded", help="comma list of metrics to run on the embedded set, one at a time")
+    parser.add_argument(
+        "--embedded",
+        nargs="?",
+        const=EMBEDDED,
+        metavar="METRICS",
+        help=f"comma list of metrics to run on the embedded set, one at a time (default: {EMBEDDED})",
+    )
+    parser.add_argument("--junit-dir", type=Path, help="keep each --embedded run's JUnit file here")
     parser.add_argument("--workers", default="0,2", help="xdist worker counts for --embedded (default 0,2)")
     parser.add_argument("--seed-image", action="append", default=[], help="only this seed image (repeatable)")
     parser.add_argument("--steps", help="only these steps with --embedded, e.g. 5 (the suite's --steps)")
@@ -157,8 +254,7 @@ def main() -> int:
         workers = [int(n) for n in args.workers.split(",")]
         narrowing = [f"--seed-image={s}" for s in args.seed_image]
         narrowing += [f"--steps={args.steps}"] if args.steps else []
-        per_metric(args.embedded.split(","), workers, narrowing)
-        return 0
+        return 0 if per_metric(args.embedded.split(","), workers, narrowing, args.junit_dir) else 1
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp) / "set"
         if not (root / "metadata.jsonl").is_file():

@@ -5,7 +5,7 @@ buffer below 256 MiB in the heap, where ILNIQE's buffers (2-450 MB each, in size
 through each call) piled up instead of being reused: one 384 px image peaked at 11.7 GB, and at
 2.7 GB with glibc's own 32 MiB threshold. Reproducing it takes gigabytes, so
 benchmarks/bench_memory.py measures it; these tests check that ILNIQE is scored with glibc's own
-thresholds however the process was tuned before.
+thresholds however the process was tuned before, and one image per call of its model.
 """
 
 from __future__ import annotations
@@ -52,3 +52,37 @@ def test_ilniqe_says_it_fragments_a_keeping_heap_and_niqe_does_not() -> None:
     built = {n: PyiqaMetric(resolve(n)[0], "cpu", create_metric=no_model) for n in ("ilniqe", "niqe")}
     assert not process_tuning.reuses_freed_memory(built["ilniqe"])
     assert process_tuning.reuses_freed_memory(built["niqe"])
+
+
+def test_ilniqe_scores_one_image_per_model_call_where_niqe_takes_the_batch() -> None:
+    """ILNIQE holds ~2.7 GB per image whatever its size (it resizes each to 524 px): the scorer
+    groups the embedded set's 384 px images three to a batch, and three at once in ILNIQE's model
+    would be past the 4 GB bound. NIQE's buffers follow the pixels, so a batch pays for it."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("pyiqa")
+    import numpy as np
+
+    from banana_tests.scoring.score_book import batches
+    from metrics_under_test.pyiqa_backend import PyiqaMetric
+    from metrics_under_test.registry import resolve
+
+    handed: list[tuple[int, ...]] = []
+
+    def recording_model(name: str, device: object) -> object:
+        def model(batch: object) -> object:
+            handed.append(tuple(batch.shape))  # type: ignore[attr-defined]
+            return torch.zeros(batch.shape[0])  # type: ignore[attr-defined]
+
+        return model
+
+    embedded = [(i, np.zeros((384, 384, 3), np.uint8)) for i in range(3)]
+    chunks = [[image for _, image in chunk] for chunk in batches(embedded)]
+    assert [len(chunk) for chunk in chunks] == [3]  # the scorer's batch, for every metric
+    shapes = {}
+    for name in ("ilniqe", "niqe"):
+        handed.clear()
+        metric = PyiqaMetric(resolve(name)[0], "cpu", create_metric=recording_model)
+        for chunk in chunks:
+            metric(chunk)
+        shapes[name] = list(handed)
+    assert shapes == {"ilniqe": [(1, 3, 384, 384)] * 3, "niqe": [(3, 3, 384, 384)]}
