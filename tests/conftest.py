@@ -159,8 +159,6 @@ def parse_matrix(text: str) -> dict[tuple[str, str], str]:
 
 
 # The working tree must come out of a test session as it went in: no test writes into it.
-# .banana_cache: some test of this session's additions runs the suite from the project folder with the
-# score cache on (found in CI, not yet traced); a gitignored cache like the others, left out until it is.
 TOOL_CACHES = {
     ".venv",
     ".mypy_cache",
@@ -169,7 +167,6 @@ TOOL_CACHES = {
     ".hypothesis",
     "build",
     ".tox",
-    ".banana_cache",
 }
 
 

@@ -393,8 +393,8 @@ def test_a_file_of_f958bf8_reads_to_the_cells_this_version_writes(pytester: pyte
     (pytester.path / "lc_metrics.py").write_text(LEGACY_METRIC)
     suite = Path(__file__).resolve().parent.parent / "banana_tests"
     result = pytester.runpytest_subprocess(
-        str(suite), *LEGACY_ARGS, "-p", "no:randomly", "--junitxml=now.xml"
-    )
+        str(suite), *LEGACY_ARGS, "-p", "no:randomly", "--junitxml=now.xml", "--banana-no-cache"
+    )  # the rootdir is the project's here: a cache would land in the checkout
     assert result.ret == 1, result.stdout.str()  # laplacian_variance misses every step
     old, now = read_junit([LEGACY / "mean.xml"]), read_junit([pytester.path / "now.xml"])
     assert [(k, c.outcome, c.reference_step, c.runs) for k, c in old.matrix.cells.items()] == [
