@@ -3,10 +3,10 @@
 `datasets.load_dataset` on a local folder resolves every data-file pattern over every file
 (7.4 s at 6,000 images), builds a streaming data set and imports torch, all to hand back rows
 this module reads in a fraction of the time: metadata.jsonl/.csv/.parquet of an imagefolder
-(or its image files alone), parquet files (image bytes included, read a row group at a time so
-memory follows one row group, not the set), CSV and JSON files. Rows look as `datasets` gives them
-with images left undecoded: an imagefolder's `file_name` becomes an `image` column holding the
-path relative to the set's root, a parquet Image column a {"bytes", "path"} mapping.
+(or its image files alone), parquet files (parquet_rows.py: image bytes included, then from an
+index), CSV and JSON files. Rows look as `datasets` gives them with images left undecoded: an
+imagefolder's `file_name` becomes an `image` column holding the path relative to the set's root,
+a parquet image cell with bytes an `EmbeddedImage`.
 """
 
 from __future__ import annotations
@@ -15,21 +15,19 @@ import csv
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from banana_tests.trajectories.parquet_rows import INDEX_FOLDER, read_rows, read_schema
 from banana_tests.trajectories.records import BOM, METADATA, DataError, Problem, parse_line
 
 Row = tuple[str, dict[str, Any]]  # where the row is (for messages), its values by column
 METADATA_FILES = (METADATA, "metadata.csv", "metadata.parquet")
-IMAGE_SUFFIXES = frozenset(
-    {".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff", ".jfif", ".ppm", ".pgm"}
-)
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff", ".jfif", ".ppm", ".pgm")
 IMAGE_COLUMN = "image"  # what an imagefolder's file_name is called in its rows, as in `datasets`
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-PARQUET_BATCH = 256  # rows decoded at a time: a 64 px image is ~12 KB, a 1024 px one ~2 MB
 
 
 @dataclass(frozen=True)
@@ -42,6 +40,7 @@ class Table:
     kind: str  # "imagefolder", "parquet", "csv" or "json"
     image_columns: tuple[str, ...] = ()  # columns known to hold images
     columns: tuple[str, ...] = field(default=())  # from a schema; else found in the first rows
+    index_dir: Path | None = None  # where parquet files keep their indexes
 
     def rows(self) -> Iterator[Row | Problem]:
         """Every row in file order; a line or file that cannot be read is a Problem naming it."""
@@ -50,7 +49,7 @@ class Table:
                 yield str(path), {IMAGE_COLUMN: path.relative_to(self.root).as_posix()}
                 continue
             base = path.parent.relative_to(self.root).as_posix() if self.kind == "imagefolder" else None
-            for where, row in _read(path, self._where(path)):
+            for where, row in _read(path, self._where(path), self.index_dir):
                 if base is not None and isinstance(row, dict):
                     row = _with_image(row, base)
                 yield (where, row) if isinstance(row, dict) else row
@@ -60,47 +59,51 @@ class Table:
         return self.label if Path(self.label) == path else str(path)
 
 
-def open_table(root: Path, kind: str) -> Table:
-    """The table of a local `root` read as `kind` (imagefolder, parquet, csv or json)."""
+def open_table(root: Path, kind: str, cache_dir: Path | None = None) -> Table:
+    """The table of a local `root` read as `kind` (imagefolder, parquet, csv or json); parquet
+    files keep their indexes in `cache_dir`, the image cache, when one is given."""
+    index_dir = cache_dir / INDEX_FOLDER if cache_dir is not None else None
     if kind == "imagefolder":
-        return _imagefolder(root)
+        return _imagefolder(root, index_dir)
     suffixes = {"parquet": (".parquet",), "csv": (".csv",), "json": (".json", ".jsonl")}[kind]
     if root.is_dir():
-        files = tuple(p for p in walk(root) if p.suffix.lower() in suffixes and p.name not in METADATA_FILES)
+        files = walk(root, lambda name: name.lower().endswith(suffixes) and name not in METADATA_FILES)
         if not files:
             raise DataError(f"{root}: no {'/'.join(suffixes)} files for --dataset-format {kind}")
     else:
         files = (root,)
     base = root if root.is_dir() else root.parent
-    images, columns = _parquet_schema(files[0]) if kind == "parquet" else ((), ())
-    return Table(str(root), Path(os.path.realpath(base)), files, kind, images, columns)
+    schema = read_schema(files[0], index_dir) if kind == "parquet" else None
+    images, columns = (schema.image_columns, schema.columns) if schema else ((), ())
+    return Table(str(root), Path(os.path.realpath(base)), files, kind, images, columns, index_dir)
 
 
-def _imagefolder(root: Path) -> Table:
+def _imagefolder(root: Path, index_dir: Path | None) -> Table:
     """Its metadata files when it has any (rows for the images they name, as `datasets` reads
     it), else one row per image file, for a path pattern to take the keys from."""
     if root.is_file():
         raise DataError(f"{root}: an imagefolder is a folder")
-    files = walk(root)
-    metadata = tuple(p for p in files if p.name in METADATA_FILES)
+    metadata = walk(root, METADATA_FILES.__contains__)
     kinds = {p.suffix for p in metadata}
     if len(kinds) > 1:
         raise DataError(f"{root}: metadata files of different kinds ({', '.join(sorted(kinds))}); keep one")
     real = Path(os.path.realpath(root))
     if metadata:
-        return Table(str(root), real, metadata, "imagefolder", (IMAGE_COLUMN,))
-    images = tuple(p for p in files if p.suffix.lower() in IMAGE_SUFFIXES)
+        return Table(str(root), real, metadata, "imagefolder", (IMAGE_COLUMN,), index_dir=index_dir)
+    images = walk(root, lambda name: name.lower().endswith(IMAGE_SUFFIXES))
     if not images:
         raise DataError(f"{root}: no image files and no {' / '.join(METADATA_FILES)}")
     return Table(str(root), real, images, "imagefolder", (IMAGE_COLUMN,), (IMAGE_COLUMN,))
 
 
-def walk(root: Path) -> tuple[Path, ...]:
-    """Every file under `root`, sorted, hidden folders skipped; one walk (no glob per pattern)."""
+def walk(root: Path, keep: Callable[[str], bool] = bool) -> tuple[Path, ...]:
+    """The files under `root` whose names `keep` takes, sorted, hidden ones skipped; one walk (no
+    glob per pattern), and a Path made only for a file kept (a Path per image was a tenth of
+    reading a 28,000-line metadata.jsonl)."""
     found: list[Path] = []
     for folder, dirs, names in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found += [Path(folder, n) for n in sorted(names) if not n.startswith(".")]
+        found += [Path(folder, n) for n in sorted(names) if not n.startswith(".") and keep(n)]
     return tuple(found)
 
 
@@ -113,11 +116,11 @@ def _with_image(row: dict[str, Any], base: str) -> dict[str, Any]:
     return {IMAGE_COLUMN: name, **row}
 
 
-def _read(path: Path, label: str) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
+def _read(path: Path, label: str, index_dir: Path | None) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
-            yield from _parquet_rows(path, label)
+            yield from read_rows(path, label, index_dir)
         elif suffix == ".csv":
             yield from _csv_rows(path, label)
         else:
@@ -188,55 +191,3 @@ def _typed(cells: Sequence[str]) -> list[Any]:
         return [float(c) if c != "" else None for c in cells]
     except ValueError:
         return [c if c != "" else None for c in cells]
-
-
-def _parquet_schema(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(image columns, all columns) of a parquet file: columns `datasets` wrote as Image
-    features, or any struct of bytes and path (how an Image is stored)."""
-    pq = _pyarrow_parquet()
-    try:
-        schema = pq.read_schema(path)
-    except Exception as exc:  # pyarrow raises its own kinds (ArrowInvalid, OSError) for a bad file
-        raise DataError(f"{path}: not a parquet file: {type(exc).__name__}: {exc}") from exc
-    features: dict[str, Any] = {}
-    meta = (schema.metadata or {}).get(b"huggingface")
-    if meta:
-        try:
-            features = json.loads(meta).get("info", {}).get("features", {})
-        except (ValueError, AttributeError):
-            features = {}
-    images = []
-    for column in schema:
-        feature = features.get(column.name)
-        typ = column.type
-        stored = typ.__class__.__name__ == "StructType" and {"bytes", "path"} <= {f.name for f in typ}
-        if (isinstance(feature, dict) and feature.get("_type") == "Image") or stored:
-            images.append(column.name)
-    return tuple(images), tuple(schema.names)
-
-
-def _parquet_rows(path: Path, label: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    pq = _pyarrow_parquet()
-    try:
-        # One row group at a time, in this thread: iter_batches buffered a whole file's column
-        # chunks first (24 MB for 2,000 images of 64 px), and arrow's thread pool kept ~5 MB more.
-        handle = pq.ParquetFile(path, pre_buffer=False)
-        number = 0
-        for group in range(handle.num_row_groups):
-            table = handle.read_row_group(group, use_threads=False)
-            for batch in table.to_batches(max_chunksize=PARQUET_BATCH):
-                for row in batch.to_pylist():
-                    number += 1
-                    yield f"{label} row {number}", row
-    except OSError:
-        raise
-    except Exception as exc:  # pyarrow raises its own kinds for a bad file
-        raise DataError(f"{path}: cannot read it as parquet: {type(exc).__name__}: {exc}") from exc
-
-
-def _pyarrow_parquet() -> Any:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as exc:  # pyarrow comes with `datasets`, an optional dependency
-        raise DataError(f"reading parquet needs pyarrow (pip install pyarrow): {exc}") from exc
-    return pq

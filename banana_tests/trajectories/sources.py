@@ -11,7 +11,6 @@ passes no `trust_remote_code`.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -24,6 +23,7 @@ from typing import Any, Protocol
 from banana_tests.cases import CaseKey, sort_key
 from banana_tests.trajectories.local_rows import METADATA_FILES, Row, open_table, walk
 from banana_tests.trajectories.mapping import FieldMap, image_column, resolve
+from banana_tests.trajectories.parquet_rows import EmbeddedImage
 from banana_tests.trajectories.plan import CasePlan
 from banana_tests.trajectories.records import (
     BOM,
@@ -90,7 +90,7 @@ def load(options: SourceOptions, selection: Selection) -> Loaded:
     fmt = detect_format(root) if options.format == "auto" else options.format
     if fmt == "canonical":
         return _canonical(root, selection)
-    return _from_rows(open_table(root, fmt), options, selection)
+    return _from_rows(open_table(root, fmt, options.cache_dir), options, selection)
 
 
 def detect_format(root: Path) -> str:
@@ -338,8 +338,10 @@ def _hub_error(repo: str, options: SourceOptions, exc: Exception) -> DataError:
     return DataError(f"{options.source}: datasets could not load it: {type(exc).__name__}: {exc}")
 
 
-def _image_ref(value: Any, root: Path | None) -> tuple[str, bytes | None]:
-    """(a path to show and match, the bytes if the image came as bytes)."""
+def _image_ref(value: Any, root: Path | None) -> tuple[str, EmbeddedImage | bytes | None]:
+    """(a path to show and match, the image if it came as bytes)."""
+    if isinstance(value, EmbeddedImage):
+        return _shown(value.path, root) if value.path else "<bytes>", value
     if isinstance(value, Mapping):
         data, path = value.get("bytes"), value.get("path")
         return _shown(path, root) if path else "<bytes>", data
@@ -359,17 +361,20 @@ def _shown(path: str, root: Path | None) -> str:
     return path
 
 
-def _materialise(shown: str, data: bytes | None, root: Path | None, cache: Path) -> tuple[Path, str | None]:
-    """A local path for the image: its file inside the root, or its bytes written once to the cache."""
+def _materialise(
+    shown: str, data: EmbeddedImage | bytes | None, root: Path | None, cache: Path
+) -> tuple[Path, str | None]:
+    """A local path for the image: its file inside the root, or its bytes written once to the
+    cache under their sha256 (an indexed parquet image's bytes are read only if they are not there)."""
     if data is not None:
-        digest = hashlib.sha256(data).hexdigest()
-        path = cache / digest[:2] / digest
+        image = data if isinstance(data, EmbeddedImage) else EmbeddedImage.holding(data)
+        path = cache / image.sha256[:2] / image.sha256
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(data)
+            tmp.write_bytes(image.read())
             os.replace(tmp, path)
-        return path, digest
+        return path, image.sha256
     if root is None:
         raise DataError(f"image {shown!r} came without bytes and is not a local file")
     return resolve_inside(root, shown), None
