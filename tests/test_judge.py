@@ -51,14 +51,18 @@ def summary(seed: str, run: int, step: int) -> str:
 
 @dataclass
 class Stub:
-    """A stand-in for the Gemini and OpenAI-compatible HTTP APIs. Edits echo the image with the
-    next canned summary (generate's order: seed images sorted, runs, steps); judge calls answer
-    YES when the summary says 'I notice', as a model reading it would."""
+    """A stand-in for the Gemini and OpenAI-compatible HTTP APIs, in their real request and
+    response shapes. Edits echo the image with the next canned summary (generate's order: seed
+    images sorted, runs, steps); judge calls answer YES when the summary says 'I notice', as a
+    model reading it would. `failures` are taken first, one per judge call: an HTTP status
+    answered with the API's error body, or "drop" (the connection closed unanswered)."""
 
     url: str = ""
     edits: list[str] = field(default_factory=list)
     judged: list[dict[str, Any]] = field(default_factory=list)
     delay: float = 0.0  # seconds before each judge answer, so that a kill can land mid-run
+    failures: list[int | str] = field(default_factory=list)
+    attempts: int = 0  # judge calls received, failed ones included
 
     def answer_for(self, prompt: str) -> str:
         said = prompt.split("<<<", 1)[1].rsplit(">>>", 1)[0]
@@ -75,23 +79,69 @@ def stub() -> Iterator[Stub]:
         def log_message(self, *_: Any) -> None:
             pass
 
-        def reply(self, body: dict[str, Any]) -> None:
+        def reply(self, body: dict[str, Any], status: int = 200) -> None:
             data = json.dumps(body).encode()
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
 
+        def failed(self, api: str) -> bool:
+            """Answer the next scripted failure of a judge call, if any."""
+            state.attempts += 1
+            if not state.failures:
+                return False
+            failure = state.failures.pop(0)
+            if failure == "drop":
+                self.close_connection = True
+                return True
+            assert isinstance(failure, int)
+            error: dict[str, Any] = (
+                {
+                    "message": f"stub says {failure}",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": None,
+                }
+                if api == "openai"
+                else {"code": failure, "message": f"stub says {failure}", "status": "INVALID_ARGUMENT"}
+            )
+            self.reply({"error": error}, failure)
+            return True
+
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if self.path.endswith("/chat/completions"):
                 time.sleep(state.delay)
+                if self.failed("openai"):
+                    return
                 prompt = body["messages"][0]["content"]
-                auth = self.headers.get("Authorization")
-                state.judged.append({"api": "openai", "model": body["model"], "prompt": prompt, "auth": auth})
-                self.reply(
-                    {"choices": [{"message": {"role": "assistant", "content": state.answer_for(prompt)}}]}
+                headers = {k: self.headers.get(k) for k in ("Authorization", "Content-Type")}
+                state.judged.append(
+                    {
+                        "api": "openai",
+                        "model": body["model"],
+                        "prompt": prompt,
+                        "auth": headers["Authorization"],
+                        "path": self.path,
+                        "body": body,
+                        "headers": headers,
+                    }
+                )
+                message = {"role": "assistant", "content": state.answer_for(prompt), "refusal": None}
+                self.reply(  # the full shape of an OpenAI chat completion
+                    {
+                        "id": f"chatcmpl-stub{len(state.judged)}",
+                        "object": "chat.completion",
+                        "created": 1764547200,
+                        "model": body["model"],
+                        "choices": [
+                            {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}
+                        ],
+                        "usage": {"prompt_tokens": 120, "completion_tokens": 1, "total_tokens": 121},
+                        "system_fingerprint": "fp_stub",
+                    }
                 )
                 return
             model = re.search(r"models/([^:]+):generateContent", self.path)
@@ -99,9 +149,13 @@ def stub() -> Iterator[Stub]:
             parts = body["contents"][0]["parts"]
             images = [p["inlineData"]["data"] for p in parts if "inlineData" in p]
             if not images:  # a judge's question
+                if self.failed("gemini"):
+                    return
                 prompt = parts[0]["text"]
                 key = self.headers.get("x-goog-api-key")
-                state.judged.append({"api": "gemini", "model": model.group(1), "prompt": prompt, "key": key})
+                state.judged.append(
+                    {"api": "gemini", "model": model.group(1), "prompt": prompt, "key": key, "body": body}
+                )
                 answer = [{"text": state.answer_for(prompt)}]
                 self.reply(
                     {"candidates": [{"content": {"role": "model", "parts": answer}, "finishReason": "STOP"}]}
@@ -116,6 +170,7 @@ def stub() -> Iterator[Stub]:
             self.reply({"candidates": [{"content": {"role": "model", "parts": out}, "finishReason": "STOP"}]})
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -146,6 +201,29 @@ def firsts(path: Path) -> dict[tuple[str, int], int | None]:
     return {(r.seed_image, r.run): r.first for r in per_run(read_judgments(path))}
 
 
+# What the judge section must say about the canned set (FIRST): holi's runs at 3 and 5, rice's at
+# 6 and never; each run's row: seed image, run, first step, judged up to, unclear answers at.
+PER_SEED = [("holi", "4.0 ± 1.4", "2 of 2"), ("rice", "6.0 ± 0.0", "1 of 2")]
+PER_RUN = [("holi", "0", "3", "3", "-"), ("holi", "1", "5", "5", "-"), ("rice", "0", "6", "6", "-"),
+           ("rice", "1", "none", "6", "-")]  # fmt: skip
+
+
+def judge_tables(text: str) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """The judge section's two tables (per seed image, per run), their body rows cell by cell."""
+    section = text.split("## Generator self-evaluation", 1)[1]
+    tables: list[list[tuple[str, ...]]] = []
+    previous = ""
+    for line in section.splitlines():
+        if line.startswith("|") and not line.startswith("|---"):
+            if not previous.startswith("|"):
+                tables.append([])  # a header row starts a table
+            else:
+                tables[-1].append(tuple(cell.strip() for cell in line.strip("|").split("|")))
+        previous = line
+    per_seed, runs = tables[:2]
+    return per_seed, runs
+
+
 def test_gemini_judge_reports_exactly_the_admitting_steps(
     made_set: Path, stub: Stub, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -153,13 +231,17 @@ def test_gemini_judge_reports_exactly_the_admitting_steps(
     out = capsys.readouterr().out
     path = made_set / "judgments-gemini.jsonl"
     assert firsts(path) == FIRST
-    assert "| holi | 4.0 ± 1.4 | 2 of 2 |" in out and "| rice | 6.0 ± 0.0 | 1 of 2 |" in out
-    assert "| rice | 1 | none | 6 |" in out
+    assert judge_tables(out) == (PER_SEED, PER_RUN)
     # each run judged in step order up to its first acknowledgement, never past it
     assert len(stub.judged) == 3 + 5 + 6 + 6 and {j["model"] for j in stub.judged} == {"gemini-judge-x"}
     stored = f"{summary('holi', 0, 1)}\n\nHere is the replica."  # the record's `text`: thoughts, then reply
     assert stub.judged[0]["prompt"] == question(stored) and stub.judged[0]["key"] == KEY
-    assert "20 request(s)" in out
+    assert stub.judged[0]["body"]["generationConfig"] == {"temperature": 0.0}
+    said = re.search(r"(\d+) step\(s\) judged now \((\d+) request\(s\)\), (\d+) before", out)
+    assert said is not None and said.groups() == ("20", "20", "0")
+    # and `report` shows the same section
+    assert main(["report", "--paper-only", "--out", str(made_set / "r"), "--judgments", str(path)]) == 0
+    assert judge_tables((made_set / "r" / "summary.md").read_text(encoding="utf-8")) == (PER_SEED, PER_RUN)
 
 
 def test_judging_resumes_after_the_budget_and_a_torn_line(
@@ -194,7 +276,49 @@ def test_an_openai_compatible_endpoint_by_base_url(
     ]
     assert main(argv) == 0
     assert firsts(made_set / "judgments-openai.jsonl") == FIRST
-    assert {j["api"] for j in stub.judged} == {"openai"} and stub.judged[0]["auth"] == f"Bearer {OPENAI_KEY}"
+    assert {j["api"] for j in stub.judged} == {"openai"} and len(stub.judged) == 20
+    stored = f"{summary('holi', 0, 1)}\n\nHere is the replica."
+    first = stub.judged[0]
+    assert first["path"] == "/v1/chat/completions"
+    assert first["headers"] == {"Authorization": f"Bearer {OPENAI_KEY}", "Content-Type": "application/json"}
+    assert first["body"] == {
+        "model": "judge-7b",
+        "messages": [{"role": "user", "content": question(stored)}],
+        "temperature": 0,
+    }
+
+
+def llm_judge(api: str, stub: Stub, monkeypatch: pytest.MonkeyPatch) -> judges.Judge:
+    """The judge `banana-tests judge --judge {api}` builds, sent to the stub, without backoff waits."""
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", stub.url)
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    if api == "gemini":
+        pytest.importorskip("google.genai")
+    return judges.make(api, model="m", base_url=f"{stub.url}/v1", backoff=0.0)
+
+
+@pytest.mark.parametrize("api", ["gemini", "openai"])
+def test_rate_limits_server_errors_and_dropped_connections_are_retried(
+    api: str, stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stub.failures = [429, "drop", 503]
+    answer = llm_judge(api, stub, monkeypatch).answer("I notice static.")
+    assert answer == judges.Answer("YES.", 4) and stub.attempts == 4
+
+
+@pytest.mark.parametrize("api", ["gemini", "openai"])
+def test_a_client_error_stops_at_once_with_the_apis_message_and_no_key(
+    api: str, made_set: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    llm_judge(api, stub, monkeypatch)  # the environment
+    stub.failures = [400]
+    argv = ["judge", str(made_set), "--judge", api, "--model", "m", "--base-url", f"{stub.url}/v1"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert stub.attempts == 1 and "stub says 400" in err and "failed after 1 attempt(s)" in err
+    assert KEY not in err and OPENAI_KEY not in err
+    assert not (made_set / f"judgments-{api}.jsonl").exists(), "a failed first call leaves no file"
 
 
 def test_the_offline_keyword_judge_on_the_same_set(made_set: Path, stub: Stub) -> None:
@@ -254,12 +378,7 @@ def test_retries_back_off_and_every_attempt_counts() -> None:
 
     sleeps: list[float] = []
     retrying = judges.Retrying(judges.RequestBudget(3), "m", backoff=1.0, sleep=sleeps.append)
-    calls = iter(
-        [
-            urllib.error.HTTPError("u", 429, "slow", None, None),
-            urllib.error.HTTPError("u", 503, "x", None, None),
-        ]
-    )
+    calls = iter([judges.EndpointError(429, "slow"), urllib.error.URLError(ConnectionRefusedError())])
 
     def once() -> str:
         error = next(calls, None)
@@ -267,12 +386,10 @@ def test_retries_back_off_and_every_attempt_counts() -> None:
             raise error
         return "YES"
 
-    def status(exc: Exception) -> object:
-        return getattr(exc, "code", None)
-
-    assert retrying.call(once, status) == judges.Answer("YES", 3) and sleeps == [1.0, 2.0]
+    passing = judges.endpoint_transient
+    assert retrying.call(once, passing) == judges.Answer("YES", 3) and sleeps == [1.0, 2.0]
     with pytest.raises(judges.BudgetExhausted):
-        retrying.call(once, status)
+        retrying.call(once, passing)
 
 
 def test_per_seed_statistics() -> None:
@@ -294,7 +411,7 @@ def test_report_adds_the_judge_section(
     judge_set(made_set, judges.KeywordJudge(), out)
     assert main(["report", "--paper-only", "--out", str(tmp_path / "r"), "--judgments", str(out)]) == 0
     summary_md = (tmp_path / "r" / "summary.md").read_text(encoding="utf-8")
-    assert "| holi | 4.0 ± 1.4 | 2 of 2 |" in summary_md and "| holi | 0 | 3 | 3 |" in summary_md
+    assert judge_tables(summary_md) == (PER_SEED, PER_RUN)
     capsys.readouterr()
     assert (
         main(["report", "--paper-only", "--out", str(tmp_path / "r2"), "--judgments", str(tmp_path / "no")])
@@ -305,7 +422,8 @@ def test_report_adds_the_judge_section(
 
 def test_sigkill_at_random_moments_then_rerun_loses_and_repeats_nothing(made_set: Path, stub: Stub) -> None:
     """Judging in a process killed (SIGKILL) at random moments, rerun each time: the file ends as a
-    run never killed writes it, each step once."""
+    run never killed writes it, each step once, and no request is repeated but the one a kill cut
+    short."""
     reference = made_set / "reference.jsonl"
     judge_set(
         made_set,
@@ -317,6 +435,7 @@ def test_sigkill_at_random_moments_then_rerun_loses_and_repeats_nothing(made_set
             "--base-url", f"{stub.url}/v1", "--model", "m", "--out", str(killed)]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     stub.delay = 0.02
+    before = len(stub.judged)
     rng, kills = random.Random(5), 0
     for _ in range(12):
         done = killed.read_bytes().count(b"\n") if killed.exists() else 0
@@ -340,3 +459,31 @@ def test_sigkill_at_random_moments_then_rerun_loses_and_repeats_nothing(made_set
     keys = [(r["seed_image"], r["run"], r["step"]) for r in rows]
     assert len(keys) == len(set(keys)) == 20
     assert rows == [json.loads(line) for line in reference.read_text().splitlines()]
+    assert 20 <= len(stub.judged) - before <= 20 + kills
+
+
+def test_an_interrupt_keeps_the_judgments_and_the_rerun_asks_only_the_rest(
+    made_set: Path, stub: Stub
+) -> None:
+    """Ctrl-C (SIGINT) mid-run: exit 130 with what to do, the finished judgments kept; the same
+    command then asks only for the steps not judged (and at most the one request cut short)."""
+    out = made_set / "interrupted.jsonl"
+    argv = [sys.executable, "-m", "banana_tests.cli", "judge", str(made_set), "--judge", "openai",
+            "--base-url", f"{stub.url}/v1", "--model", "m", "--out", str(out)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    stub.delay = 0.05
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (out.exists() and out.read_bytes().count(b"\n") >= 5) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted: finished judgments are kept; rerun the same command to continue" in err
+    kept = len(read_judgments(out))
+    assert 5 <= kept < 20
+    final = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert final.returncode == 0, final.stderr
+    said = re.search(r"(\d+) step\(s\) judged now \((\d+) request\(s\)\), (\d+) before", final.stdout)
+    assert said is not None and said.groups() == (str(20 - kept), str(20 - kept), str(kept))
+    assert firsts(out) == FIRST and 20 <= len(stub.judged) <= 21

@@ -1,8 +1,9 @@
 """The judges: Gemini through google-genai, any OpenAI-compatible endpoint, and an offline keyword judge.
 
 The two LLM judges share the generate command's cost guards: every attempt counts against a
-request budget (`--max-requests`), 429 and 5xx answers are retried with exponential backoff, and
-API keys are scrubbed from every message raised. The keyword judge makes no request; it is a
+request budget (`--max-requests`), 429 and 5xx answers and dropped, refused or timed-out
+connections are retried with exponential backoff, and API keys are scrubbed from every message
+raised. The keyword judge makes no request; it is a
 rough stand-in (a negation it does not see, a synonym it does not know), for trying the command
 offline, not for measuring.
 """
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from banana_tests.editors.base import redact
-from banana_tests.editors.gemini import retryable
+from banana_tests.editors.gemini import retryable, transient
 from banana_tests.judging.prompt import question
 
 GEMINI_KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -75,7 +76,8 @@ class Retrying:
     secrets: tuple[str, ...] = ()
     sleep: Callable[[float], None] = time.sleep
 
-    def call(self, once: Callable[[], str], status: Callable[[Exception], object]) -> Answer:
+    def call(self, once: Callable[[], str], passing: Callable[[Exception], bool]) -> Answer:
+        """`once()` until it answers; `passing(exc)`: whether that failure may pass on a retry."""
         attempts = 0
         while True:
             self.budget.spend()
@@ -83,7 +85,7 @@ class Retrying:
             try:
                 return Answer(once(), attempts)
             except Exception as exc:
-                if retryable(status(exc)) and attempts <= self.retries:
+                if passing(exc) and attempts <= self.retries:
                     self.sleep(min(self.backoff * 2 ** (attempts - 1), 120.0))
                     continue
                 raise JudgeError(
@@ -106,12 +108,44 @@ class GeminiJudge:
             )
             return str(response.text or "")
 
-        return self.retrying.call(once, lambda exc: getattr(exc, "code", None))
+        return self.retrying.call(once, transient)
+
+
+class EndpointError(Exception):
+    """An HTTP error answer of an OpenAI-compatible endpoint, with the message of its error body."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"HTTP {code}: {message}")
+        self.code = code
+
+
+def endpoint_transient(exc: Exception) -> bool:
+    """429 and 5xx, or a refused, dropped or timed-out connection (urllib wraps those in URLError)."""
+    if isinstance(exc, EndpointError):
+        return retryable(exc.code)
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    return isinstance(reason, (ConnectionError, TimeoutError))
+
+
+def _error_message(error: urllib.error.HTTPError) -> str:
+    """The `error.message` of an OpenAI-style error body, else the start of the body, else the reason."""
+    try:
+        body = error.read()
+    except OSError:
+        body = b""
+    try:
+        message = json.loads(body)["error"]["message"]
+        if isinstance(message, str) and message:
+            return message
+    except (ValueError, KeyError, TypeError):
+        pass
+    return body.decode("utf-8", "replace").strip()[:200] or str(error.reason)
 
 
 class OpenAIJudge:
     """Any OpenAI-compatible chat endpoint (OpenAI, vLLM, llama.cpp, Ollama, ...) by base URL,
-    over plain HTTP: POST {base_url}/chat/completions, temperature 0."""
+    over plain HTTP: POST {base_url}/chat/completions, temperature 0. Plain HTTP, because the
+    `openai` package is one more dependency for one request shape."""
 
     name = "openai"
 
@@ -133,16 +167,19 @@ class OpenAIJudge:
 
         def once() -> str:
             request = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                reply = json.loads(response.read())
             try:
-                return str(reply["choices"][0]["message"]["content"] or "")
-            except (KeyError, IndexError, TypeError) as exc:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    reply = json.loads(response.read())
+            except urllib.error.HTTPError as exc:
+                raise EndpointError(exc.code, _error_message(exc)) from None
+            try:
+                message = reply["choices"][0]["message"]
+                # a refusal comes as null content and a `refusal` text: read as an unclear answer
+                return str(message.get("content") or message.get("refusal") or "")
+            except (KeyError, IndexError, TypeError, AttributeError) as exc:
                 raise ValueError(f"not a chat completion: {str(reply)[:200]}") from exc
 
-        return self.retrying.call(
-            once, lambda exc: exc.code if isinstance(exc, urllib.error.HTTPError) else None
-        )
+        return self.retrying.call(once, endpoint_transient)
 
 
 # Words for noticed degradation, and negations that cancel one just before it ("no visible noise").
