@@ -401,7 +401,7 @@ def _replicated(tmp_path: Path) -> Path:
 def test_the_suite_leaves_out_records_not_for_iqa_unless_asked_for(tmp_path: Path) -> None:
     """A set holding replicate runs and a reconstruction plan's runs under the same variant name
     (`--variant replicate`): the suite tests the replicate runs alone and says how many records it
-    left out; `--banana-where=for_iqa=false` tests the plan's runs alone."""
+    left out, once under xdist too; `--banana-where=for_iqa=false` tests the plan's runs alone."""
     seed_dir, data, plans = seeds(tmp_path / "seeds"), tmp_path / "data", tmp_path / "plans"
     assert main(command(seed_dir, data, runs=1, steps=5)) == 0
     assert (
@@ -437,7 +437,7 @@ def test_the_suite_leaves_out_records_not_for_iqa_unless_asked_for(tmp_path: Pat
             for s in ("alpha", "beta")
         ]
 
-    ran, said = cases()
+    ran, said = cases("-n", "2")  # the note once a run, not once a worker
     assert ran == ids(0)
     assert said.count("banana-tests: left out 10 record(s) marked for_iqa=false") == 1
     ran, said = cases("--banana-where=for_iqa=false")
