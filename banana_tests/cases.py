@@ -20,11 +20,13 @@ SCHEMA = 2
 
 
 class CaseKind(Enum):
-    """What a case checks: a Δ cell of the matrix, a trend over steps, or a control distortion."""
+    """What a case checks: a Δ cell of the matrix, a trend over steps, a control distortion, or
+    an invariance property of the metric."""
 
     DELTA = "delta"
     TREND = "trend"
     CONTROL = "control"
+    INVARIANCE = "invariance"
 
 
 class Field(StrEnum):
@@ -58,6 +60,11 @@ class Field(StrEnum):
     FIRST_DETECTION_STEP = "first_detection_step"
     TREND_STEPS = "trend_steps"
     TREND_SERIES = "trend_series"
+    # invariance cases (banana_tests/test_invariance.py): which check, and its measured change and
+    # tolerance in normalised points
+    INVARIANCE = "invariance"
+    CHANGE = "change"
+    TOLERANCE = "tolerance"
 
 
 @dataclass(frozen=True, order=True)

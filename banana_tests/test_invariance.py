@@ -11,24 +11,33 @@ shift and a resize by a few percent are allowed a per-metric tolerance on the me
 measured here (docs/matrix.md, "Invariance"). Changes are in normalised points (the [0, 100]
 scale of the verdicts), so tolerances compare across metrics. Written on the public fixtures:
 `banana_metric.model` for the calls the score cache must not answer (batch, repeat), and
-`Scorer.scores` for the rest, so batching and cache are the suite's.
+`Scorer.scores` for the rest, so batching and cache are the suite's. Each check's measured change
+is kept in the score cache (`Scorer.remembered`) under the metric's identity and the crop set's
+(`crop_set`): a rerun builds no model and decodes no crop, and a changed metric is checked again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from functools import cache
+from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pytest
 
-from banana_tests.editors.distortions import Array
+from banana_tests.cases import Field
+from banana_tests.data import SEEDS
 from banana_tests.session.scorer import Scorer
-from banana_tests.test_control import clean_images
+from banana_tests.verdicts.invariance import PARAM, Invariance
+from banana_tests.verdicts.record import figure_properties
+
+if TYPE_CHECKING:
+    from banana_tests.editors.distortions import Array
 
 SIDE = 96  # NIQE's smallest block; each crop costs ~0.1-0.3 CPU s per metric here
 BATCH = 16
@@ -36,20 +45,6 @@ ALONE = 4  # members of the batch also scored alone, and twice for `repeat`
 GEOMETRIC = 8  # crops shifted and resized
 RESIZED = 101  # 96 -> 101 px: +5 %
 SEED = 20261201
-
-
-class Invariance(Enum):
-    """What must not change a score."""
-
-    BATCH = "batch"  # scored alone against within a batch of 16
-    REPEAT = "repeat"  # the same call twice in one process
-    SHIFT = "shift"  # the crop window moved by one pixel
-    RESIZE = "resize"  # bicubic resize by +5 %
-    PNG = "png"  # a PNG file against its lossless (WebP) round trip
-
-    @property
-    def same_pixels(self) -> bool:
-        return self in (Invariance.BATCH, Invariance.REPEAT, Invariance.PNG)
 
 
 @dataclass(frozen=True)
@@ -93,6 +88,10 @@ def tolerance(metric: str) -> Tolerance:
 def windows() -> tuple[tuple[str, int, int], ...]:
     """(seed image, top, left) of BATCH crop windows, two per seed image, drawn once from a seeded
     generator; each leaves room for the one-pixel shift."""
+    import numpy as np
+
+    from banana_tests.test_control import clean_images
+
     rng = np.random.default_rng(SEED)
     images = clean_images()
     names = sorted(images)
@@ -105,12 +104,17 @@ def windows() -> tuple[tuple[str, int, int], ...]:
 
 
 def crop(window: tuple[str, int, int], shift: int = 0) -> Array:
+    import numpy as np
+
+    from banana_tests.test_control import clean_images
+
     name, top, left = window
     pixels = clean_images()[name][top : top + SIDE, left + shift : left + shift + SIDE]
     return np.ascontiguousarray(pixels)
 
 
 def resized(image: Array) -> Array:
+    import numpy as np
     from PIL import Image
 
     return np.asarray(Image.fromarray(image).resize((RESIZED, RESIZED), Image.Resampling.BICUBIC))
@@ -163,30 +167,63 @@ def write(path: Path, pixels: Array) -> Path:
     return path
 
 
-@pytest.mark.parametrize("invariance", list(Invariance), ids=[i.value for i in Invariance])
+@cache
+def crop_set() -> str:
+    """What an invariance check's change depends on besides the metric: the seed images' bytes,
+    this module's code (windows, crop sizes, how each check is made), and the numpy and Pillow
+    versions that draw the windows, resize and write the files. Read without decoding an image."""
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    for path in sorted(SEEDS.glob("*.png")):
+        h.update(f"{path.name}\0".encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    h.update(" ".join(f"{n} {metadata.version(n)}" for n in ("numpy", "Pillow")).encode())
+    return h.hexdigest()
+
+
+def cache_name(scorer: Scorer, invariance: Invariance) -> str:
+    """The check's name in the score cache, beside the metric's identity; the normalisation is
+    in it as the change is measured in normalised points."""
+    scale = json.dumps([scorer.scale.low, scorer.scale.high, scorer.scale.lower_better])
+    digest = hashlib.sha256(f"{crop_set()}\0{scale}".encode()).hexdigest()
+    return f"invariance/{invariance.value}/{digest}"
+
+
+def measured_change(scorer: Scorer, invariance: Invariance, folder: Path) -> float:
+    """The change a check is judged on: the largest over the crops for the same pixels, else the
+    median (a shift or resize moves some crops more than others)."""
+    found = changes(scorer, invariance, folder)
+    return max(found) if invariance.same_pixels else statistics.median(found)
+
+
+def crops_of(invariance: Invariance) -> int:
+    """How many crops a check measures."""
+    return GEOMETRIC if invariance in (Invariance.SHIFT, Invariance.RESIZE) else ALONE
+
+
+@pytest.mark.parametrize(PARAM, list(Invariance), ids=[i.value for i in Invariance])
 def test_score_is_invariant(
     request: pytest.FixtureRequest,
     banana_metric: Scorer,
-    invariance: Invariance,
+    banana_invariance: Invariance,
     tmp_path: Path,
 ) -> None:
+    """Its identity (metric, check) is recorded at collection (session.reporter); its figures here."""
+    invariance = banana_invariance
     limit = tolerance(banana_metric.name).of(invariance)
-    found = changes(banana_metric, invariance, tmp_path)
-    measure, change = (
-        ("largest", max(found)) if invariance.same_pixels else ("median", statistics.median(found))
+    change, cached = banana_metric.remembered(
+        cache_name(banana_metric, invariance), lambda: measured_change(banana_metric, invariance, tmp_path)
     )
-    request.node.user_properties.extend(
-        [
-            ("metric", banana_metric.name),
-            ("invariance", invariance.value),
-            ("change", repr(change)),
-            ("tolerance", repr(limit)),
-        ]
-    )
+    figures = {
+        Field.CHANGE: repr(change),
+        Field.TOLERANCE: repr(limit),
+        Field.SCORE_CACHED: str(cached).lower(),
+    }
+    request.node.user_properties.extend(figure_properties(figures))
     if change > limit:
+        measure = "largest" if invariance.same_pixels else "median"
         pytest.fail(
             f"{banana_metric.name} is not {invariance.value}-invariant: the {measure} change of the "
-            f"normalised score over {len(found)} crops of {SIDE} px is {change:.4g} points, above "
-            f"its tolerance {limit:.4g}",
+            f"normalised score over {crops_of(invariance)} crops of {SIDE} px is {change:.4g} points, "
+            f"above its tolerance {limit:.4g}",
             pytrace=False,
         )

@@ -1,13 +1,18 @@
 """The invariance family (banana_tests/test_invariance.py) on a user's own metrics, end to end:
 a metric whose score depends on the batch fails exactly its batch case; a deterministic
-per-image metric passes every case on the same crops."""
+per-image metric passes every case on the same crops; each case's record, its cached outcome (a
+changed metric is checked again) and its place in baselines and `report`."""
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 
 import pytest
 
+from banana_tests.cli import main
+from banana_tests.verdicts.baseline import dump_baseline, load_baseline
+from banana_tests.verdicts.invariance import InvarianceKey
 from tests.conftest import assert_outcomes, suite_folder
 
 METRICS = """
@@ -43,12 +48,27 @@ class Brightness:
 INVARIANCE_MODULE = "from banana_tests.test_invariance import test_score_is_invariant  # noqa: F401\n"
 
 
-def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, metric: str) -> pytest.RunResult:
+CHECKS = ("batch", "png", "repeat", "resize", "shift")
+
+
+def run(pytester: pytest.Pytester, metric: str, *options: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        f"--metric=usermetrics:{metric}",
+        "--junitxml=j.xml",
+        "-o",
+        "junit_family=xunit1",
+        "-p",
+        "no:randomly",
+        *options,
+    )
+
+
+@pytest.fixture
+def users(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A user's project with the invariance module and its own metrics module."""
     suite_folder(pytester, monkeypatch, module=INVARIANCE_MODULE, seeds=("alpha",), runs=(0,), steps=(1, 5))
     pytester.makepyfile(usermetrics=METRICS)
-    return pytester.runpytest_subprocess(
-        f"--metric=usermetrics:{metric}", "--junitxml=j.xml", "-o", "junit_family=xunit1", "-p", "no:randomly"
-    )
+    return pytester
 
 
 def cases(pytester: pytest.Pytester) -> dict[str, tuple[bool, dict[str, str]]]:
@@ -59,31 +79,92 @@ def cases(pytester: pytest.Pytester) -> dict[str, tuple[bool, dict[str, str]]]:
     return out
 
 
-def test_a_batch_dependent_metric_fails_the_batch_case_only(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    result = run(pytester, monkeypatch, "BatchMean")
+def changes(pytester: pytest.Pytester) -> dict[str, tuple[str, str]]:
+    """Each case's measured change and whether it came from the score cache."""
+    return {name: (props["change"], props["score_cached"]) for name, (_, props) in cases(pytester).items()}
+
+
+def test_a_batch_dependent_metric_fails_the_batch_case_only(users: pytest.Pytester) -> None:
+    result = run(users, "BatchMean")
 
     assert_outcomes(result, passed=4, failed=1)
-    found = cases(pytester)
+    found = cases(users)
     failed = sorted(name for name, (fails, _) in found.items() if fails)
     assert failed == ["test_score_is_invariant[batch_mean-batch]"]
     _, props = found["test_score_is_invariant[batch_mean-batch]"]
+    assert props["banana_record"] == "invariance/2"
     assert (props["metric"], props["invariance"]) == ("batch_mean", "batch")
     assert float(props["change"]) > float(props["tolerance"])
-    result.stdout.fnmatch_lines(["*batch_mean is not batch-invariant: the largest change*"])
+    result.stdout.fnmatch_lines(["*batch_mean is not batch-invariant: the largest change*over 4 crops*"])
 
 
-def test_a_per_image_metric_passes_every_invariance_case(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    result = run(pytester, monkeypatch, "Brightness")
+def test_a_per_image_metric_passes_every_invariance_case(users: pytest.Pytester) -> None:
+    result = run(users, "Brightness")
 
     assert_outcomes(result, passed=5)
-    found = cases(pytester)
-    assert sorted(found) == [
-        f"test_score_is_invariant[brightness-{kind}]"
-        for kind in ("batch", "png", "repeat", "resize", "shift")
-    ]
+    found = cases(users)
+    assert sorted(found) == [f"test_score_is_invariant[brightness-{kind}]" for kind in CHECKS]
     for _, props in found.values():
         assert float(props["change"]) <= float(props["tolerance"])
+
+
+def test_a_cached_outcome_is_measured_again_when_the_metric_changes(users: pytest.Pytester) -> None:
+    """The second run answers every check from the score cache, with the first run's figures;
+    an edit of the metric's code (BatchMean now scores each image alone) is a new identity, so its
+    checks run again and the batch case passes; `--no-cache` measures everything."""
+    cold = run(users, "BatchMean")
+    assert_outcomes(cold, passed=4, failed=1)
+    first = changes(users)
+    assert {cached for _, cached in first.values()} == {"false"}
+
+    warm = run(users, "BatchMean")
+    assert_outcomes(warm, passed=4, failed=1)
+    assert changes(users) == {name: (change, "true") for name, (change, _) in first.items()}
+
+    source = users.path / "usermetrics.py"
+    source.write_text(source.read_text().replace("centre = sum(means) / len(means)", "centre = 0.0"))
+    edited = run(users, "BatchMean")
+    assert_outcomes(edited, passed=5)
+    assert {cached for _, cached in changes(users).values()} == {"false"}
+    assert float(changes(users)["test_score_is_invariant[batch_mean-batch]"][0]) == 0.0
+
+    fresh = run(users, "BatchMean", "--no-cache")
+    assert_outcomes(fresh, passed=5)
+    assert {cached for _, cached in changes(users).values()} == {"false"}
+
+
+def test_a_baseline_expects_a_known_invariance_failure_and_fails_a_new_one(users: pytest.Pytester) -> None:
+    """run -> report --write-baseline -> pytest --baseline, as for every other kind of case; the
+    report's summary.md has the invariance table."""
+    first = run(users, "BatchMean")
+    assert first.ret == pytest.ExitCode.TESTS_FAILED
+    path = users.path
+    assert (
+        main(
+            [
+                "report",
+                str(path / "j.xml"),
+                "--out",
+                str(path / "r"),
+                "--write-baseline",
+                str(path / "b.json"),
+            ]
+        )
+        == 0
+    )
+    assert json.loads((path / "b.json").read_text())["failures"] == [
+        {"kind": "invariance", "metric": "batch_mean", "check": "batch"}
+    ]
+    summary = (path / "r" / "summary.md").read_text()
+    assert "| metric | batch | repeat | shift | resize | png |" in summary
+    assert "| batch_mean | FAIL " in summary
+
+    known = run(users, "BatchMean", "--baseline=b.json")
+    assert_outcomes(known, xfailed=1, passed=4)
+    assert known.ret == pytest.ExitCode.OK
+
+    dump_baseline([InvarianceKey("batch_mean", "shift")], path / "other.json")
+    new = run(users, "BatchMean", "--baseline=other.json")
+    assert_outcomes(new, failed=1, passed=3, xpassed=1)  # the listed shift case passes: XPASS
+    assert new.ret == pytest.ExitCode.TESTS_FAILED
+    assert load_baseline(path / "other.json") == {InvarianceKey("batch_mean", "shift")}

@@ -349,7 +349,10 @@ def test_the_run_facts_are_the_testsuite_properties(tmp_path: Path) -> None:
     ("tag", "match"),
     [
         ("delta/3", r"written by a newer banana-tests \(record schema 3; this one reads up to 2\)"),
-        ("snapshot/2", r"banana_record 'snapshot/2': unknown kind 'snapshot' \(delta, trend, control\)"),
+        (
+            "snapshot/2",
+            r"banana_record 'snapshot/2': unknown kind 'snapshot' \(delta, trend, control, invariance\)",
+        ),
         ("delta", r"banana_record 'delta' is not <kind>/<schema version>"),
     ],
 )

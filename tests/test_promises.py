@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import junit_cases, parse_matrix, weights_mirror
+from tests.conftest import SUITE_MODULE, junit_cases, parse_matrix, weights_mirror
 
 NOISE = "known_metrics:noise_level"
 IMPORTS_PLUGIN = """
@@ -105,32 +105,43 @@ def shift_pristine_mean(params: Path, mtime_ns: int) -> None:
     os.utime(params, ns=(mtime_ns, mtime_ns))
 
 
+INVARIANCE = [f"test_score_is_invariant[niqe-{c}]" for c in ("batch", "png", "repeat", "resize", "shift")]
+
+
 def test_a_cached_pyiqa_run_imports_no_torch_until_a_parameter_file_changes(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """NIQE on one seed image and step, four runs; imports are read from the run's own sys.modules
-    at its end (docs/speed.md: a fully cached run imports none of torch, pyiqa and numpy). Between the
-    runs, NIQE's parameter file changes content but not size: a new mtime is a miss; the same
-    mtime is the documented limit (a file's hash is remembered by path, size and mtime),
+    """NIQE on one seed image and step, and its invariance checks, four runs; imports are read
+    from the run's own sys.modules at its end (docs/speed.md: a fully cached run imports none of
+    torch, pyiqa and numpy). Between the runs, NIQE's parameter file changes content but not
+    size: a new mtime is a miss, for the scores and the invariance checks' changes alike; the
+    same mtime is the documented limit (a file's hash is remembered by path, size and mtime),
     read as a hit."""
     params = niqe_parameters(suite, monkeypatch)
     size, stamp = params.stat().st_size, params.stat().st_mtime_ns
     suite.makeconftest(IMPORTS_PLUGIN)
+    suite.makepyfile(
+        test_suite=SUITE_MODULE
+        + "from banana_tests.test_invariance import test_score_is_invariant  # noqa: F401\n"
+    )
 
     def run() -> tuple[set[str], dict[str, tuple[str, str, str, str]]]:
-        """The heavy modules the run imported; its cases' outcome, score_cached and scores."""
+        """The heavy modules the run imported; its cases' outcome, score_cached and figures (a Δ
+        case's two scores, an invariance case's change)."""
         result = suite.runpytest_subprocess(
             "--dataset=data", "--metric=niqe", "--seed-image=alpha", "--steps=5", "--junitxml=j.xml", "-s"
         )
         [line] = [x for x in result.outlines if x.startswith("HEAVY MODULES:")]
         cases = junit_cases(suite.path / "j.xml")
-        assert sorted(cases) == ["test_detects_degradation[niqe-alpha-step5]"]
-        [(outcome, _)] = cases.values()
-        assert result.ret == {"passed": 0, "failure": 1}[outcome], result.stdout.str()
-        scores = {
-            k: (o, p["score_cached"], p["score_reference"], p["score_step"]) for k, (o, p) in cases.items()
+        assert sorted(cases) == ["test_detects_degradation[niqe-alpha-step5]", *INVARIANCE]
+        failed = {o for o, _ in cases.values()} != {"passed"}
+        expected = pytest.ExitCode.TESTS_FAILED if failed else pytest.ExitCode.OK
+        assert result.ret == expected, result.stdout.str()
+        figures = {
+            k: (o, p["score_cached"], p.get("score_reference", p.get("change", "")), p.get("score_step", ""))
+            for k, (o, p) in cases.items()
         }
-        return set(line.split(": ", 1)[1].split(",")) - {"none"}, scores
+        return set(line.split(": ", 1)[1].split(",")) - {"none"}, figures
 
     def cached(cases: dict[str, tuple[str, str, str, str]]) -> dict[str, tuple[str, str, str, str]]:
         return {k: (o, "true", r, s) for k, (o, _, r, s) in cases.items()}
@@ -138,7 +149,9 @@ def test_a_cached_pyiqa_run_imports_no_torch_until_a_parameter_file_changes(
     imported, cold = run()
     assert imported == {"numpy", "pyiqa", "torch"}
     # NIQE misses step 5 on these 96×128 crops (Δ = +0.445): pinned, the data are sha256-seeded.
-    assert {(o, c) for o, c, _, _ in cold.values()} == {("failure", "false")}
+    # It passes its invariance checks (docs/matrix.md, "Invariance").
+    assert {(o, c) for o, c, _, _ in cold.values()} == {("failure", "false"), ("passed", "false")}
+    assert cold["test_detects_degradation[niqe-alpha-step5]"][0] == "failure"
     imported, warm = run()
     assert imported == set()
     assert warm == cached(cold)
@@ -148,8 +161,8 @@ def test_a_cached_pyiqa_run_imports_no_torch_until_a_parameter_file_changes(
     imported, changed = run()
     assert imported == {"numpy", "pyiqa", "torch"}
     assert {c for _, c, _, _ in changed.values()} == {"false"}
-    for name, (_, _, ref, step) in changed.items():  # new scores, from the new parameters
-        assert (ref, step) != cold[name][2:]
+    for name in ["test_detects_degradation[niqe-alpha-step5]", *INVARIANCE[3:]]:
+        assert changed[name][2:] != cold[name][2:]  # new scores and changes, from the new parameters
     # Other content again, at the same size and mtime: the stored hash is taken unread.
     shift_pristine_mean(params, stamp + 1_000_000_000)
     imported, stale = run()

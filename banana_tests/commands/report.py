@@ -9,9 +9,8 @@ from pathlib import Path
 from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, describe_replacements, read_junit
 from banana_tests.reports.trends import TrendSeries
 from banana_tests.session.versions import RUN_PACKAGES, package_versions
-from banana_tests.verdicts.baseline import ControlKey, write_baseline
+from banana_tests.verdicts.baseline import Other, write_baseline
 from banana_tests.verdicts.matrix import Matrix
-from banana_tests.verdicts.trend import TrendKey
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -40,7 +39,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--write-baseline",
         type=Path,
         metavar="FILE",
-        help="also write the run's failing cases (Δ, trend and control) as a baseline file (known failures)",
+        help="also write the run's failing cases (Δ, trend, control and invariance) as a baseline file "
+        "(known failures)",
     )
     p.add_argument(
         "--figure-steps",
@@ -67,9 +67,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def run(args: argparse.Namespace) -> int:
     from banana_tests.reports.compare import compare, comparison_markdown
+    from banana_tests.reports.invariance_table import invariance_markdown
     from banana_tests.reports.paper import PAPER_CSV, paper_cells
-    from banana_tests.reports.separability_table import separability_markdown
-    from banana_tests.reports.write import staged, write_report
+    from banana_tests.reports.write import staged, summary_sections, write_report
 
     if args.paper_only == bool(args.junit):
         print(
@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     notes: list[tuple[str, str]] = []
     summary_extra = ""
     trends: list[TrendSeries] = []
-    failing_others: list[TrendKey | ControlKey] = []
+    failing_others: list[Other] = []
+    checked = ""  # the invariance table, when the run had invariance cases
     if args.paper_only:
         matrix = Matrix.of(paper_cells())
         metadata = {
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         matrix, title, trends = reading.matrix, "banana-tests failure matrix", reading.trends
         failing_others = reading.failing_others()
+        checked = invariance_markdown(reading.invariance)
         metadata = _metadata(reading)
         for path in reading.repeated:
             print(f"{path} is given more than once; it is read once", file=sys.stderr)
@@ -105,16 +107,17 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {line}", file=sys.stderr)
             notes.append(("Cases seen twice (newest kept)", "\n".join(lines)))
     metadata = {**metadata, **_shape(matrix), "report tool": package_versions((*RUN_PACKAGES, "matplotlib"))}
-    separable = separability_markdown(matrix)
-    if separable:
-        print(separable)
-        summary_extra = separable
+    for section in summary_sections(matrix):  # separability and the oracle, also in summary.md
+        print(section)
     comparisons = None
     if args.compare_paper:
         comparisons = compare(matrix, Matrix.of(paper_cells()))
         text = comparison_markdown(comparisons)
         print(text)
         summary_extra = text
+    if checked:
+        print(checked)
+        summary_extra = f"{summary_extra}\n\n{checked}" if summary_extra else checked
     if args.judgments:
         judged = _judgments(args.judgments)
         if judged is None:

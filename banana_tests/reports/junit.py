@@ -19,11 +19,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
+from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.trends import TrendSeries
-from banana_tests.verdicts.baseline import ControlKey
+from banana_tests.verdicts.baseline import ControlKey, Other
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.record import CaseRecord, RecordError
-from banana_tests.verdicts.trend import TrendKey
 
 LEGACY_PREFIXES = {
     "test_detects_degradation[": CaseKind.DELTA,
@@ -102,22 +102,33 @@ class SourcedTrend:
 
 @dataclass(frozen=True)
 class SourcedOther:
-    """The outcome of a case outside the matrix (a trend or control case), ordered like `Sourced`."""
+    """The outcome of a case outside the matrix (a trend, control or invariance case), ordered
+    like `Sourced`."""
 
-    key: TrendKey | ControlKey
+    key: Other
     outcome: str
     timestamp: datetime
     order: tuple[int, int]
 
 
-Item = Sourced | SourcedTrend | SourcedOther
+@dataclass(frozen=True)
+class SourcedInvariance:
+    """An invariance case's outcome with its figures, ordered like `Sourced`."""
+
+    outcome: InvarianceOutcome
+    timestamp: datetime
+    order: tuple[int, int]
+
+
+Item = Sourced | SourcedTrend | SourcedOther | SourcedInvariance
 
 
 @dataclass
 class Reading:
     """The merged matrix, the replacements made, the run metadata found in the files, the
-    series of any trend cases (`--trend`), newest per (metric, seed image), and the newest
-    outcome of each trend and control case, for baselines."""
+    series of any trend cases (`--trend`), newest per (metric, seed image), the newest outcome
+    of each trend, control and invariance case, for baselines, and the newest invariance
+    outcomes with their figures, by metric and check."""
 
     matrix: Matrix
     replaced: list[Replacement] = field(default_factory=list)
@@ -125,10 +136,12 @@ class Reading:
     files: list[Path] = field(default_factory=list)
     repeated: list[Path] = field(default_factory=list)  # files given more than once, read once
     trends: list[TrendSeries] = field(default_factory=list)
-    others: dict[TrendKey | ControlKey, str] = field(default_factory=dict)
+    others: dict[Other, str] = field(default_factory=dict)
+    invariance: list[InvarianceOutcome] = field(default_factory=list)
 
-    def failing_others(self) -> list[TrendKey | ControlKey]:
-        """Trend and control cases that failed (under a baseline: xfailed or still failing)."""
+    def failing_others(self) -> list[Other]:
+        """Trend, control and invariance cases that failed (under a baseline: xfailed or still
+        failing)."""
         return [k for k, outcome in self.others.items() if outcome == "failed"]
 
 
@@ -141,6 +154,7 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
     sourced: list[Sourced] = []
     trends: list[SourcedTrend] = []
     others: list[SourcedOther] = []
+    invariance: list[SourcedInvariance] = []
     metadata: dict[str, set[str]] = {}
     files, repeated = _distinct(paths)
     for index, path in enumerate(files):
@@ -153,6 +167,8 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
                 trends.append(item)
             elif isinstance(item, SourcedOther):
                 others.append(item)
+            elif isinstance(item, SourcedInvariance):
+                invariance.append(item)
             else:
                 sourced.append(item)
             for name, value in props.items():
@@ -172,6 +188,8 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
     newest = {(t.series.metric, t.series.seed_image): t.series for t in sorted(trends, key=_when)}
     reading.trends = [newest[k] for k in sorted(newest)]
     reading.others = {o.key: o.outcome for o in sorted(others, key=_when)}
+    checked = {i.outcome.key: i.outcome for i in sorted(invariance, key=_when)}
+    reading.invariance = [checked[k] for k in sorted(checked)]
     latest: dict[CaseKey, Sourced] = {}
     for item in sourced:
         reading.matrix.add(item.cell)
@@ -302,6 +320,8 @@ def _case(
         except (KeyError, ValueError) as exc:
             raise JUnitError(f"{path}: trend testcase {name!r}: {exc}") from exc
         found.append((SourcedTrend(series, stamp, order), {}))
+    if record.kind is CaseKind.INVARIANCE:
+        found.append((SourcedInvariance(InvarianceOutcome.of(record, verdict), stamp, order), {}))
     return found, legacy
 
 

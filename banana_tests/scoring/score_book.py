@@ -219,6 +219,21 @@ class ScoreBook:
                 self.cache.put(f"{ORACLE_KEY}/{name}", values, {"oracle": ORACLE_KEY})
         return [self._changes[k] for k in keys]
 
+    def figure(self, spec: MetricSpec, name: str, measure: Callable[[], float]) -> tuple[float, bool]:
+        """A figure measured on the metric (an invariance check's change), kept in the persistent
+        cache under the metric's identity and `name`, so a rerun builds no model for it and any
+        change to the metric measures it again; `(value, whether it came from the cache)`.
+        `name` must say everything else the figure depends on, and be no sha256 (the images' keys)."""
+        if self.cache is not None:
+            found = self.cache.get(self._key(spec)[0], [name])
+            if name in found:
+                return found[name], True
+        value = float(measure())
+        if self.cache is not None and math.isfinite(value):
+            key, description = self._key(spec)
+            self.cache.put(key, {name: value}, description)
+        return value, False
+
     def model(self, spec: MetricSpec) -> Metric:
         """The metric's model, built on first use; the worker holds one model at a time."""
         return self._metric(spec)

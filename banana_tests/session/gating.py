@@ -2,7 +2,7 @@
 
 A baseline case that fails again is XFAIL; a new failure is a real failure; a baseline case that
 now passes is XPASS, and a failure under `--strict-baseline`, so the baseline gets refreshed.
-Δ cells, trend cases and control degradations are all gated: a baseline written from a run
+Δ cells, trend cases, control degradations and invariance checks are all gated: a baseline written from a run
 makes that run pass. Errors (bad data) and snapshot drift are never expected: fix those.
 """
 
@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from banana_tests.cases import CASE_FIXTURE, TREND_FIXTURE, CaseKey
+from banana_tests.public_fixtures import METRIC_FIXTURE
 from banana_tests.verdicts.baseline import BaselineError, ControlKey, Known, load_baseline
+from banana_tests.verdicts.invariance import PARAM as INVARIANCE_PARAM
+from banana_tests.verdicts.invariance import Invariance, InvarianceKey
 from banana_tests.verdicts.trend import TrendKey
 
 
@@ -30,6 +33,9 @@ def item_key(item: pytest.Item) -> Known | None:
     metric, distortion = (params.get(name) for name in ControlKey.PARAMS)
     if isinstance(metric, str) and isinstance(distortion, str):
         return ControlKey(metric, distortion)
+    metric, check = params.get(METRIC_FIXTURE), params.get(INVARIANCE_PARAM)
+    if isinstance(metric, str) and isinstance(check, Invariance):
+        return InvarianceKey(metric, check.value)
     return None
 
 

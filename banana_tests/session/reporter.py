@@ -20,6 +20,7 @@ from banana_tests.session.gating import item_key
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import SuiteState
 from banana_tests.verdicts.baseline import ControlKey
+from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix, TrendTally
 from banana_tests.verdicts.record import CaseRecord, RecordError, figure_properties
 from banana_tests.verdicts.trend import Trend
@@ -109,10 +110,11 @@ class MatrixReporter:
         self.verdict_lines: list[str] = []  # failing verdicts, printed one line each
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """A control case's record is its identity alone, known from its parameters."""
+        """A control or invariance case's identity is known from its parameters: recorded now,
+        so a case that errors in setup still names itself."""
         for item in items:
             key = item_key(item)
-            if isinstance(key, ControlKey):
+            if isinstance(key, ControlKey | InvarianceKey):
                 item.user_properties.extend(CaseRecord(key).identity())
 
     @pytest.hookimpl(wrapper=True)

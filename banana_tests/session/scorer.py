@@ -145,6 +145,14 @@ class Scorer:
         scores = self.scores([*(a for a, _ in pairs), *(b for _, b in pairs)], upcoming)  # errors name all
         return gap(self.scale, scores[: len(pairs)], scores[len(pairs) :])
 
+    def remembered(self, name: str, measure: Callable[[], float]) -> tuple[float, bool]:
+        """`measure()`, a figure of this metric (an invariance check's change), kept in the
+        persistent score cache under the metric's identity (its code, parameters, versions,
+        device) and `name`: a rerun builds no model for it, and a changed metric measures it
+        again. `name` says what else the figure depends on (the data, the check's code).
+        Returns the figure and whether it came from the cache."""
+        return self.book.figure(self.spec, name, measure)
+
     def cached(self, items: Sequence[Record | str | os.PathLike[str]]) -> list[bool]:
         """Whether each record's or file's score, once scored, came from the persistent cache."""
         records = [r if isinstance(r, Record) else file_record(r) for r in items]

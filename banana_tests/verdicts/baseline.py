@@ -2,8 +2,8 @@
 
 Under `pytest --baseline FILE` those cases are expected failures, so CI stays quiet about them
 and speaks up on a new failure (or, with `--strict-baseline`, on a fixed one). A baseline lists
-every kind of case the suite can fail: Δ cells, trend cases and control degradations, so a
-baseline written from a run makes that same run pass.
+every kind of case the suite can fail: Δ cells, trend cases, control degradations and
+invariance checks, so a baseline written from a run makes that same run pass.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from banana_tests.atomic import write_atomic
 from banana_tests.cases import CaseKey
+from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix
 from banana_tests.verdicts.trend import TrendKey
 
@@ -47,7 +48,9 @@ class ControlKey:
         return cls(metric, distortion)
 
 
-Known = CaseKey | TrendKey | ControlKey
+Other = TrendKey | ControlKey | InvarianceKey
+"""A case outside the matrix that a baseline can list."""
+Known = CaseKey | Other
 """Any case a baseline can list."""
 
 # Entry keys by kind: a Δ cell has no `kind` (the /1 format), the others name theirs.
@@ -55,6 +58,7 @@ ENTRY_KEYS = {
     None: ({"metric", "seed_image", "step"}, {"run"}),
     "trend": ({"kind", "metric", "seed_image"}, set()),
     "control": ({"kind", "metric", "distortion"}, set()),
+    "invariance": ({"kind", "metric", "check"}, set()),
 }
 
 
@@ -67,6 +71,8 @@ def _entry(key: Known) -> dict[str, Any]:
         return {"kind": "trend", "metric": key.metric, "seed_image": key.seed_image}
     if isinstance(key, ControlKey):
         return {"kind": "control", "metric": key.metric, "distortion": key.distortion}
+    if isinstance(key, InvarianceKey):
+        return {"kind": "invariance", "metric": key.metric, "check": key.check}
     entry: dict[str, Any] = {"metric": key.metric, "seed_image": key.seed_image, "step": key.step}
     if key.run is not None:
         entry["run"] = key.run
@@ -74,11 +80,14 @@ def _entry(key: Known) -> dict[str, Any]:
 
 
 def _order(key: Known) -> tuple[str, int, str, int, int]:
-    """A metric's entries together: its Δ cells (as `cases.sort_key`), then trends, then controls."""
+    """A metric's entries together: its Δ cells (as `cases.sort_key`), then trends, controls and
+    invariance checks."""
     if isinstance(key, TrendKey):
         return key.metric, 1, key.seed_image, 0, 0
     if isinstance(key, ControlKey):
         return key.metric, 2, key.distortion, 0, 0
+    if isinstance(key, InvarianceKey):
+        return key.metric, 3, key.check, 0, 0
     return key.metric, 0, key.seed_image, key.step, -1 if key.run is None else key.run
 
 
@@ -91,8 +100,9 @@ def dump_baseline(keys: Iterable[Known], path: Path) -> None:
     write_atomic(Path(path), body.encode("utf-8"))
 
 
-def write_baseline(matrix: Matrix, path: Path, others: Iterable[TrendKey | ControlKey] = ()) -> None:
-    """The matrix's failing cells (Δ ≥ 0), and the failing trend and control cases, as a baseline.
+def write_baseline(matrix: Matrix, path: Path, others: Iterable[Other] = ()) -> None:
+    """The matrix's failing cells (Δ ≥ 0), and the failing trend, control and invariance cases,
+    as a baseline.
     A cell that failed without a Δ (its metric named but not loadable) is no verdict to expect."""
     cells = [k for k, cell in matrix.cells.items() if cell.outcome == "failed" and cell.delta is not None]
     dump_baseline([*cells, *others], path)
@@ -123,7 +133,7 @@ def load_baseline(path: Path) -> frozenset[Known]:
 def _key(entry: dict[str, Any]) -> Known:
     kind = entry.get("kind")
     if kind not in ENTRY_KEYS:
-        raise ValueError(f"unknown kind {kind!r} (known: trend, control, or none for a Δ cell)")
+        raise ValueError(f"unknown kind {kind!r} (known: trend, control, invariance, or none for a Δ cell)")
     required, optional = ENTRY_KEYS[kind]
     unknown = sorted(set(entry) - required - optional)
     if unknown:
@@ -132,6 +142,8 @@ def _key(entry: dict[str, Any]) -> Known:
         return TrendKey(str(entry["metric"]), str(entry["seed_image"]))
     if kind == "control":
         return ControlKey(str(entry["metric"]), str(entry["distortion"]))
+    if kind == "invariance":
+        return InvarianceKey(str(entry["metric"]), str(entry["check"]))
     run = entry.get("run")
     return CaseKey(
         str(entry["metric"]), str(entry["seed_image"]), int(entry["step"]), None if run is None else int(run)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from banana_tests.cases import SCHEMA, CaseKey, CaseKind, Field
 from banana_tests.scoring.oracle import valid_trial
 from banana_tests.verdicts.baseline import ControlKey
+from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Cell
 from banana_tests.verdicts.trend import TrendKey
 
@@ -30,10 +31,14 @@ FIGURES = {
         {Field.SPEARMAN, Field.FIRST_DETECTION_STEP, Field.TREND_STEPS, Field.TREND_SERIES}
     ),
     CaseKind.CONTROL: frozenset(),
+    CaseKind.INVARIANCE: frozenset({Field.CHANGE, Field.TOLERANCE, Field.SCORE_CACHED}),
 }
 """The measured fields each kind may carry; identity fields come from its key."""
 
-Key = CaseKey | TrendKey | ControlKey
+NUMBERS = {CaseKind.INVARIANCE: (Field.CHANGE, Field.TOLERANCE)}
+"""Figures a kind's readers compute with: a record whose value is no number is refused."""
+
+Key = CaseKey | TrendKey | ControlKey | InvarianceKey
 
 
 def figure_properties(figures: Mapping[Field, str]) -> list[tuple[str, str]]:
@@ -63,6 +68,8 @@ class CaseRecord:
             return CaseKind.TREND
         if isinstance(self.key, ControlKey):
             return CaseKind.CONTROL
+        if isinstance(self.key, InvarianceKey):
+            return CaseKind.INVARIANCE
         return CaseKind.DELTA
 
     def identity(self) -> list[tuple[str, str]]:
@@ -73,6 +80,8 @@ class CaseRecord:
         out = [(Field.RECORD, f"{self.kind.value}/{SCHEMA}"), (Field.METRIC, key.metric)]
         if isinstance(key, ControlKey):
             out.append((Field.DISTORTION, key.distortion))
+        elif isinstance(key, InvarianceKey):
+            out.append((Field.INVARIANCE, key.check))
         else:
             out.append((Field.SEED_IMAGE, key.seed_image))
         if isinstance(key, CaseKey):
@@ -148,6 +157,8 @@ class CaseRecord:
                 key = ControlKey(metric, props[Field.DISTORTION])
             elif kind is CaseKind.TREND:
                 key = TrendKey(metric, props[Field.SEED_IMAGE])
+            elif kind is CaseKind.INVARIANCE:
+                key = InvarianceKey(metric, props[Field.INVARIANCE])
             else:
                 run = props.get(Field.RUN)
                 key = CaseKey(
@@ -161,6 +172,13 @@ class CaseRecord:
             raise RecordError(f"a {kind.value} record with a malformed property: {exc}") from None
         figures = {name: props[name] for name in Field if name in FIGURES[kind] and name in props}
         record = cls(key, reference_step, figures)
+        for name in NUMBERS.get(kind, ()):
+            try:
+                record.number(name)
+            except ValueError:
+                raise RecordError(
+                    f"the {kind.value} record's {name.value!r} is not a number: {figures[name]!r}"
+                ) from None
         if kind is CaseKind.DELTA:
             try:
                 record.cell("passed")  # its figures parse as numbers

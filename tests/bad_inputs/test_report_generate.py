@@ -131,6 +131,15 @@ def junit_bad_delta(root: Path, mp: pytest.MonkeyPatch) -> Act:
     return report(junit(root / "j.xml", case("piqe", "alpha", 5, delta="big")), "--out", root / "out")
 
 
+def junit_bad_invariance_change(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    props = {"banana_record": "invariance/2", "metric": "piqe", "invariance": "shift", "change": "big"}
+    body = "".join(f'<property name="{k}" value="{v}" />' for k, v in props.items())
+    testcase = (
+        f'<testcase name="test_score_is_invariant[piqe-shift]"><properties>{body}</properties></testcase>'
+    )
+    return report(junit(root / "j.xml", testcase), "--out", root / "out")
+
+
 def junit_nan_delta(root: Path, mp: pytest.MonkeyPatch) -> Act:
     """Not an error: the failure stays a failure, its Δ written as nan."""
     xml = junit(
@@ -261,6 +270,13 @@ def baseline_unknown_top_key(root: Path, mp: pytest.MonkeyPatch) -> Act:
 
 def baseline_unknown_entry_key(root: Path, mp: pytest.MonkeyPatch) -> Act:
     entry = {"metric": "piqe", "seed_image": "a", "step": 5, "runs": 2}
+    return gate(
+        file_with(root, "b.json", json.dumps({"format": "banana-tests-baseline/2", "failures": [entry]}))
+    )
+
+
+def baseline_invariance_entry_without_check(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    entry = {"kind": "invariance", "metric": "piqe", "invariance": "shift"}
     return gate(
         file_with(root, "b.json", json.dumps({"format": "banana-tests-baseline/2", "failures": [entry]}))
     )
@@ -464,6 +480,12 @@ ROWS = [
         r"{root}/j\.xml: testcase '.*piqe-alpha-step5.*': a delta record with a malformed figure: .*'big'",
     ),
     Row(
+        "junit bad invariance change",
+        junit_bad_invariance_change,
+        2,
+        r"{root}/j\.xml: testcase '.*piqe-shift.*': the invariance record's 'change' is not a number: 'big'",
+    ),
+    Row(
         "junit nan delta (accepted, still failed)",
         junit_nan_delta,
         0,
@@ -524,6 +546,12 @@ ROWS = [
         baseline_unknown_entry_key,
         pytest.UsageError,
         r"{root}/b\.json: failure entry 0 .* unknown key\(s\) 'runs'",
+    ),
+    Row(
+        "baseline invariance entry without check",
+        baseline_invariance_entry_without_check,
+        pytest.UsageError,
+        r"{root}/b\.json: failure entry 0 .* unknown key\(s\) 'invariance'",
     ),
     Row(
         "baseline wrong format",

@@ -1,0 +1,75 @@
+"""The invariance family's outcomes per metric, read back from JUnit: one row a metric, one column
+a check (batch, repeat, png, shift, resize), each cell the outcome with its measured change
+against its tolerance, so a reader sees how far a metric is from failing, not only whether it did.
+
+`report` puts the markdown table in summary.md; `invariance_rows` gives the same cells to any
+other renderer (report.html).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from banana_tests.cases import Field
+from banana_tests.verdicts.invariance import Invariance, InvarianceKey
+from banana_tests.verdicts.record import CaseRecord
+
+
+@dataclass(frozen=True)
+class InvarianceOutcome:
+    """One invariance case as a run left it: passed, failed (under a baseline: still failing),
+    skipped or error, with its change and tolerance in normalised points when it measured them."""
+
+    key: InvarianceKey
+    outcome: str
+    change: float | None = None
+    tolerance: float | None = None
+
+    @classmethod
+    def of(cls, record: CaseRecord, outcome: str) -> InvarianceOutcome:
+        """From an invariance record (ValueError for another kind)."""
+        if not isinstance(record.key, InvarianceKey):
+            raise ValueError(f"a {record.kind.value} case is no invariance outcome")
+        return cls(record.key, outcome, record.number(Field.CHANGE), record.number(Field.TOLERANCE))
+
+    @property
+    def text(self) -> str:
+        """The cell: `pass 0.17 ≤ 0.3`, `FAIL 4.1 > 3.9`, or the bare outcome when nothing was measured."""
+        if self.change is None or self.tolerance is None:
+            return self.outcome
+        word, sign = ("FAIL", ">") if self.outcome == "failed" else ("pass", "≤")
+        if self.outcome not in ("passed", "failed"):
+            word, sign = self.outcome, "vs"
+        return f"{word} {self.change:.3g} {sign} {self.tolerance:.3g}"
+
+
+def checks(outcomes: Iterable[InvarianceOutcome]) -> list[str]:
+    """The columns: the known checks in their order, then any other (a newer version's) by name."""
+    found = {o.key.check for o in outcomes}
+    known = [i.value for i in Invariance if i.value in found]
+    return known + sorted(found - set(known))
+
+
+def invariance_rows(outcomes: Sequence[InvarianceOutcome]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows): `metric` and one column per check; a check a metric did not run is `-`."""
+    columns = checks(outcomes)
+    cells = {(o.key.metric, o.key.check): o.text for o in outcomes}
+    metrics = sorted({o.key.metric for o in outcomes})
+    rows = [[m, *(cells.get((m, c), "-") for c in columns)] for m in metrics]
+    return ["metric", *columns], rows
+
+
+def invariance_markdown(outcomes: Sequence[InvarianceOutcome]) -> str:
+    """The table with its heading, for summary.md; empty when the run had no invariance case."""
+    if not outcomes:
+        return ""
+    header, rows = invariance_rows(outcomes)
+    lines = [
+        "## Invariance (change in normalised points against tolerance)",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+    return "\n".join(lines)
