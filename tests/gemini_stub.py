@@ -3,7 +3,7 @@ gemini editor is tested through the real `google-genai` client, over a real sock
 
 Each request takes the next entry of `script` (then `image`): `image` mirrors the input image
 and adds a thought summary and a reply (`crop:F` first cuts fraction F off its width, as Nano
-Banana Pro crops); `text` answers with text only; `block` refuses the
+Banana Pro crops; `size:WxH` first resizes it to W×H); `text` answers with text only; `block` refuses the
 prompt; `hang` never answers; `drop` closes the connection unanswered; an int is that HTTP
 error. Every request body is kept in `requests`.
 """
@@ -60,6 +60,9 @@ def _answer(stub: Stub, body: dict[str, Any], action: str | int) -> tuple[int, d
     png = Image.open(io.BytesIO(stub.sent_image(len(stub.requests) - 1)))
     if action.startswith("crop:"):
         png = png.crop((0, 0, round(png.width * (1 - float(action[5:]))), png.height))
+    if action.startswith("size:"):
+        width, height = (int(n) for n in action[5:].split("x"))
+        png = png.resize((width, height))
     out = io.BytesIO()
     ImageOps.mirror(png).save(out, format="PNG")
     parts = [

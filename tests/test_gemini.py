@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from PIL import ImageOps
+from PIL import Image, ImageOps
 
 from banana_tests.editors import base, gemini
 from banana_tests.editors.generate import Job, generate
@@ -262,6 +263,44 @@ def test_interleaved_resolutions_are_requested_in_turn(
     assert json.loads((out / "generate.json").read_text())["resolution"] == ["1K", "2K", "4K"]
     with pytest.raises(SystemExit, match="2"):
         main([*argv[:-1], "1K,8K"])  # argparse refuses an unknown size
+
+
+def test_a_resumed_interleaved_run_goes_on_with_the_cycle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped by the budget after 2K, the rerun asks 4K then 1K: the size follows the step."""
+    from banana_tests.cli import main
+
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    noisy_image("gy", 0, 2).save(tmp_path / "gy.png")
+    out = tmp_path / "set"
+    with serve() as stub:
+        argv = ["generate", "--editor", "gemini", "--endpoint", stub.url, "--out", str(out),
+                "--seed-images", str(tmp_path / "gy.png"), "--runs", "1", "--steps", "4",
+                "--resolution", "1K,2K,4K"]  # fmt: skip
+        assert main([*argv, "--max-requests", "2"]) == 1
+        assert len(stub.requests) == 2
+        assert main(argv) == 0
+    sizes = [r["generationConfig"]["imageConfig"]["imageSize"] for r in stub.requests]
+    assert sizes == [r["resolution"] for r in rows(out)] == ["1K", "2K", "4K", "1K"]
+
+
+def test_the_papers_own_crop_passes_through_the_stub_and_a_larger_one_is_flagged(tmp_path: Path) -> None:
+    """The paper's 5632x3072 -> 2816x1504 at 1/32 scale (176x96 -> 88x47, the same output ratio),
+    made by the stub and read back through the SDK: not flagged; then 88x47 -> 88x44: flagged."""
+    seed = tmp_path / "wide.png"
+    Image.fromarray(np.full((96, 176, 3), 128, dtype=np.uint8)).save(seed)
+    j = Job("gemini", resolve("replicate"), "replicate", 1, 3, {"wide": seed}, seed=5, temperature=0.0)
+    out, notes = tmp_path / "set", []
+    with serve(["size:88x47", "size:88x44", "image"]) as stub:
+        generate(j, editor(stub.url)[0], out, log=notes.append)
+    sizes = [(r["input_size"], r["output_size"], r["aspect_changed"]) for r in rows(out)]
+    assert sizes == [([176, 96], [88, 47], False), ([88, 47], [88, 44], True), ([88, 44], [88, 44], False)]
+    warnings = [n for n in notes if n.startswith("warning:")]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(
+        "warning: wide run 0 step 2: 'gemini' changed the aspect ratio ([88, 47] -> [88, 44])"
+    )
 
 
 def test_an_aspect_ratio_changed_beyond_the_papers_crop_is_warned_and_recorded(tmp_path: Path) -> None:
