@@ -446,6 +446,28 @@ def judge_a_folder_without_a_set(root: Path, mp: pytest.MonkeyPatch) -> Act:
     return lambda: main(["judge", str(root / "seeds"), "--judge", "keywords"])
 
 
+def openai_judge_without_a_base_url(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    return lambda: main(["judge", str(root / "set"), "--judge", "openai", "--model", "m"])
+
+
+def gemini_judge_without_a_key(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        mp.delenv(name, raising=False)
+    return lambda: main(["judge", str(root / "set"), "--judge", "gemini"])
+
+
+def judge_a_set_of_several_variants(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    meta = root / "set" / "metadata.jsonl"
+    rows = [json.loads(line) for line in meta.read_text().splitlines()]
+    meta.write_text("".join(json.dumps({**r, "variant": "mirror", "run": 9}) + "\n" for r in rows), "utf-8")
+    with meta.open("a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    return judge(root)
+
+
 def report_with_missing_judgments(root: Path, mp: pytest.MonkeyPatch) -> Act:
     return report("--paper-only", "--out", root / "out", "--judgments", root / "nope.jsonl")
 
@@ -653,6 +675,19 @@ ROWS = [
         rewrites=frozenset({"set/j.jsonl"}),
     ),
     Row("judge: not a trajectory set", judge_a_folder_without_a_set, 1, r"{root}/seeds: no metadata\.jsonl"),
+    Row(
+        "judge: openai without --base-url",
+        openai_judge_without_a_base_url,
+        1,
+        r"the openai judge needs --base-url \(e\.g\. http://localhost:8000/v1\) and --model",
+    ),
+    Row("judge: gemini without a key", gemini_judge_without_a_key, 1, r"needs an API key in GEMINI_API_KEY"),
+    Row(
+        "judge: a set of several variants",
+        judge_a_set_of_several_variants,
+        1,
+        r"{root}/set holds several variants \(mirror, replicate\); choose one with --variant",
+    ),
     Row(
         "report: judgments file missing",
         report_with_missing_judgments,
