@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,10 +56,15 @@ def report(out: Path, *args: str | Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny set: seed images alpha and beta, runs 0 and 1, steps 1, 5, 10, 20."""
+    return write_set(tmp_path_factory.mktemp("set") / "set")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, data: Path) -> dict[str, list[Path]]:
     """Two known metrics on a tiny set: serially, with -n 2, and as two shards (one in xunit2)."""
     root = tmp_path_factory.mktemp("runs")
-    data = write_set(root / "set")
     return {
         "serial": [suite(data, root / "serial.xml", f"{NOISE},{REVERSED}")],
         "xdist": [suite(data, root / "xdist.xml", f"{NOISE},{REVERSED}", "-n", "2")],
@@ -111,12 +117,10 @@ def test_serial_xdist_and_merged_shards_give_the_same_matrix_csv(reports: dict[s
 def test_every_file_is_written(reports: dict[str, Path]) -> None:
     names = {p.name for p in reports["serial"].iterdir()}
     steps = {f"gaps_step{s}.{ext}" for s in (5, 10, 20) for ext in ("png", "svg")}
-    assert (
-        names
-        == {"matrix.csv", "summary.md", "report.html", "failure_counts.png", "failure_counts.svg"} | steps
-    )
+    figures = {f"{stem}.{ext}" for stem in ("failure_counts", "separability") for ext in ("png", "svg")}
+    assert names == {"matrix.csv", "summary.md", "report.html"} | figures | steps
     html = (reports["serial"] / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 4
+    assert html.count("data:image/png;base64,") == 5
     assert "http://" not in html and "https://" not in html and 'src="/' not in html
     assert "replicate" in html  # run metadata from the cases' properties
 
@@ -147,7 +151,7 @@ def test_summary_counts_each_metric(reports: dict[str, Path]) -> None:
         mine = [r for r in table if r["metric"] == metric]
         worst = max(float(r["delta"]) for r in mine)
         assert (worst < 0) == (failed == 0)
-        assert f"| {metric} | 6 | {failed} | 0 | 0 | {worst:+.3f} |" in summary
+        assert f"| {metric} | 6 | {failed} | 0 | 0 | 0 | 0 | {worst:+.3f} |" in summary
 
 
 def test_a_rerun_replaces_older_results_and_says_so(
@@ -282,4 +286,54 @@ def test_a_nan_delta_stays_a_failure_in_every_file(tmp_path: Path) -> None:
         ("alpha", "nan", "failed"),
         ("beta", "-2.0", "passed"),
     ]
-    assert "| piqe | 2 | 1 | 0 | 0 | -2.000 |" in (out / "summary.md").read_text()
+    assert "| piqe | 2 | 1 | 0 | 0 | 0 | 0 | -2.000 |" in (out / "summary.md").read_text()
+
+
+def table_rows(html: str, heading: str) -> list[list[str]]:
+    """The body rows of the first table under `<h2>heading</h2>`, each cell's text."""
+    part = html[html.index(f"<h2>{heading}</h2>") :]
+    body = part[part.index("<tbody>") : part.index("</tbody>")]
+    return [
+        [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body)
+    ]
+
+
+def test_separability_is_in_the_page_and_summary_with_its_figure(reports: dict[str, Path]) -> None:
+    """noise_level puts every clean image above every degraded one at every step (AUC 1), its
+    reversed twin every one below (AUC 0); 2 seed images × 2 runs of clean images."""
+    html = (reports["serial"] / "report.html").read_text()
+    rows = {row[0]: row[1:5] for row in table_rows(html, "Separability")}
+    assert rows == {
+        "noise_level": ["1.000", "1.000", "1.000", "4"],
+        "noise_level_reversed": ["0.000", "0.000", "0.000", "4"],
+    }
+    assert "separability.png" in html.split("<h2>Separability</h2>")[1].split("<h2>")[0]
+    summary = (reports["serial"] / "summary.md").read_text()
+    assert "| noise_level | 1.000 | 1.000 | 1.000 | 4 |" in summary
+    assert "| noise_level_reversed | 0.000 | 0.000 | 0.000 | 4 |" in summary
+
+
+def test_the_oracle_is_a_reference_row_with_the_images_own_psnr(reports: dict[str, Path], data: Path) -> None:
+    """Its PSNR range per step is the one the images give (scoring.oracle on the files), and it
+    detects every step of the set: the positive control beside a metric that fails them all."""
+    from banana_tests.scoring.oracle import change
+
+    def pixels(seed: str, run: int, step: int) -> np.ndarray:
+        return np.asarray(Image.open(data / f"{seed}/run{run}/step{step:03d}.png").convert("RGB"))
+
+    expected = []
+    for step in (5, 10, 20):
+        found = [change(pixels(s, r, 1), pixels(s, r, step)) for s in ("alpha", "beta") for r in (0, 1)]
+        psnr = [c.psnr for c in found]
+        expected.append([str(step), "2/2", f"{min(psnr):.2f} … {max(psnr):.2f}"])
+    html = (reports["serial"] / "report.html").read_text()
+    assert [row[:3] for row in table_rows(html, "Degradation oracle (positive control)")] == expected
+    summary_rows = table_rows(html, "Summary per metric")
+    assert summary_rows[-1] == ["PSNR oracle (reference)", "6", "6", "0", "0", "0", "0", "0", ""]
+    assert '<tr class="reference">' in html
+    summary = (reports["serial"] / "summary.md").read_text()
+    assert "| PSNR oracle (reference) | 6 | 0 | 0 | 0 | 0 | 0 |  |" in summary
+    assert "| noise_level_reversed | 6 | 6 | 0 | 0 | 0 | 0 |" in summary
+    for step, detected, psnr in expected:
+        assert f"| {step} | {detected} | {psnr} |" in summary

@@ -4,6 +4,7 @@ steps, and, in headless Chromium at 1400 px, no horizontal scrolling and no brok
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shutil
@@ -17,7 +18,15 @@ from PIL import Image
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
 from banana_tests.reports.compare import compare
-from banana_tests.reports.figures import NO_FAILURE, colour_limit, failure_counts, gap_colours
+from banana_tests.reports.figures import (
+    INVALID,
+    NO_FAILURE,
+    ORACLE_CHANGED,
+    UNRESOLVED,
+    colour_limit,
+    failure_counts,
+    gap_colours,
+)
 from banana_tests.reports.html import html_chunks
 from banana_tests.reports.paper import paper_cells
 from banana_tests.verdicts.matrix import Cell, Matrix
@@ -106,7 +115,7 @@ def test_every_case_shows_three_decimals_and_the_run_mean(steps_all: Path) -> No
     assert row is not None
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1))
     assert cells[:5] == ["brisque", "astronaut", "2", f"{d:+.3f}", "passed"]
-    assert cells[7] == "mean"
+    assert cells[11] == "mean"  # the run column, after the run range, its sd, PSNR, SSIM and scores
     assert f"brisque,astronaut,2,{d!r}," in (steps_all / "matrix.csv").read_text()  # every digit
 
 
@@ -197,3 +206,132 @@ def test_the_page_fits_1400_px_and_every_image_loads(steps_all: Path, tmp_path: 
     )
     pixels = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3).astype(int)
     assert (np.abs(pixels[:, 0] - pixels[:, 2]) > 60).mean() > 0.01  # the figures' colours are on screen
+
+
+def delta_case(
+    metric: str, seed: str, step: int, run_deltas: tuple[float, ...], child: str = "", **extra: str
+) -> str:
+    """A Δ record as this version writes it: each run's normalised scores (reference 50), the
+    run mean's Δ, and any `extra` figures (strict, psnr, ssim)."""
+    mean = sum(run_deltas) / len(run_deltas)
+    props = {
+        "reference_step": "1",
+        "delta": repr(mean),
+        "score_reference": "50.0",
+        "score_step": repr(50.0 + mean),
+        "runs": str(len(run_deltas)),
+        "run_norm_references": " ".join("50" for _ in run_deltas),
+        "run_norm_steps": " ".join(f"{50 + d:g}" for d in run_deltas),
+        **extra,
+    }
+    return case(metric, seed, step, child, variant=None, record="delta/2", **props)
+
+
+UNRESOLVED_SKIP = "<skipped type='pytest.skip' message='unresolved: the runs disagree in sign' />"
+INVALID_SKIP = "<skipped type='pytest.skip' message='not a valid trial: did not change' />"
+MISSED = "<failure message='Failed: piqe did not detect' />"
+
+
+@pytest.fixture(scope="module")
+def strict_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A --banana-strict-runs run: piqe has one unresolved, one missed, one detected case; niqe
+    one unresolved case; brisque one case whose step did not change (PSNR inf: not a valid trial)."""
+    root = tmp_path_factory.mktemp("strict")
+    changed = {"psnr": "30 31 32", "ssim": "0.8 0.8 0.8"}
+    xml = junit(
+        root / "j.xml",
+        delta_case("piqe", "alpha", 5, (-1, 1, 2), UNRESOLVED_SKIP, strict="unresolved", **changed),
+        delta_case("piqe", "alpha", 10, (2, 3, 4), MISSED, strict="missed", **changed),
+        delta_case("piqe", "beta", 5, (-5, -4, -3), strict="detected", **changed),
+        delta_case("niqe", "alpha", 5, (-2, 0.5, -1), UNRESOLVED_SKIP, strict="unresolved", **changed),
+        delta_case("brisque", "beta", 10, (0.5, 0.5, 0.5), INVALID_SKIP, psnr="inf inf inf", ssim="1 1 1"),
+    )
+    assert main(["report", str(xml), "--out", str(root / "out")]) == 0
+    return root / "out"
+
+
+def rows_of(html: str, heading: str) -> list[list[str]]:
+    """The body rows of the first table under `<h2>heading</h2>`, each cell's text."""
+    part = section(html, heading)
+    body = part[part.index("<tbody>") : part.index("</tbody>")]
+    return [
+        [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body)
+    ]
+
+
+def test_unresolved_cells_are_counted_apart_never_as_passes(strict_report: Path) -> None:
+    html = (strict_report / "report.html").read_text()
+    summary = {row[0]: row[1:] for row in rows_of(html, "Summary per metric")}
+    # cases, passed, failed, unresolved, not valid trial, skipped, error, worst Δ
+    assert summary["piqe"] == ["3", "1", "1", "1", "0", "0", "0", "+3.000"]
+    assert summary["niqe"] == ["1", "0", "0", "1", "0", "0", "0", ""]
+    markdown = (strict_report / "summary.md").read_text()
+    assert "| piqe | 3 | 1 | 0 | 0 | 1 | 0 | +3.000 |" in markdown
+    assert "| niqe | 1 | 0 | 0 | 0 | 1 | 0 |  |" in markdown
+    rows = list(csv.DictReader((strict_report / "matrix.csv").open()))
+    assert [(r["metric"], r["seed_image"], r["step"], r["outcome"]) for r in rows] == [
+        ("brisque", "beta", "10", "invalid"),
+        ("niqe", "alpha", "5", "unresolved"),
+        ("piqe", "alpha", "5", "unresolved"),
+        ("piqe", "alpha", "10", "failed"),
+        ("piqe", "beta", "5", "passed"),
+    ]
+
+
+def test_each_case_shows_its_run_range_and_spread(strict_report: Path) -> None:
+    html = (strict_report / "report.html").read_text()
+    row = re.search(r'<tr id="case-piqe-alpha-step5" class="unresolved">(.*?)</tr>', html)
+    assert row is not None
+    cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))]
+    # metric, seed image, step, Δ, outcome, run Δ range, run Δ sd, PSNR, SSIM
+    assert cells[:9] == [
+        "piqe",
+        "alpha",
+        "5",
+        "+0.667",
+        "unresolved",
+        "-1.000 … +2.000",
+        "1.528",
+        "31.00",
+        "0.800",
+    ]
+    assert 'title="runs Δ -1.000, +1.000, +2.000; the range covers the median Δ with 75 %"' in row.group(1)
+    assert 'title="runs: 30.00, 31.00, 32.00"' in row.group(1)
+
+
+def test_a_step_that_did_not_change_is_not_a_valid_trial_with_its_psnr(strict_report: Path) -> None:
+    html = (strict_report / "report.html").read_text()
+    summary = {row[0]: row[1:] for row in rows_of(html, "Summary per metric")}
+    assert summary["brisque"] == ["1", "0", "0", "0", "1", "0", "0", ""]  # not brisque's failure
+    # the oracle's reference row, one cell per (seed image, step): beta at step 10 did not change
+    assert summary["PSNR oracle (reference)"] == ["4", "3", "1", "0", "0", "0", "0", ""]
+    assert rows_of(html, "Degradation oracle (positive control)") == [
+        ["5", "2/2", "30.00 … 32.00", "0.800 … 0.800"],
+        ["10", "1/2", "30.00 … inf", "0.800 … 1.000"],
+    ]
+    oracle = section(html, "Degradation oracle (positive control)")
+    assert '<a href="#case-brisque-beta-step10">brisque-beta-step10</a></td><td>inf, inf, inf</td>' in oracle
+    assert re.search(
+        r'<tr id="case-brisque-beta-step10" class="invalid"><td>brisque</td>.*?<td>not a valid trial</td>',
+        html,
+    )
+    markdown = (strict_report / "summary.md").read_text()
+    assert "| brisque | 1 | 0 | 0 | 0 | 0 | 1 |  |" in markdown
+    assert "| PSNR oracle (reference) | 4 | 1 | 0 | 0 | 0 | 0 |  |" in markdown
+    assert "- brisque-beta-step10: PSNR inf, inf, inf dB" in markdown
+
+
+def colour_share(png: Path, colour: str) -> float:
+    pixels = np.asarray(Image.open(png).convert("RGB")).reshape(-1, 3)
+    rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+    return float((np.abs(pixels.astype(int) - rgb).max(axis=1) <= 2).mean())
+
+
+def test_the_heatmap_draws_unresolved_and_invalid_cells_in_their_own_colours(strict_report: Path) -> None:
+    """At step 5 two cells are unresolved (yellow) and none invalid; at step 10 brisque's is not
+    a valid trial (blue-grey); the oracle's column is drawn beside the metrics at both."""
+    step5, step10 = strict_report / "gaps_step5.png", strict_report / "gaps_step10.png"
+    assert colour_share(step5, UNRESOLVED) > 0.02 and colour_share(step5, INVALID) == 0
+    assert colour_share(step10, INVALID) > 0.01 and colour_share(step10, UNRESOLVED) == 0
+    assert colour_share(step5, ORACLE_CHANGED) > 0.02

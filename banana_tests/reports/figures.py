@@ -14,12 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.cases import sort_key
+from banana_tests.reports.oracle_table import ORACLE, OracleCell, oracle_cells
 from banana_tests.reports.tables import row_label
+from banana_tests.scoring.oracle import UNCHANGED_PSNR
 from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts
+from banana_tests.verdicts.separability import Separability
 
 SKIPPED = "#d0d0d0"
 ERROR = "#f2b84b"
 NAN = "#b39ddb"
+UNRESOLVED = "#f5e08a"
+INVALID = "#c9d6dd"
 MISSING = "#ffffff"
 Colour = str | tuple[float, float, float, float]
 NO_FAILURE = "#f4f4f1"
@@ -163,28 +168,39 @@ def gap_heatmap(matrix: Matrix, step: int, stem: Path, limit: float | None = Non
     cells = [c for c in matrix.cells.values() if c.key.step == step]
     rows, cols = _rows(matrix), matrix.metrics
     grid = {(row_label(c.key), c.key.metric): c for c in cells}
+    oracle = {row_label(o.key): o for o in oracle_cells(matrix) if o.key.step == step}
     limit = limit or colour_limit(matrix)
     cmap, norm = gap_colours(), Normalize(-limit, limit)
-    failed_n = sum(c.outcome == "failed" for c in cells)
-    verdicts = sum(c.outcome in ("passed", "failed") for c in cells)
-    title = f"Δ{step} = norm(step {step}) − norm(reference): {failed_n} of {verdicts} missed"
-    fig, ax = _axes(plt, rows, cols, cols, title)
-    shown = {"skipped": False, "error": False, "nan": False, "missing": False}
+    counts = OutcomeCounts()
+    for each in cells:
+        counts.add(each.outcome)
+    verdicts = counts.passed + counts.failed
+    title = f"Δ{step} = norm(step {step}) − norm(reference): {counts.failed} of {verdicts} missed"
+    if counts.unresolved or counts.invalid:
+        title += f"; {counts.unresolved} unresolved, {counts.invalid} not valid trials"
+    labels = [*cols, f"{ORACLE} (dB)"] if oracle else cols
+    fig, ax = _axes(plt, rows, labels, labels, title)
+    shown = dict.fromkeys(("skipped", "error", "nan", "unresolved", "invalid", "missing"), False)
     drawn: list[GridCell] = []
     for (r, row), (c, col) in ((a, b) for a in enumerate(rows) for b in enumerate(cols)):
         cell = grid.get((row, col))
-        colour, text = MISSING, ""
+        colour: Colour = MISSING
+        text = ""
         if cell is None:
             shown["missing"] = True
-        elif cell.outcome == "skipped":
-            colour, text, shown["skipped"] = SKIPPED, "s", True
-        elif cell.outcome == "error":
-            colour, text, shown["error"] = ERROR, "E", True
+        elif cell.outcome in ("skipped", "error", "unresolved", "invalid"):
+            colour, text = _OUTCOME_STYLE[cell.outcome]
+            shown[cell.outcome] = True
+            if cell.outcome == "unresolved" and cell.delta is not None:
+                text = f"U {cell.delta:+.1f}"  # the run mean, whose sign the runs do not all share
         elif cell.delta is not None and math.isnan(cell.delta):
             colour, text, shown["nan"] = NAN, "nan", True
         elif cell.delta is not None:
             colour, text = cmap(norm(cell.delta)), f"{cell.delta:.1f}"
         drawn.append((r, c, colour, text, cell is not None and cell.outcome == "failed"))
+    if oracle:
+        drawn += _oracle_column(rows, len(cols), oracle, cmap)
+        ax.axvline(len(cols) - 0.5, color=FRAME, lw=1.2)
     _cells(ax, drawn)
     mappable = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
     fig.colorbar(
@@ -196,13 +212,43 @@ def gap_heatmap(matrix: Matrix, step: int, stem: Path, limit: float | None = Non
         (SKIPPED, "grey (s): skipped", False),
     ]
     extra = {"error": (ERROR, "orange (E): error"), "nan": (NAN, "purple: Δ is nan (fails)"),
+             "unresolved": (UNRESOLVED, "yellow (U, run mean Δ): runs disagree in sign"),
+             "invalid": (INVALID, f"blue-grey (I): not a valid trial (PSNR ≥ {UNCHANGED_PSNR:.2f} dB)"),
              "missing": (MISSING, "white: no case")}  # fmt: skip
     entries += [(*extra[name], False) for name in extra if shown[name]]
+    if oracle:
+        entries.append((ORACLE_CHANGED, f"last column: {ORACLE}, mean dB against the reference", False))
     _legend(fig, entries)
     try:
         return _save(fig, stem)
     finally:
         plt.close(fig)
+
+
+_OUTCOME_STYLE: dict[str, tuple[Colour, str]] = {
+    "skipped": (SKIPPED, "s"),
+    "error": (ERROR, "E"),
+    "unresolved": (UNRESOLVED, "U"),
+    "invalid": (INVALID, "I"),
+}
+"""Cells without a Δ verdict: their fill and label. Unresolved is never a pass's blue."""
+ORACLE_CHANGED = "#d9e6f5"
+"""The oracle column's fill where the step changed: pale, apart from the Δ scale's blues."""
+
+
+def _oracle_column(rows: list[str], column: int, oracle: dict[str, OracleCell], cmap: Any) -> list[GridCell]:
+    """The oracle's reference column: its mean PSNR (dB) per row; red and framed where the step
+    did not change (every metric's case there is not a valid trial)."""
+    drawn: list[GridCell] = []
+    for r, row in enumerate(rows):
+        cell = oracle.get(row)
+        if cell is None:
+            drawn.append((r, column, MISSING, "", False))
+        elif cell.detected:
+            drawn.append((r, column, ORACLE_CHANGED, f"{cell.mean_psnr:.1f}", False))
+        else:
+            drawn.append((r, column, cmap(0.75), f"{cell.mean_psnr:.1f}", True))
+    return drawn
 
 
 def failure_counts(matrix: Matrix, stem: Path) -> list[Path]:
@@ -217,24 +263,41 @@ def failure_counts(matrix: Matrix, stem: Path) -> list[Path]:
     rows, cols = _rows(matrix), matrix.metrics
     cmap = ListedColormap(colormaps["Reds"](np.linspace(0.25, 0.95, 256)), name="banana_failures")
     totals = matrix.tally()
+    groups: dict[tuple[str, str], list[str]] = {}
+    for cell in matrix.cells.values():
+        groups.setdefault((row_label(cell.key), cell.key.metric), []).append(cell.outcome)
+    oracle = oracle_cells(matrix)
+    if oracle:  # the reference column: steps it did not see change / steps
+        for o in oracle:
+            groups.setdefault((row_label(o.key), ORACLE), []).append(o.outcome)
+            totals[(ORACLE, None)].add(o.outcome)
+        cols = [*cols, ORACLE]
     labels = [f"{col} ({totals[(col, None)].label()})" for col in cols]
     title = "Failing steps (Δ ≥ 0) per seed image and metric"
     fig, ax = _axes(
         plt, rows, cols, labels, title, "metric (failing steps / steps with a verdict, all seed images)"
     )
-    groups: dict[tuple[str, str], list[Cell]] = {}
-    for cell in matrix.cells.values():
-        groups.setdefault((row_label(cell.key), cell.key.metric), []).append(cell)
+    if oracle:
+        ax.axvline(len(cols) - 1.5, color=FRAME, lw=1.2)
     drawn: list[GridCell] = []
     for (r, row), (c, col) in ((a, b) for a in enumerate(rows) for b in enumerate(cols)):
         group = groups.get((row, col), [])
         tally = OutcomeCounts()
-        for x in group:
-            tally.add(x.outcome)
+        for outcome in group:
+            tally.add(outcome)
         failed, verdicts = tally.failed, tally.passed + tally.failed
         colour: Colour
         if not verdicts:
-            colour = (ERROR if tally.error else SKIPPED) if group else MISSING
+            fallback = (
+                ERROR
+                if tally.error
+                else UNRESOLVED
+                if tally.unresolved
+                else INVALID
+                if tally.invalid
+                else SKIPPED
+            )
+            colour = fallback if group else MISSING
         else:
             colour = cmap(failed / verdicts) if failed else NO_FAILURE
         drawn.append((r, c, colour, tally.label(), False))
@@ -244,15 +307,19 @@ def failure_counts(matrix: Matrix, stem: Path) -> list[Path]:
     bar = fig.colorbar(mappable, ax=ax, fraction=0.03, pad=0.02, extend="min", extendfrac=0.1)
     bar.set_label("share of steps failed (none: neutral)")
     bar.set_ticks([0, 0.25, 0.5, 0.75, 1], labels=["> 0%", "25%", "50%", "75%", "100%"])
-    _legend(
-        fig,
-        [
-            (NO_FAILURE, "no failing step", False),
-            (cmap(0.6), "red: some steps missed (Δ ≥ 0)", False),
-            (SKIPPED, "grey (s): skipped", False),
-            (ERROR, "orange (E): errors only", False),
-        ],
-    )
+    entries: list[tuple[Colour, str, bool]] = [
+        (NO_FAILURE, "no failing step", False),
+        (cmap(0.6), "red: some steps missed (Δ ≥ 0)", False),
+        (SKIPPED, "grey (s): skipped", False),
+        (ERROR, "orange (E): errors only", False),
+    ]
+    if any(t.unresolved for t in totals.values()):
+        entries.append((UNRESOLVED, "U<n>: unresolved, runs disagree in sign (no verdict)", False))
+    if any(t.invalid for t in totals.values()):
+        entries.append((INVALID, "I<n>: not valid trials, the step did not change", False))
+    if oracle:
+        entries.append((NO_FAILURE, f"{ORACLE}: steps it did not see change / steps", False))
+    _legend(fig, entries)
     try:
         return _save(fig, stem)
     finally:
@@ -306,6 +373,38 @@ def heatmap_steps(matrix: Matrix, chosen: Sequence[int] | None = None) -> list[i
         return steps
     paper = [s for s in steps if s in PAPER_STEPS]
     return paper or sorted({steps[0], steps[len(steps) // 2], steps[-1]})
+
+
+def separability_figure(table: dict[str, list[Separability]], stem: Path) -> list[Path]:
+    """AUC of step-k against reference-step images against step, a line per metric, with
+    chance (0.5) dashed: where a metric's line sits under it, a threshold keeps the degraded
+    images rather than the clean ones."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.8), layout="constrained")
+    colours = plt.get_cmap("tab10")
+    steps = sorted({r.step for rows in table.values() for r in rows})
+    for i, (metric, rows) in enumerate(table.items()):
+        ax.plot(
+            [r.step for r in rows],
+            [r.auc for r in rows],
+            marker="o",
+            lw=1.4,
+            color=colours(i % 10),
+            label=metric,
+        )
+    ax.axhline(0.5, color="black", lw=0.8, ls="--", label="chance (0.5)")
+    ax.set_ylim(0, 1)
+    if len(steps) <= 12:
+        ax.set_xticks(steps)
+    ax.set_xlabel("editing step k")
+    ax.set_ylabel("AUC, step k against clean")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left", ncol=min(4, len(table) + 1))
+    ax.set_title("Separability: could one threshold filter step-k images?", fontsize=10)
+    try:
+        return _save(fig, stem)
+    finally:
+        plt.close(fig)
 
 
 def render_figures(matrix: Matrix, out: Path, chosen: Sequence[int] | None = None) -> list[Path]:

@@ -17,8 +17,12 @@ from typing import TYPE_CHECKING
 
 from banana_tests.cases import CaseKey
 from banana_tests.reports.compare import MetricComparison
+from banana_tests.reports.oracle_table import ORACLE, invalid_trials, oracle_cells, oracle_steps, psnr_text
+from banana_tests.reports.separability_table import separabilities
 from banana_tests.reports.tables import sorted_cells, summarise
+from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL, UNCHANGED_PSNR
 from banana_tests.verdicts.matrix import Cell, Matrix
+from banana_tests.verdicts.uncertainty import RunSpread, spread
 
 if TYPE_CHECKING:
     from banana_tests.reports.trends import TrendFigure
@@ -35,6 +39,8 @@ th.sortable::after { content: " \\2195"; color: #999; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.facts { width: 100%; } table.facts th:first-child { width: 10em; }
 tr.failed td { background: #fde8e6; } tr.skipped td { color: #888; } tr.error td { background: #fff1d6; }
+tr.unresolved td { background: #fdf3c4; } tr.invalid td { background: #e8eef1; color: #555; }
+tr.reference td { background: #eef4fb; font-style: italic; }
 tr:target td { outline: 2px solid #1f5fbf; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 pre { background: #f7f7f7; padding: .6em; white-space: pre-wrap; overflow-wrap: anywhere; }
@@ -61,8 +67,17 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 _RIGHT = frozenset(
     {"step", "Δ", "score (reference)", "score (step)", "reference step", "runs"}
     | {"cases", "passed", "failed", "skipped", "error", "worst Δ", "run Δ", "paper Δ"}
+    | {"unresolved", "not valid trial", "run Δ range", "run Δ sd", "PSNR (dB)", "SSIM"}
+    | {"clean images", "clean range", "clean spread", "detected", "PSNR range (dB)", "SSIM range"}
     | {"cells matched", "agree in sign", "run failures", "paper failures", "cells that differ"}
 )
+SHOWN_OUTCOME = {"invalid": NOT_A_VALID_TRIAL}
+"""An outcome as the page says it; matrix.csv keeps the short name."""
+
+
+def _numeric(header: str) -> bool:
+    return header in _RIGHT or header.startswith("AUC step")
+
 
 # The run's own facts, in the Run table's order: (metadata key, label). Anything else a JUnit
 # file carries (hypothesis statistics, other plugins' properties) is a tool's, not the run's.
@@ -94,7 +109,7 @@ Value = str | tuple[str, Html]
 def _cell(header: str, value: Value) -> Html:
     """A td; a (text, markup) value is a link or other markup whose text sorts."""
     markup = value[1] if isinstance(value, tuple) else escape(value)
-    return f'<td class="num">{markup}</td>' if header in _RIGHT else f"<td>{markup}</td>"
+    return f'<td class="num">{markup}</td>' if _numeric(header) else f"<td>{markup}</td>"
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Value]], kind: str = "sortable") -> Html:
@@ -108,7 +123,7 @@ def _table_chunks(
     """A table piece by piece, a body row a piece; each row comes with its CSS class (its
     outcome) and its anchor to link to, either may be empty."""
     head = "".join(
-        f'<th class="num">{escape(h)}</th>' if h in _RIGHT else f"<th>{escape(h)}</th>" for h in headers
+        f'<th class="num">{escape(h)}</th>' if _numeric(h) else f"<th>{escape(h)}</th>" for h in headers
     )
     yield f'<table class="{kind}"><thead><tr>{head}</tr></thead><tbody>'
     for row, css, ident in rows:
@@ -240,18 +255,74 @@ def comparison_html(comparisons: Sequence[MetricComparison]) -> Html:
     return "\n".join(parts)
 
 
-def _case_rows(matrix: Matrix) -> Iterator[tuple[list[str], str, str]]:
+CASE_HEADERS = (
+    "metric",
+    "seed image",
+    "step",
+    "Δ",
+    "outcome",
+    "run Δ range",
+    "run Δ sd",
+    "PSNR (dB)",
+    "SSIM",
+    "score (reference)",
+    "score (step)",
+    "run",
+    "reference step",
+    "runs",
+)
+
+
+def _run_spread(cell: Cell) -> RunSpread | None:
+    """The cell's runs' Δs, when it recorded two or more runs' scores (one run bounds nothing)."""
+    deltas = [s - r for r, s in zip(cell.run_norm_references, cell.run_norm_steps, strict=False)]
+    if len(deltas) < 2 or len(cell.run_norm_references) != len(cell.run_norm_steps):
+        return None
+    try:
+        return spread(deltas)
+    except ValueError:  # a non-finite run score: no interval to show
+        return None
+
+
+def _spread_cells(cell: Cell) -> tuple[Value, str]:
+    """The run range [min Δ, max Δ] (its tooltip: each run's Δ and the range's coverage of the
+    median Δ) and the runs' standard deviation."""
+    s = _run_spread(cell)
+    if s is None:
+        return "", ""
+    low, high = s.interval
+    text = f"{low:+.3f} … {high:+.3f}"
+    runs = ", ".join(f"{d:+.3f}" for d in s.deltas)
+    tip = f"runs Δ {runs}; the range covers the median Δ with {100 * s.confidence:g} %"
+    return (text, f'<span title="{escape(tip)}">{escape(text)}</span>'), f"{s.stdev:.3f}"
+
+
+def _oracle_value(values: tuple[float, ...], places: int) -> Value:
+    """The runs' mean, each run's value in its tooltip."""
+    if not values:
+        return ""
+    text = _number(math.fsum(values) / len(values), places)
+    tip = "runs: " + ", ".join(f"{v:.{places}f}" for v in values)
+    return text, f'<span title="{escape(tip)}">{escape(text)}</span>'
+
+
+def _case_rows(matrix: Matrix) -> Iterator[tuple[list[Value], str, str]]:
     """Every cell to three decimals, with its outcome and anchor; the run column says "mean" for
     cells averaged over runs. Made one at a time: 118,800 rows held at once were ~100 MiB."""
     for c in sorted_cells(matrix):
         k = c.key
+        run_range, run_sd = _spread_cells(c)
         yield (
             [
                 k.metric,
                 k.seed_image,
                 str(k.step),
                 _number(c.delta, sign=True),
-                c.outcome,
+                SHOWN_OUTCOME.get(c.outcome, c.outcome),
+                run_range,
+                run_sd,
+                _oracle_value(c.psnr, 2),
+                _oracle_value(c.ssim, 3),
                 _number(c.score_reference),
                 _number(c.score_step),
                 "mean" if k.run is None else str(k.run),
@@ -263,6 +334,101 @@ def _case_rows(matrix: Matrix) -> Iterator[tuple[list[str], str, str]]:
         )
 
 
+def _summary_table(matrix: Matrix) -> Html:
+    """Per metric: every outcome counted apart (unresolved and not valid trials are neither
+    passes nor failures), then the oracle's reference row."""
+    headers = ["metric", "cases", "passed", "failed", "unresolved", "not valid trial", "skipped", "error"]
+    rows = (
+        (
+            [
+                f"{s.metric} (reference)" if s.reference else s.metric,
+                *(str(n) for n in (s.cases, s.passed, s.failed, s.unresolved, s.invalid, s.skipped, s.error)),
+                _number(s.worst_delta, sign=True),
+            ],
+            "reference" if s.reference else "",
+            "",
+        )
+        for s in summarise(matrix)
+    )
+    return "".join(_table_chunks([*headers, "worst Δ"], rows))
+
+
+def separability_html(matrix: Matrix, figure: Path | None) -> Html:
+    """Per metric: the AUC of step-k against reference-step images at each step, the clean
+    images' range and spread beside it, and the AUC-against-step figure; empty without per-run scores."""
+    table = separabilities(matrix)
+    if not table:
+        return ""
+    steps = sorted({r.step for rows in table.values() for r in rows})
+    rows: list[list[Value]] = []
+    for metric, found in table.items():
+        by_step = {r.step: f"{r.auc:.3f}" for r in found}
+        first = found[0]
+        clean = f"{first.clean_low:.1f} … {first.clean_high:.1f}"
+        rows.append(
+            [
+                metric,
+                *(by_step.get(s, "") for s in steps),
+                str(first.clean),
+                clean,
+                f"{first.clean_spread:.1f}",
+            ]
+        )
+    headers = ["metric", *(f"AUC step {s}" for s in steps), "clean images", "clean range", "clean spread"]
+    parts = [
+        "<h2>Separability</h2>",
+        "<p>Could one global threshold on the normalised score filter step-k images out? The AUC of "
+        "telling step-k images from reference-step images, pooled over seed images and runs: 1 = every "
+        "clean image scores above every degraded one, 0.5 = chance, below 0.5 the metric prefers the "
+        "degraded images. The clean images' range and spread (normalised points) is the content "
+        "confound.</p>",
+        _table(headers, rows),
+    ]
+    if figure is not None:
+        parts.append(_figure(figure))
+    return "\n".join(parts)
+
+
+def oracle_html(matrix: Matrix) -> Html:
+    """The oracle's section: per step, how many steps it detected and the PSNR/SSIM ranges, and
+    every case that was not a valid trial with its PSNR, linked to its row; empty without it."""
+    cells = oracle_cells(matrix)
+    if not cells:
+        return ""
+    steps: list[list[Value]] = [
+        [
+            str(s.step),
+            f"{s.detected}/{s.cells}",
+            f"{s.psnr_low:.2f} … {s.psnr_high:.2f}",
+            f"{s.ssim_low:.3f} … {s.ssim_high:.3f}",
+        ]
+        for s in oracle_steps(cells)
+    ]
+    parts = [
+        "<h2>Degradation oracle (positive control)</h2>",
+        f"<p>PSNR and SSIM of each step against the reference step of the same run, by pixels alone: "
+        f"the {escape(ORACLE)} row beside the metrics. It detects a step that moved by at least one "
+        f"grey level RMS (PSNR &lt; {UNCHANGED_PSNR:.2f} dB); where it does not, the metrics' cases are "
+        f"<b>{NOT_A_VALID_TRIAL}</b>, not their failures.</p>",
+        _table(["step", "detected", "PSNR range (dB)", "SSIM range"], steps),
+    ]
+    invalid = invalid_trials(matrix)
+    if invalid:
+        rows: list[list[Value]] = [
+            [
+                (c.key.test_id, f'<a href="#{escape(anchor(c.key))}">{escape(c.key.test_id)}</a>'),
+                psnr_text(c.psnr),
+                _number(c.delta, sign=True),
+            ]
+            for c in invalid
+        ]
+        parts += [
+            f"<h3>{len(invalid)} case(s) {NOT_A_VALID_TRIAL}</h3>",
+            _table(["case", "PSNR per run (dB)", "Δ"], rows),
+        ]
+    return "\n".join(parts)
+
+
 def html_chunks(
     matrix: Matrix,
     figures: Sequence[Path],
@@ -271,27 +437,14 @@ def html_chunks(
     notes: Sequence[tuple[str, str]] = (),
     trends: Sequence[TrendFigure] = (),
     comparisons: Sequence[MetricComparison] | None = None,
+    separability_figure: Path | None = None,
 ) -> Iterator[Html]:
-    """The page, piece by piece for writing as it is made: the run's facts, per-metric summary,
+    """The page, piece by piece for writing as it is made: the run's facts, per-metric summary
+    (with the oracle's reference row), separability and the oracle when the cells recorded them,
     the comparison with the paper when given, `notes` (heading, preformatted text, e.g. replaced
     cases), figures, the trend figures if any, then every cell, a row a piece."""
-    summary = _table(
-        ["metric", "cases", "passed", "failed", "skipped", "error", "worst Δ"],
-        (
-            [
-                s.metric,
-                str(s.cases),
-                str(s.passed),
-                str(s.failed),
-                str(s.skipped),
-                str(s.error),
-                _number(s.worst_delta, sign=True),
-            ]
-            for s in summarise(matrix)
-        ),
-    )
+    summary = _summary_table(matrix)
     facts = _table(["fact", "value"], ([k, v] for k, v in run_facts(metadata)), kind="facts")
-    headers = ["metric", "seed image", "step", "Δ", "outcome", "score (reference)", "score (step)"]
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -305,6 +458,7 @@ def html_chunks(
         "<h2>Summary per metric</h2>",
         summary,
     ]
+    parts += [part for part in (separability_html(matrix, separability_figure), oracle_html(matrix)) if part]
     if comparisons is not None:
         parts += ["<h2>Compared with the paper (Figure 5)</h2>", comparison_html(comparisons)]
     for heading, text in notes:
@@ -318,8 +472,13 @@ def html_chunks(
             "the spread over runs, and the reference score dashed.</p>"
         )
         parts += [_figure(f.png, f.seed_image) for f in trends]
-    parts += ["<h2>Every case</h2>", "<p>Δ and scores to three decimals; matrix.csv has every digit.</p>"]
+    parts += [
+        "<h2>Every case</h2>",
+        "<p>Δ and scores to three decimals; matrix.csv has every digit. The run range is [min Δ, max Δ] "
+        "over the runs (hover for each run's Δ), PSNR and SSIM the oracle's mean over runs (hover for "
+        "each run's).</p>",
+    ]
     for part in parts:
         yield part + "\n"
-    yield from _table_chunks([*headers, "run", "reference step", "runs"], _case_rows(matrix))
+    yield from _table_chunks(CASE_HEADERS, _case_rows(matrix))
     yield f"\n<script>{_SORT}</script>\n</body></html>\n"

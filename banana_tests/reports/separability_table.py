@@ -56,13 +56,15 @@ def separability_markdown(matrix: Matrix) -> str:
         "seed images and runs: 1 = every clean image scores above every degraded one, 0.5 = chance,",
         "below 0.5 the metric prefers the degraded images. The clean images' range is the content confound.",
         "",
-        "| metric | " + " | ".join(f"AUC step {s}" for s in steps) + " | clean images | clean range |",
-        "|---|" + "---:|" * len(steps) + "---:|---:|",
+        "| metric | "
+        + " | ".join(f"AUC step {s}" for s in steps)
+        + " | clean images | clean range | clean spread |",
+        "|---|" + "---:|" * len(steps) + "---:|---:|---:|",
     ]
     for metric, rows in table.items():
         by_step = {r.step: f"{r.auc:.3f}" for r in rows}
         first = rows[0]
         cells = " | ".join(by_step.get(s, "") for s in steps)
         clean = f"{first.clean_low:.1f} … {first.clean_high:.1f}"
-        lines.append(f"| {metric} | {cells} | {first.clean} | {clean} |")
+        lines.append(f"| {metric} | {cells} | {first.clean} | {clean} | {first.clean_spread:.1f} |")
     return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from banana_tests.cases import CaseKey, sort_key
+from banana_tests.reports.oracle_table import ORACLE, OracleCell, oracle_cells, oracle_counts
 from banana_tests.verdicts.matrix import Cell, Matrix
 
 CSV_COLUMNS = (
@@ -85,10 +86,20 @@ class MetricSummary:
     skipped: int
     error: int
     worst_delta: float | None
+    unresolved: int = 0  # the runs disagree in sign (--banana-strict-runs): never a pass
+    invalid: int = 0  # not a valid trial: the step did not change (scoring.oracle)
+    reference: bool = False  # the oracle's row, not a metric's
+
+    @classmethod
+    def of_oracle(cls, cells: list[OracleCell]) -> MetricSummary:
+        """The oracle's reference row: a step it saw change passes, an unchanged one fails."""
+        t = oracle_counts(cells)
+        return cls(ORACLE, len(cells), t.passed, t.failed, 0, 0, None, reference=True)
 
 
 def summarise(matrix: Matrix) -> list[MetricSummary]:
-    """One pass over the cells for all metrics (one per metric was 20 passes at 20 metrics)."""
+    """One row per metric, one pass over the cells for all of them (one per metric was 20
+    passes at 20 metrics), then the oracle's reference row when the cells recorded it."""
     tally = matrix.tally()
     by_metric: dict[str, list[float]] = {metric: [] for metric in matrix.metrics}
     for k, c in matrix.cells.items():
@@ -100,21 +111,41 @@ def summarise(matrix: Matrix) -> list[MetricSummary]:
         # a nan Δ is a failure without a size: the worst Δ is nan only when every Δ is
         worst = max((d for d in deltas if not math.isnan(d)), default=math.nan if deltas else None)
         cases = t.passed + t.failed + t.skipped + t.error + t.unresolved + t.invalid  # all its cells
-        out.append(MetricSummary(metric, cases, t.passed, t.failed, t.skipped, t.error, worst))
+        out.append(
+            MetricSummary(
+                metric, cases, t.passed, t.failed, t.skipped, t.error, worst, t.unresolved, t.invalid
+            )
+        )
+    oracle = oracle_cells(matrix)
+    if oracle:
+        out.append(MetricSummary.of_oracle(oracle))
     return out
 
 
 def summary_markdown(matrix: Matrix, title: str = "banana-tests failure matrix") -> str:
     """A short table per metric; a failure is Δ ≥ 0 (the metric missed the degradation)."""
+    rows = summarise(matrix)
     lines = [
         f"### {title}",
         "",
         "A case fails when Δ ≥ 0: the metric scored the edited image no worse than the reference step.",
-        "",
-        "| metric | cases | failed | skipped | error | worst Δ |",
-        "|---|---:|---:|---:|---:|---:|",
+        "Unresolved cases (--banana-strict-runs: the runs disagree in sign) and cases that are not a",
+        "valid trial (the step did not change) are neither passes nor failures.",
     ]
-    for s in summarise(matrix):
+    if any(s.reference for s in rows):
+        lines.append(
+            f"The {ORACLE} row is the positive control: it fails a step only where it did not change."
+        )
+    lines += [
+        "",
+        "| metric | cases | failed | skipped | error | unresolved | not valid trial | worst Δ |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in rows:
         worst = "" if s.worst_delta is None else f"{s.worst_delta:+.3f}"
-        lines.append(f"| {s.metric} | {s.cases} | {s.failed} | {s.skipped} | {s.error} | {worst} |")
+        name = f"{s.metric} (reference)" if s.reference else s.metric
+        lines.append(
+            f"| {name} | {s.cases} | {s.failed} | {s.skipped} | {s.error} | {s.unresolved} | {s.invalid} "
+            f"| {worst} |"
+        )
     return "\n".join(lines) + "\n"

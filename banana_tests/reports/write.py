@@ -11,6 +11,8 @@ from pathlib import Path
 
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.html import html_chunks
+from banana_tests.reports.oracle_table import oracle_markdown
+from banana_tests.reports.separability_table import separabilities, separability_markdown
 from banana_tests.reports.tables import summary_markdown, write_csv
 from banana_tests.reports.trends import TrendSeries, render_trends
 from banana_tests.verdicts.matrix import Matrix
@@ -27,24 +29,45 @@ def write_report(
     comparisons: Sequence[MetricComparison] | None = None,
     figure_steps: Sequence[int] | None = None,
 ) -> list[Path]:
-    """matrix.csv, summary.md (with `summary_extra` below it), the figures (heatmaps for
-    `figure_steps`, see `heatmap_steps`), a trend figure per seed image when `trends` are given,
-    and report.html (with `notes`: a heading and preformatted text each, and the comparison
-    with the paper when `comparisons` is given). Returns the files written, each once."""
-    from banana_tests.reports.figures import render_figures
+    """matrix.csv, summary.md (`summary_sections`, then `summary_extra`), the figures (heatmaps
+    for `figure_steps`, see `heatmap_steps`; separability.png/.svg when the cells carry per-run
+    scores), a trend figure per seed image when `trends` are given, and report.html (with
+    `notes`: a heading and preformatted text each, and the comparison with the paper when
+    `comparisons` is given). Returns the files written, each once."""
+    from banana_tests.reports.figures import render_figures, separability_figure
 
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "matrix.csv", out / "summary.md"]
     with written[0].open("w", encoding="utf-8", newline="") as table:
         write_csv(matrix, table)
-    summary = summary_markdown(matrix, title)
-    written[1].write_text(summary + (f"\n{summary_extra}" if summary_extra else ""), encoding="utf-8")
+    sections = [summary_markdown(matrix, title), *summary_sections(matrix), summary_extra]
+    written[1].write_text("\n".join(s for s in sections if s), encoding="utf-8")
     figures = render_figures(matrix, out, figure_steps)
+    separable = separabilities(matrix)
+    separable_files = separability_figure(separable, out / "separability") if separable else []
     trend_figures = render_trends(trends, out)
     page = out / "report.html"
     with page.open("w", encoding="utf-8") as html:  # written as made: its case table is the bulk
-        html.writelines(html_chunks(matrix, figures, metadata, title, notes, trend_figures, comparisons))
-    return list(dict.fromkeys([*written, *figures, *(p for f in trend_figures for p in f.files), page]))
+        html.writelines(
+            html_chunks(
+                matrix,
+                figures,
+                metadata,
+                title,
+                notes,
+                trend_figures,
+                comparisons,
+                separable_files[0] if separable_files else None,
+            )
+        )
+    trend_files = (p for f in trend_figures for p in f.files)
+    return list(dict.fromkeys([*written, *figures, *separable_files, *trend_files, page]))
+
+
+def summary_sections(matrix: Matrix) -> list[str]:
+    """summary.md's sections below the per-metric table, also printed by `report`: separability
+    and the degradation oracle, each when the cells recorded what it needs."""
+    return [text for text in (separability_markdown(matrix), oracle_markdown(matrix)) if text]
 
 
 @contextmanager

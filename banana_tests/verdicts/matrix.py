@@ -35,6 +35,8 @@ class Cell:
     valid_trial: bool = True  # False: no run's step measurably changed (scoring.oracle)
     run_norm_references: tuple[float, ...] = ()  # each run's normalised scores (verdicts.separability)
     run_norm_steps: tuple[float, ...] = ()
+    psnr: tuple[float, ...] = ()  # each run's step against its reference step, dB (scoring.oracle)
+    ssim: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

@@ -118,6 +118,8 @@ class CaseRecord:
             valid_trial(self.figures.get(Field.PSNR, "")),
             self.numbers(Field.RUN_NORM_REFERENCES),
             self.numbers(Field.RUN_NORM_STEPS),
+            self.numbers(Field.PSNR),
+            self.numbers(Field.SSIM),
         )
 
     def numbers(self, name: Field) -> tuple[float, ...]:
