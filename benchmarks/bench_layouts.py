@@ -9,14 +9,21 @@ fresh process run from an empty folder outside the clone (`pytest --pyargs banan
 warm bytecode caches (PYTHONPYCACHEPREFIX) and its peak RSS:
 
 - collection (`--collect-only --steps=all --aggregate=per-run -k test_detects_degradation`)
-  against plain pytest collecting as many trivial cases (`-p no:banana_tests`, same venv);
+  against plain pytest collecting as many trivial cases (`-p no:banana_tests`, same venv); the
+  parquet set also on a first read (its index removed before each run, as after the file
+  changed), and every layout under `-n 2` against plain pytest's `-n 2`: xdist skips itself
+  under --collect-only, so these runs deselect every case (`-k`, exit status 5) after each
+  worker has collected them all (peak of the largest process, CPU of all);
 - the whole run, passing and failing (the numpy metrics of bench_scale.py), against plain pytest
   running as many cases with two properties and --junitxml (failing: --tb=line);
 - reading alone (`sources.load`, timed in process) at 6,500 and 28,000 records (56 seed images),
   and the hub path (`datasets.load_dataset` on the same parquet files, after a first call
-  prepared its cache, as after a download), in ms per record.
+  prepared its cache, as after a download), in CPU ms per record: the median of `--repeat` fresh
+  processes per size, the sizes alternating, so a neighbour's burst on a shared machine does
+  not land on one size only.
 
-    python benchmarks/bench_layouts.py [--keep DIR] [--repeat 3] [--suite-repeat 1] [--no-suite]
+    python benchmarks/bench_layouts.py [--keep DIR] [--repeat 3] [--suite-repeat 1] [--xdist-repeat 1]
+                                       [--no-suite]
 """
 
 from __future__ import annotations
@@ -24,20 +31,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench_memory import generate
 from bench_scale import SHARPNESS_LOWER, measure, plain_module
+
+from banana_tests.trajectories.parquet_rows import INDEX_FOLDER
 
 SEEDS, RUNS, STEPS, SIZE = 13, 5, 100, 64
 BIG_SEEDS = 56  # 56 × 5 × 100 = 28,000 records, Banana100's size, for reading only
 CASES = SEEDS * RUNS * (STEPS - 1)
 SUITE_ARGS = ("--steps=all", "--aggregate=per-run", "--no-cache", "-k", "test_detects_degradation")
 COMMON = ("-p", "no:cacheprovider", "-p", "no:xdist", "-q")
+XDIST = ("-p", "no:cacheprovider", "-n", "2", "-q")  # each of the 2 workers collects
+NOTHING = "not test_"  # deselects every case after collection: xdist is off under --collect-only
 HUB = "hf:bench/trajectories"  # read through datasets from its cache of the parquet files
 LAYOUTS = ("imagefolder without variant", "imagefolder with variant", "parquet with image bytes")
 READER = """
@@ -121,9 +133,19 @@ def build(work: Path, seeds: int) -> dict[str, Path]:
     }
 
 
-def median_of(argv: list[str], cwd: Path, env: dict[str, str], repeat: int) -> tuple[float, float, float]:
-    """(median wall s, median CPU s, peak MiB) of `repeat` fresh processes."""
-    runs = [measure(argv, cwd, env) for _ in range(repeat)]
+def median_of(
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    repeat: int,
+    before: Callable[[], None] = lambda: None,
+    accept: tuple[int, ...] = (0, 1),
+) -> tuple[float, float, float]:
+    """(median wall s, median CPU s, peak MiB) of `repeat` fresh processes, `before` run before each."""
+    runs = []
+    for _ in range(repeat):
+        before()
+        runs.append(measure(argv, cwd, env, accept))
     return (
         statistics.median(w for w, _, _ in runs),
         statistics.median(c for _, c, _ in runs),
@@ -134,14 +156,35 @@ def median_of(argv: list[str], cwd: Path, env: dict[str, str], repeat: int) -> t
 def read_cost(
     source: Path | str, cache: Path, env: dict[str, str], hub: Sequence[str] = ()
 ) -> dict[str, float]:
-    """One warm read (a first one fills the image cache, and datasets' for the hub): load()'s
-    own wall and CPU seconds, timed in process, and the process's peak RSS."""
+    """One read in a fresh process: load()'s own wall and CPU seconds, timed in process, and the
+    process's peak RSS."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cost.json"
         argv = [sys.executable, "-c", READER, str(out), str(source), str(cache), *hub]
-        for _ in range(2):
-            *_, peak = measure(argv, Path(tmp), env)
+        *_, peak = measure(argv, Path(tmp), env)
         return {**json.loads(out.read_text()), "peak": peak}
+
+
+def read_costs(
+    sizes: Sequence[tuple[Path | str, Sequence[str]]], cache: Path, env: dict[str, str], repeat: int
+) -> list[dict[str, float]]:
+    """Per size, the median of `repeat` warm reads (a first one fills the image cache, the
+    parquet index, and datasets' cache for the hub), the sizes taking turns."""
+    for source, hub in sizes:
+        read_cost(source, cache, env, hub)
+    runs: list[list[dict[str, float]]] = [[] for _ in sizes]
+    for _ in range(repeat):
+        for costs, (source, hub) in zip(runs, sizes, strict=True):
+            costs.append(read_cost(source, cache, env, hub))
+    return [
+        {
+            "records": costs[0]["records"],
+            "ms": statistics.median(1000 * c["cpu"] / c["records"] for c in costs),
+            "wall": statistics.median(c["wall"] for c in costs),
+            "peak": max(c["peak"] for c in costs),
+        }
+        for costs in runs
+    ]
 
 
 def ratio_line(label: str, ours: tuple[float, float, float], floor: tuple[float, float, float]) -> str:
@@ -157,6 +200,7 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="build the sets into DIR and keep them (reused if present)")
     parser.add_argument("--repeat", type=int, default=3, help="collection runs per row, median (default 3)")
     parser.add_argument("--suite-repeat", type=int, default=1, help="whole-suite runs per row (default 1)")
+    parser.add_argument("--xdist-repeat", type=int, default=1, help="-n 2 collections per row (default 1)")
     parser.add_argument("--no-suite", action="store_true", help="collection and reading only")
     args = parser.parse_args()
     py = sys.executable
@@ -193,6 +237,24 @@ def main() -> int:
         for layout, data in small.items():
             ours = median_of(suite_argv(data, passing, "--collect-only"), run, env, args.repeat)
             print(ratio_line(f"  {layout}", ours, floor), flush=True)
+        index = Path(env["BANANA_CACHE_DIR"]) / INDEX_FOLDER
+        ours = median_of(
+            suite_argv(small[LAYOUTS[2]], passing, "--collect-only"),
+            run,
+            env,
+            args.repeat,
+            before=lambda: shutil.rmtree(index, ignore_errors=True),
+        )
+        print(ratio_line(f"  {LAYOUTS[2]}, first read (no index)", ours, floor), flush=True)
+        measure(suite_argv(small[LAYOUTS[2]], passing, "--collect-only"), run, env)  # the index again
+        plain_n2 = [py, "-m", "pytest", "test_plain.py", *XDIST, "-p", "no:banana_tests", "-k", NOTHING]
+        rx = args.xdist_repeat
+        floor_n2 = median_of(plain_n2, work / "plain", env, rx, accept=(5,))
+        print(f"collection under -n 2 (median of {rx}; CPU of all processes, peak of the largest)")
+        for layout, data in small.items():
+            argv = [py, "-m", "pytest", "--pyargs", "banana_tests", *XDIST, *SUITE_ARGS[:-2], "-k", NOTHING]
+            ours = median_of([*argv, f"--dataset={data}", passing], run, env, rx, accept=(5,))
+            print(ratio_line(f"  {layout}, -n 2", ours, floor_n2), flush=True)
         if not args.no_suite:
             print(f"whole suite, --pyargs banana_tests from {run.name}/ (median of {args.suite_repeat})")
             r = args.suite_repeat
@@ -204,16 +266,17 @@ def main() -> int:
                 print(ratio_line(f"  {layout}, passing", ours, floor_pass), flush=True)
                 ours = median_of(suite_argv(data, failing, "--junitxml=s.xml"), run, env, r)
                 print(ratio_line(f"  {layout}, failing (floor --tb=line)", ours, floor_fail), flush=True)
-        print("reading alone (sources.load in process, a warm second read; ms per record)")
+        print(f"reading alone (sources.load in process, warm reads; CPU ms/record, median of {args.repeat})")
         hub_cache = work / "hf-datasets"
         readers: list[tuple[str, Path | str, Path | str]] = [(k, small[k], big[k]) for k in LAYOUTS]
         readers.append(("hub id (datasets' cache of the parquet files)", HUB, HUB))
         for label, few, many in readers:
-            costs = []
+            sizes: list[tuple[Path | str, Sequence[str]]] = []
             for source, parquet in ((few, small[LAYOUTS[2]]), (many, big[LAYOUTS[2]])):
                 hub = [str(hub_cache / parquet.name), *map(str, sorted(parquet.glob("*.parquet")))]
-                costs.append(read_cost(source, work / "image-cache", env, hub if source == HUB else ()))
-            ms = [1000 * c["cpu"] / c["records"] for c in costs]
+                sizes.append((source, hub if source == HUB else ()))
+            costs = read_costs(sizes, work / "image-cache", env, args.repeat)
+            ms = [c["ms"] for c in costs]
             print(
                 f"  {label:<48} {ms[0]:.3f} ms/record at {costs[0]['records']:,.0f}, {ms[1]:.3f} at"
                 f" {costs[1]['records']:,.0f} ({ms[1] / ms[0]:.2f}×); peak {costs[0]['peak']:.0f} and"
