@@ -1,7 +1,8 @@
-"""`banana-tests judge` end to end: a set made by `generate --editor gemini` against a local stub of
-the Gemini REST API (the real google-genai SDK talks to it), whose canned reasoning summaries admit
-the noise at known steps; then each judge backend reads them, the LLM ones through the same stub
-(Gemini) or an OpenAI-compatible route on it, and must report exactly those steps."""
+"""`banana-tests judge` end to end: a set made by `generate --editor gemini` against the local stub
+of the Gemini REST API (tests/gemini_stub.py; the real google-genai SDK talks to it), whose canned
+reasoning summaries admit the noise at known steps; then each judge backend reads them, the LLM
+ones through the same stub (Gemini) or its OpenAI-compatible route, and must report exactly those
+steps."""
 
 from __future__ import annotations
 
@@ -12,11 +13,9 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from banana_tests.judging.prompt import Verdict, question, read_answer
 from banana_tests.judging.run import judge_set, read_judgments
 from banana_tests.judging.summary import per_run, per_seed
 from banana_tests.trajectories.records import DataError
+from tests.gemini_stub import Stub, question_of, serve
 
 STEPS, RUNS = 6, 2
 # The first step whose summary admits the noise, per (seed image, run); None: never within STEPS.
@@ -49,134 +49,47 @@ def summary(seed: str, run: int, step: int) -> str:
     )
 
 
-@dataclass
-class Stub:
-    """A stand-in for the Gemini and OpenAI-compatible HTTP APIs, in their real request and
-    response shapes. Edits echo the image with the next canned summary (generate's order: seed
-    images sorted, runs, steps); judge calls answer YES when the summary says 'I notice', as a
-    model reading it would. `failures` are taken first, one per judge call: an HTTP status
-    answered with the API's error body, or "drop" (the connection closed unanswered)."""
+def admits(prompt: str) -> str:
+    """The judge model's answer: YES when the summary in the question says 'I notice'."""
+    said = prompt.split("<<<", 1)[1].rsplit(">>>", 1)[0]
+    return "YES." if "I notice" in said else "No"
 
-    url: str = ""
-    edits: list[str] = field(default_factory=list)
-    judged: list[dict[str, Any]] = field(default_factory=list)
-    delay: float = 0.0  # seconds before each judge answer, so that a kill can land mid-run
-    failures: list[int | str] = field(default_factory=list)
-    attempts: int = 0  # judge calls received, failed ones included
 
-    def answer_for(self, prompt: str) -> str:
-        said = prompt.split("<<<", 1)[1].rsplit(">>>", 1)[0]
-        return "YES." if "I notice" in said else "No"
+@dataclass(frozen=True)
+class Question:
+    """One judge request the stub received."""
+
+    api: str  # "gemini" or "openai"
+    model: str
+    prompt: str
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]  # names in lower case
+
+
+def questions(stub: Stub) -> list[Question]:
+    """The judge requests among all the stub received (the edits carry an image), failed ones too."""
+    out = []
+    for body, path, headers in zip(stub.requests, stub.paths, stub.headers, strict=True):
+        if path.endswith("/chat/completions"):
+            out.append(Question("openai", body["model"], body["messages"][0]["content"], path, body, headers))
+        elif (text := question_of(body)) is not None:
+            model = re.search(r"models/([^:]+):generateContent", path)
+            assert model is not None, path
+            out.append(Question("gemini", model.group(1), text, path, body, headers))
+    return out
 
 
 @pytest.fixture
 def stub() -> Iterator[Stub]:
-    state = Stub(
-        edits=[summary(s, r, k) for s in ("holi", "rice") for r in range(RUNS) for k in range(1, STEPS + 1)]
-    )
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *_: Any) -> None:
-            pass
-
-        def reply(self, body: dict[str, Any], status: int = 200) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def failed(self, api: str) -> bool:
-            """Answer the next scripted failure of a judge call, if any."""
-            state.attempts += 1
-            if not state.failures:
-                return False
-            failure = state.failures.pop(0)
-            if failure == "drop":
-                self.close_connection = True
-                return True
-            assert isinstance(failure, int)
-            error: dict[str, Any] = (
-                {
-                    "message": f"stub says {failure}",
-                    "type": "invalid_request_error",
-                    "param": None,
-                    "code": None,
-                }
-                if api == "openai"
-                else {"code": failure, "message": f"stub says {failure}", "status": "INVALID_ARGUMENT"}
-            )
-            self.reply({"error": error}, failure)
-            return True
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            if self.path.endswith("/chat/completions"):
-                time.sleep(state.delay)
-                if self.failed("openai"):
-                    return
-                prompt = body["messages"][0]["content"]
-                headers = {k: self.headers.get(k) for k in ("Authorization", "Content-Type")}
-                state.judged.append(
-                    {
-                        "api": "openai",
-                        "model": body["model"],
-                        "prompt": prompt,
-                        "auth": headers["Authorization"],
-                        "path": self.path,
-                        "body": body,
-                        "headers": headers,
-                    }
-                )
-                message = {"role": "assistant", "content": state.answer_for(prompt), "refusal": None}
-                self.reply(  # the full shape of an OpenAI chat completion
-                    {
-                        "id": f"chatcmpl-stub{len(state.judged)}",
-                        "object": "chat.completion",
-                        "created": 1764547200,
-                        "model": body["model"],
-                        "choices": [
-                            {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}
-                        ],
-                        "usage": {"prompt_tokens": 120, "completion_tokens": 1, "total_tokens": 121},
-                        "system_fingerprint": "fp_stub",
-                    }
-                )
-                return
-            model = re.search(r"models/([^:]+):generateContent", self.path)
-            assert model is not None, self.path
-            parts = body["contents"][0]["parts"]
-            images = [p["inlineData"]["data"] for p in parts if "inlineData" in p]
-            if not images:  # a judge's question
-                if self.failed("gemini"):
-                    return
-                prompt = parts[0]["text"]
-                key = self.headers.get("x-goog-api-key")
-                state.judged.append(
-                    {"api": "gemini", "model": model.group(1), "prompt": prompt, "key": key, "body": body}
-                )
-                answer = [{"text": state.answer_for(prompt)}]
-                self.reply(
-                    {"candidates": [{"content": {"role": "model", "parts": answer}, "finishReason": "STOP"}]}
-                )
-                return
-            thought = state.edits.pop(0)
-            out = [
-                {"text": thought, "thought": True},
-                {"inlineData": {"mimeType": "image/png", "data": images[0]}},
-                {"text": "Here is the replica."},
-            ]
-            self.reply({"candidates": [{"content": {"role": "model", "parts": out}, "finishReason": "STOP"}]})
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield state
-    server.shutdown()
-    server.server_close()
+    """tests/gemini_stub.py: edits answer with the canned summaries in generate's order (seed
+    images sorted, runs, steps); judge questions are answered by `admits`."""
+    with serve() as server:
+        server.thoughts = [
+            summary(s, r, k) for s in ("holi", "rice") for r in range(RUNS) for k in range(1, STEPS + 1)
+        ]
+        server.judge = admits
+        yield server
 
 
 @pytest.fixture
@@ -193,7 +106,7 @@ def made_set(stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     out = tmp_path / "set"
     argv = ["generate", "--editor", "gemini", "--seed-images", str(seeds), "--out", str(out)]
     assert main([*argv, "--runs", str(RUNS), "--steps", str(STEPS)]) == 0
-    assert stub.edits == [], "every canned summary was used"
+    assert stub.thoughts == [], "every canned summary was used"
     return out
 
 
@@ -233,10 +146,11 @@ def test_gemini_judge_reports_exactly_the_admitting_steps(
     assert firsts(path) == FIRST
     assert judge_tables(out) == (PER_SEED, PER_RUN)
     # each run judged in step order up to its first acknowledgement, never past it
-    assert len(stub.judged) == 3 + 5 + 6 + 6 and {j["model"] for j in stub.judged} == {"gemini-judge-x"}
+    judged = questions(stub)
+    assert len(judged) == 3 + 5 + 6 + 6 and {q.model for q in judged} == {"gemini-judge-x"}
     stored = f"{summary('holi', 0, 1)}\n\nHere is the replica."  # the record's `text`: thoughts, then reply
-    assert stub.judged[0]["prompt"] == question(stored) and stub.judged[0]["key"] == KEY
-    assert stub.judged[0]["body"]["generationConfig"] == {"temperature": 0.0}
+    assert judged[0].prompt == question(stored) and judged[0].headers["x-goog-api-key"] == KEY
+    assert judged[0].body["generationConfig"] == {"temperature": 0.0}
     said = re.search(r"(\d+) step\(s\) judged now \((\d+) request\(s\)\), (\d+) before", out)
     assert said is not None and said.groups() == ("20", "20", "0")
     # and `report` shows the same section
@@ -255,8 +169,8 @@ def test_judging_resumes_after_the_budget_and_a_torn_line(
     with path.open("ab") as f:  # a kill mid-write
         f.write(b'{"seed_image": "rice", "ru')
     assert main(argv) == 0
-    assert firsts(path) == FIRST and len(stub.judged) == 20, "no step judged twice"
-    assert main(argv) == 0 and len(stub.judged) == 20, "a finished file costs no request"
+    assert firsts(path) == FIRST and len(questions(stub)) == 20, "no step judged twice"
+    assert main(argv) == 0 and len(questions(stub)) == 20, "a finished file costs no request"
     assert "0 step(s) judged now (0 request(s)), 20 before" in capsys.readouterr().out
 
 
@@ -276,12 +190,14 @@ def test_an_openai_compatible_endpoint_by_base_url(
     ]
     assert main(argv) == 0
     assert firsts(made_set / "judgments-openai.jsonl") == FIRST
-    assert {j["api"] for j in stub.judged} == {"openai"} and len(stub.judged) == 20
+    judged = questions(stub)
+    assert {q.api for q in judged} == {"openai"} and len(judged) == 20
     stored = f"{summary('holi', 0, 1)}\n\nHere is the replica."
-    first = stub.judged[0]
-    assert first["path"] == "/v1/chat/completions"
-    assert first["headers"] == {"Authorization": f"Bearer {OPENAI_KEY}", "Content-Type": "application/json"}
-    assert first["body"] == {
+    first = judged[0]
+    assert first.path == "/v1/chat/completions"
+    sent = {name: first.headers.get(name) for name in ("authorization", "content-type")}
+    assert sent == {"authorization": f"Bearer {OPENAI_KEY}", "content-type": "application/json"}
+    assert first.body == {
         "model": "judge-7b",
         "messages": [{"role": "user", "content": question(stored)}],
         "temperature": 0,
@@ -302,9 +218,9 @@ def llm_judge(api: str, stub: Stub, monkeypatch: pytest.MonkeyPatch) -> judges.J
 def test_rate_limits_server_errors_and_dropped_connections_are_retried(
     api: str, stub: Stub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stub.failures = [429, "drop", 503]
+    stub.script = [429, "drop", 503]
     answer = llm_judge(api, stub, monkeypatch).answer("I notice static.")
-    assert answer == judges.Answer("YES.", 4) and stub.attempts == 4
+    assert answer == judges.Answer("YES.", 4) and len(questions(stub)) == 4
 
 
 @pytest.mark.parametrize("api", ["gemini", "openai"])
@@ -312,11 +228,12 @@ def test_a_client_error_stops_at_once_with_the_apis_message_and_no_key(
     api: str, made_set: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     llm_judge(api, stub, monkeypatch)  # the environment
-    stub.failures = [400]
+    stub.script, stub.error_message = [400], "model 'm' is not served here"
     argv = ["judge", str(made_set), "--judge", api, "--model", "m", "--base-url", f"{stub.url}/v1"]
     assert main(argv) == 1
     err = capsys.readouterr().err
-    assert stub.attempts == 1 and "stub says 400" in err and "failed after 1 attempt(s)" in err
+    assert len(questions(stub)) == 1 and "failed after 1 attempt(s)" in err
+    assert "model 'm' is not served here" in err
     assert KEY not in err and OPENAI_KEY not in err
     assert not (made_set / f"judgments-{api}.jsonl").exists(), "a failed first call leaves no file"
 
@@ -324,7 +241,7 @@ def test_a_client_error_stops_at_once_with_the_apis_message_and_no_key(
 def test_the_offline_keyword_judge_on_the_same_set(made_set: Path, stub: Stub) -> None:
     out = made_set / "kw.jsonl"
     assert main(["judge", str(made_set), "--judge", "keywords", "--out", str(out)]) == 0
-    assert firsts(out) == FIRST and stub.judged == []
+    assert firsts(out) == FIRST and questions(stub) == []
 
 
 def test_a_file_of_another_judge_is_not_mixed_in(made_set: Path) -> None:
@@ -435,7 +352,7 @@ def test_sigkill_at_random_moments_then_rerun_loses_and_repeats_nothing(made_set
             "--base-url", f"{stub.url}/v1", "--model", "m", "--out", str(killed)]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     stub.delay = 0.02
-    before = len(stub.judged)
+    before = len(questions(stub))
     rng, kills = random.Random(5), 0
     for _ in range(12):
         done = killed.read_bytes().count(b"\n") if killed.exists() else 0
@@ -459,7 +376,7 @@ def test_sigkill_at_random_moments_then_rerun_loses_and_repeats_nothing(made_set
     keys = [(r["seed_image"], r["run"], r["step"]) for r in rows]
     assert len(keys) == len(set(keys)) == 20
     assert rows == [json.loads(line) for line in reference.read_text().splitlines()]
-    assert 20 <= len(stub.judged) - before <= 20 + kills
+    assert 20 <= len(questions(stub)) - before <= 20 + kills
 
 
 def test_an_interrupt_keeps_the_judgments_and_the_rerun_asks_only_the_rest(
@@ -486,4 +403,4 @@ def test_an_interrupt_keeps_the_judgments_and_the_rerun_asks_only_the_rest(
     assert final.returncode == 0, final.stderr
     said = re.search(r"(\d+) step\(s\) judged now \((\d+) request\(s\)\), (\d+) before", final.stdout)
     assert said is not None and said.groups() == (str(20 - kept), str(20 - kept), str(kept))
-    assert firsts(out) == FIRST and 20 <= len(stub.judged) <= 21
+    assert firsts(out) == FIRST and 20 <= len(questions(stub)) <= 21
