@@ -8,7 +8,8 @@ cuts fraction F off its width, as Nano Banana Pro crops; `size:WxH` first resize
 question without an image (a judge's) is answered with `judge(question)`; `text` answers with
 text only; `block` refuses the prompt; `hang` never answers; `drop` closes the connection
 unanswered; an int is that HTTP error, with the API's error body. POST .../chat/completions is
-the OpenAI-compatible route: a chat completion whose content is `judge(question)`. Every request
+the OpenAI-compatible route: a chat completion whose content is `judge(question)` (`block`: a
+refusal, null content and REFUSAL as its `refusal`). Every request
 body, path and header set (names in lower case) is kept.
 """
 
@@ -66,7 +67,13 @@ def _chat_answer(stub: Stub, body: dict[str, Any], action: str | int) -> tuple[i
     if isinstance(action, int):
         error = {"message": stub.error_message, "type": "invalid_request_error", "param": None, "code": None}
         return action, {"error": error}
-    message = {"role": "assistant", "content": stub.judge(body["messages"][0]["content"]), "refusal": None}
+    message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": REFUSAL}  # action "block"
+    if action != "block":
+        message = {
+            "role": "assistant",
+            "content": stub.judge(body["messages"][0]["content"]),
+            "refusal": None,
+        }
     return 200, {
         "id": f"chatcmpl-stub{len(stub.requests)}",
         "object": "chat.completion",

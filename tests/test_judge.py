@@ -29,7 +29,7 @@ from banana_tests.judging.prompt import Verdict, question, read_answer
 from banana_tests.judging.run import judge_set, read_judgments
 from banana_tests.judging.summary import per_run, per_seed
 from banana_tests.trajectories.records import DataError
-from tests.gemini_stub import Stub, question_of, serve
+from tests.gemini_stub import REFUSAL, Stub, question_of, serve
 
 STEPS, RUNS = 6, 2
 # The first step whose summary admits the noise, per (seed image, run); None: never within STEPS.
@@ -221,6 +221,18 @@ def test_rate_limits_server_errors_and_dropped_connections_are_retried(
     stub.script = [429, "drop", 503]
     answer = llm_judge(api, stub, monkeypatch).answer("I notice static.")
     assert answer == judges.Answer("YES.", 4) and len(questions(stub)) == 4
+
+
+def test_a_refusal_of_the_openai_route_is_an_unclear_answer(
+    made_set: Path, stub: Stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal (null content, a `refusal` text) is neither yes nor no: recorded, not an acknowledgement."""
+    stub.script = ["block"]
+    out = made_set / "j.jsonl"
+    judge_set(made_set, llm_judge("openai", stub, monkeypatch), out, log=lambda _: None)
+    first = read_judgments(out)[0]
+    assert (first.seed_image, first.run, first.step, first.verdict) == ("holi", 0, 1, Verdict.UNCLEAR)
+    assert first.answer == REFUSAL and firsts(out) == FIRST
 
 
 @pytest.mark.parametrize("api", ["gemini", "openai"])
