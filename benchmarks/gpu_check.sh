@@ -5,11 +5,12 @@
 #    printed next to the CPU table measured on the project's machine (benchmarks/bench_metrics_cpu.md);
 # 2. the suite over the 21 metrics, steps 5/10/20 against step 1, on --dataset (default: the
 #    embedded set; pass Banana100 for the paper's 12 seed images x 5 runs).
-# 3. the VLM metrics (VisualQuality-R1, Q-Align; downloaded from the hub, ~17 GB each) through the
-#    same protocol: the paper's two positive controls.
+# 3. the VLM metrics (VisualQuality-R1 and Q-Align, ~17 GB each from the hub; RALI, a CLIP model)
+#    through the same protocol: the paper's two positive controls (VisualQuality-R1, RALI) and Q-Align.
 # Without CUDA, or with --dry-run, it does a tiny run on CPU instead (PIQE, which needs no files;
-# small images; two seed images; the VLM adapters on tiny random models, tests/test_vlm_adapters.py),
-# so the script itself is tested offline (tests/test_gpu_check.py).
+# small images; two seed images; the three VLM adapters on tiny random models, all of
+# tests/test_vlm_adapters.py, Q-Align's subprocess included), so the script itself is tested
+# offline (tests/test_gpu_check.py).
 # $PYTHON picks the interpreter (default python), $GPU_CHECK_REPORTS the JUnit folder (reports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +35,7 @@ else
     DEVICE=cuda METRICS=all SIZES=512x512,2048x1152 SELECT=()
     unset HF_HUB_OFFLINE  # pyiqa and transformers download the real parameters
 fi
-VLM_METRICS=visualquality_r1,qalign  # RALI: files only (docs/metrics.md), not scored yet
+VLM_METRICS=visualquality_r1,rali,qalign
 if [[ $METRICS == all ]]; then
     METRICS=$("$PYTHON" -c 'from metrics_under_test.table2 import PAPER_METRICS as P; print(",".join(p.pyiqa_name for p in P))')
 fi
@@ -52,7 +53,7 @@ echo "== the paper's protocol on $DEVICE: $DATASET =="
 echo
 echo "== the VLM metrics on $DEVICE =="
 if [[ $DRY == 1 ]]; then
-    "$PYTHON" -m pytest tests/test_vlm_adapters.py -p no:cacheprovider -p no:randomly -q || true
+    BANANA_PAPER_METRICS=1 "$PYTHON" -m pytest tests/test_vlm_adapters.py -p no:cacheprovider -p no:randomly -q || true
 else
     "$PYTHON" -m pytest --pyargs banana_tests -p no:cacheprovider -q --no-cache --metric="$VLM_METRICS" \
         --device="$DEVICE" --dataset="$DATASET" --steps=5,10,20 --reference-step=1 \

@@ -47,7 +47,8 @@ def check_weights(spec: MetricSpec) -> None:
 # batch (gemm) than for one image (gemv), so a score moved by up to 0.06 with the other images of
 # its batch, and a snapshot drifted with the selection. ILNIQE resizes every image to 524 px and
 # holds ~2 GB per image: a batch of five to seven peaked at 13.4 GB and ran slower than one by one.
-ONE_AT_A_TIME = frozenset({"brisque", "ilniqe"})
+# pyiqa's Q-Align asserts a batch of one.
+ONE_AT_A_TIME = frozenset({"brisque", "ilniqe", "qalign"})
 # Metrics whose buffers a heap that keeps freed memory fragments instead of reusing: ILNIQE's
 # float64 planes at 524 px come in sizes that grow through each call (2-450 MB), so with the
 # suite's 256 MiB mmap threshold no freed buffer fitted the next, larger one and one 384 px

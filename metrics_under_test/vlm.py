@@ -1,4 +1,5 @@
-"""The VLM metrics behind the protocol: VisualQuality-R1, RALI and Q-Align.
+"""The VLM metrics behind the protocol: VisualQuality-R1, RALI (`rali`) and Q-Align (pyiqa's,
+with `qalign_compat` on transformers 5).
 
 Imported only when one of them is first scored. Each is built lazily and offline it fails fast,
 before torch or transformers load, with `MissingWeights` naming the files it lacks.
@@ -17,7 +18,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from metrics_under_test.protocol import Image, MetricError
@@ -86,7 +87,7 @@ def offline() -> bool:
 def check_files(model: VlmModel) -> None:
     """Fail fast, before torch or transformers load, when offline and a file is missing."""
     missing = model.missing()
-    if missing and (offline() or not model.on_hub):
+    if missing and offline():
         raise MissingWeights(
             f"{model.metric}: missing model file(s) {', '.join(missing)} of {model.repo} in "
             f"{model.folder}; {model.how_to_provide()}"
@@ -181,18 +182,6 @@ class VisualQualityR1:
         return [s for s in scores if s is not None]
 
 
-def check_qalign_runs_on(transformers_version: str) -> None:
-    """pyiqa 0.1.16's Q-Align visual abstractor calls `PreTrainedModel.invert_attention_mask`,
-    which transformers 5 removed: every forward fails there (tests/test_vlm_adapters.py shows it
-    on a tiny model). Said before a 16 GB download, not after."""
-    if int(transformers_version.split(".")[0]) >= 5:
-        raise MetricError(
-            f"qalign: pyiqa's Q-Align calls invert_attention_mask, which transformers 5 removed "
-            f"(installed: transformers {transformers_version}); score Q-Align in an environment "
-            "with transformers<5"
-        )
-
-
 def _cuda_devices(device: str) -> list[int]:
     if not device.startswith("cuda"):
         return []
@@ -205,15 +194,22 @@ def build(spec: MetricSpec, device: str) -> Any:
     if spec.name == VISUALQUALITY_R1.metric:
         return VisualQualityR1.load(device)
     if spec.name == RALI.metric:
-        check_files(RALI)
-        raise MetricError(
-            "rali: its files are here, but the suite cannot score RALI yet: its scoring code "
-            "(demo_rali_score.py in github.com/xuanyuzhang21/RALI) is not wired into this adapter"
-        )
+        from metrics_under_test.rali import Rali
+
+        return Rali.load(device)
     if spec.name == Q_ALIGN.metric:
         check_files(Q_ALIGN)
-        check_qalign_runs_on(metadata.version("transformers"))
+        from metrics_under_test import qalign_compat
         from metrics_under_test.pyiqa_backend import PyiqaMetric
 
+        qalign_compat.apply()
         return PyiqaMetric(dataclasses.replace(spec, backend="pyiqa"), device)
     raise MetricError(f"{spec.name!r} is not a VLM metric ({', '.join(BY_METRIC)} are)")
+
+
+def source_files() -> tuple[Path, ...]:
+    """The adapters' own code: a change to any of them rescores the VLM metrics (the score cache
+    keys them by it)."""
+    from metrics_under_test import qalign_compat, rali, vlm_catalog
+
+    return (Path(__file__), *(Path(str(m.__file__)) for m in (vlm_catalog, rali, qalign_compat)))

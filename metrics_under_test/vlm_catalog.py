@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from metrics_under_test.weights import torch_hub_dir
-
 
 class Runs(Enum):
     """How a metric runs on this project's machine (no GPU, no hub access)."""
@@ -22,8 +20,7 @@ class Runs(Enum):
     REAL = "real parameters"
     SYNTHETIC = "synthetic parameters (plumbing only)"
     TINY = "tiny random model (plumbing only); the real model needs a GPU"
-    NEEDS_GPU = "needs a GPU, its hub files and transformers<5 (pyiqa's Q-Align breaks on 5)"
-    MISSING_CODE = "not scored yet: the adapter lacks RALI's scoring code; it checks the files only"
+    TINY_CPU_READY = "tiny random model (plumbing only); the real one also runs on CPU, once downloaded"
 
 
 @dataclass(frozen=True)
@@ -37,33 +34,26 @@ class VlmModel:
     license: str
     size: str
     runs_here: Runs
-    on_hub: bool = True  # files in the Hugging Face cache; else in torch's hub folder / `metric`
     low: float = 1.0
     high: float = 5.0
 
     @property
     def folder(self) -> Path:
-        """Where the files are looked for: the repository's folder in the Hugging Face cache (as
-        huggingface_hub names it), or a folder of torch's hub directory for files from elsewhere."""
-        if self.on_hub:
-            return hf_hub_cache() / ("models--" + self.repo.replace("/", "--"))
-        return torch_hub_dir() / self.metric
+        """Where the files are looked for: the repository's folder in the Hugging Face cache, as
+        huggingface_hub names it."""
+        return hf_hub_cache() / ("models--" + self.repo.replace("/", "--"))
 
     def missing(self) -> list[str]:
-        """Files not in any cached snapshot of the repository (or not in `folder`)."""
-        if not self.on_hub:
-            return [f for f in self.files if not (self.folder / f).exists()]
+        """Files not in any cached snapshot of the repository."""
         snapshots = self.folder / "snapshots"
         found = [s for s in snapshots.iterdir() if s.is_dir()] if snapshots.is_dir() else []
         return [f for f in self.files if not any((s / f).exists() for s in found)]
 
     def how_to_provide(self) -> str:
-        if self.on_hub:
-            return (
-                f"run once with network access (HF_HUB_OFFLINE unset) so transformers downloads them, "
-                f"or `huggingface-cli download {self.repo}`"
-            )
-        return f"download them as github.com/{self.repo} describes and put them in {self.folder}"
+        return (
+            f"run once with network access (HF_HUB_OFFLINE unset) so they are downloaded, "
+            f"or `hf download {self.repo} {' '.join(self.files)}`"
+        )
 
 
 def hf_hub_cache() -> Path:
@@ -88,12 +78,17 @@ VISUALQUALITY_R1 = VlmModel(
 RALI = VlmModel(
     metric="rali",
     paper_name="RALI",
-    repo="xuanyuzhang21/RALI",  # a GitHub repository: weights are linked from its README
-    files=("ckpt.pt", "pca.pkl", "basis.npz", "best/config.json"),
-    license="not stated here: see github.com/xuanyuzhang21/RALI",
-    size="CLIP-based, under 5% of Q-Insight's 7B parameters (paper)",
-    runs_here=Runs.MISSING_CODE,
-    on_hub=False,
+    repo="ByteDance/Q-Insight",  # its RALI/ folder, as github.com/xuanyuzhang21/RALI links it
+    files=(
+        "RALI/ckpt.pt",
+        "RALI/pca.pkl",
+        "RALI/basis.npz",
+        "RALI/best/config.json",
+        "RALI/best/preprocessor_config.json",
+    ),
+    license="code Apache-2.0 (github.com/bytedance/Q-Insight); weights: see the hub card ByteDance/Q-Insight",
+    size="a CLIP image encoder and 32-odd prototypes: under 5% of Q-Insight's 7B parameters (paper)",
+    runs_here=Runs.TINY_CPU_READY,
 )
 Q_ALIGN = VlmModel(
     metric="qalign",
@@ -102,7 +97,7 @@ Q_ALIGN = VlmModel(
     files=("config.json", "tokenizer_config.json", "preprocessor_config.json"),
     license="MIT (model card); pyiqa's adapter code is non-commercial",
     size="8.2B parameters (mPLUG-Owl2, LLaMA-2-7B), 16.4 GB in float16",
-    runs_here=Runs.NEEDS_GPU,
+    runs_here=Runs.TINY,
 )
 OUTSIDE_PYIQA = (VISUALQUALITY_R1, RALI)
 BY_METRIC = {m.metric: m for m in (*OUTSIDE_PYIQA, Q_ALIGN)}

@@ -92,11 +92,17 @@ def test_all_23_paper_metrics_are_listed_with_how_each_runs_here(
     assert {row["paper_name"] for row in paper.values()} >= {"VisualQuality-R1", "RALI", "Q-Align", "PIQE"}
     assert paper["piqe"]["runs_here"] == Runs.REAL.value  # needs no file
     assert paper["musiq"]["runs_here"] == Runs.SYNTHETIC.value  # its file is not here
-    assert paper["visualquality_r1"]["runs_here"] == Runs.TINY.value
+    assert paper["visualquality_r1"]["runs_here"] == paper["qalign"]["runs_here"] == Runs.TINY.value
+    assert paper["rali"]["runs_here"] == Runs.TINY_CPU_READY.value  # a CLIP model, not a 7B VLM
     for name in ("visualquality_r1", "rali", "qalign"):
         assert paper[name]["license"] and paper[name]["size"] and not paper[name]["available"], name
     assert "MIT" in paper["visualquality_r1"]["license"] and "8.3B" in paper["visualquality_r1"]["size"]
     assert "tokenizer.json" in paper["visualquality_r1"]["how_to_provide"]
+    assert (
+        "RALI/ckpt.pt" in paper["rali"]["how_to_provide"]
+        and "ByteDance/Q-Insight" in paper["rali"]["how_to_provide"]
+    )
+    assert "Apache-2.0" in paper["rali"]["license"] and "MIT" in paper["qalign"]["license"]
     assert not any(row["in_paper"] for name, row in rows.items() if name in ("musiq-ava", "noise_sigma"))
     snapshot = VISUALQUALITY_R1.folder / "snapshots" / "abc"
     snapshot.mkdir(parents=True)

@@ -304,6 +304,9 @@ def tiny_one_align(cache: Path) -> Path:
     BPE tokenizer of the Q-Align prompt's words, a CLIP image processor and the saved weights."""
     import json
 
+    import torch
+    from pyiqa.archs.q_align.configuration_mplug_owl2 import MPLUGOwl2Config
+    from pyiqa.archs.q_align.modeling_mplug_owl2 import MPLUGOwl2LlamaForCausalLM
     from tokenizers import Tokenizer, models
 
     repo = cache / "models--q-future--one-align"
@@ -311,14 +314,11 @@ def tiny_one_align(cache: Path) -> Path:
     snapshot.mkdir(parents=True)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("0" * 40)
-    words = (
-        "USER: How would you rate the quality of this image? ASSISTANT: The is excellent good fair poor bad"
-    )
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
     merges = []
-    for char in sorted(set(words.replace(" ", "\u2581")) | {"\u2581", "\n"}):
+    for char in sorted(set(Q_ALIGN_WORDS.replace(" ", "\u2581")) | {"\u2581", "\n"}):
         vocab.setdefault(char, len(vocab))
-    for word in sorted(set(words.split())):  # "\u2581word" built one merge at a time
+    for word in sorted(set(Q_ALIGN_WORDS.split())):  # "\u2581word" built one merge at a time
         piece = "\u2581"
         for char in word:
             if piece + char not in vocab:
@@ -340,23 +340,15 @@ def tiny_one_align(cache: Path) -> Path:
         "image_std": [0.26862954, 0.26130258, 0.27577711],
     }
     (snapshot / "preprocessor_config.json").write_text(json.dumps(clip))
-    return snapshot
-
-
-def q_align_on_a_tiny_model(cache: Path) -> dict[str, Any]:
-    """In this process (HF_HUB_CACHE=cache, offline): build a tiny random one-align in the cache,
-    then load it the real way (pyiqa's QAlign, `from_pretrained("q-future/one-align")`) and score."""
-    from importlib import metadata
-
-    import torch
-    from pyiqa.archs.q_align.configuration_mplug_owl2 import MPLUGOwl2Config
-    from pyiqa.archs.q_align.modeling_mplug_owl2 import MPLUGOwl2LlamaForCausalLM
-
-    snapshot = tiny_one_align(cache)
     layers = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4}
-    visual = {
+    visual = {  # 28 px in 14 px patches: a 2x2 grid for the abstractor's key positions
         "visual_model": {**layers, "projection_dim": 32, "image_size": 28, "patch_size": 14},
-        "visual_abstractor": {**layers, "num_learnable_queries": 4, "encoder_hidden_size": 32},
+        "visual_abstractor": {
+            **layers,
+            "num_learnable_queries": 4,
+            "encoder_hidden_size": 32,
+            "grid_size": 2,
+        },
     }
     config = MPLUGOwl2Config(
         visual_config=visual, vocab_size=200, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -365,18 +357,81 @@ def q_align_on_a_tiny_model(cache: Path) -> dict[str, Any]:
     config.save_pretrained(snapshot)
     torch.manual_seed(0)
     MPLUGOwl2LlamaForCausalLM(config).save_pretrained(snapshot)  # it reads the tokenizer from the cache
-    out: dict[str, Any] = {"missing": Q_ALIGN.missing(), "transformers": metadata.version("transformers")}
-    import pyiqa
+    return snapshot
 
-    model = pyiqa.create_metric("qalign", device="cpu")
-    try:
-        out["pyiqa_score"] = float(model(torch.rand(1, 3, 40, 56)))
-    except AttributeError as exc:
-        out["pyiqa_error"] = str(exc)
-    try:
-        out["scores"] = vlm.build(lookup("qalign"), "cpu")([np.zeros((40, 56, 3), np.uint8)])
-    except vlm.MetricError as exc:
-        out["adapter_error"] = str(exc)
+
+Q_ALIGN_WORDS = (
+    "USER: How would you rate the quality of this image? ASSISTANT: The is excellent good fair poor bad"
+)
+Q_ALIGN_PROMPT = "USER: How would you rate the quality of this image?\n"  # the card's, as pyiqa sends it
+Q_ALIGN_LEVELS = ("excellent", "good", "fair", "poor", "bad")  # weighted 5, 4, 3, 2, 1
+
+
+def q_align_on_a_tiny_model(cache: Path, crops_folder: Path) -> dict[str, Any]:
+    """In this process (HF_HUB_CACHE=cache, offline): build a tiny random one-align in the cache,
+    then score crops through ScoreBook and the adapter's real loading path (pyiqa's QAlign,
+    `from_pretrained("q-future/one-align")`), watching what reaches the model and what it returns."""
+    from importlib import metadata
+
+    import torch
+    from pyiqa.archs.q_align.modeling_mplug_owl2 import MPLUGOwl2LlamaForCausalLM
+    from pyiqa.archs.q_align.visual_encoder import MplugOwlVisualAbstractorModel
+
+    tiny_one_align(cache)
+    out: dict[str, Any] = {
+        "missing": Q_ALIGN.missing(),
+        "transformers": metadata.version("transformers"),
+        "had_invert_attention_mask": hasattr(MplugOwlVisualAbstractorModel, "invert_attention_mask"),
+    }
+    seen: list[dict[str, Any]] = []
+
+    def spy(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        seen.append(
+            {"input_ids": args[0][0].tolist(), "images": kwargs["images"], "logits": output["logits"]}
+        )
+
+    def loader(spec: Any, device: str) -> Any:
+        metric = vlm.build(spec, device)
+        (model,) = [m for m in metric._model.modules() if isinstance(m, MPLUGOwl2LlamaForCausalLM)]
+        model.register_forward_hook(spy, with_kwargs=True)
+        out["tokenizer"] = model.tokenizer
+        return metric
+
+    crops = (("astronaut", 5, 40, 60, 40, 56), ("brick", 20, 10, 10, 40, 56), ("chelsea", 10, 0, 0, 48, 30))
+    crops_folder.mkdir()
+    records = write_crops(crops_folder, crops)
+    book = ScoreBook("cpu", ImageStore(), loader=loader)
+    start = time.process_time()
+    out["scores"] = book.scores(lookup("Q-Align"), records)
+    out["cpu_seconds"] = time.process_time() - start
+    out["calls"] = len(seen)
+    tokenizer = out.pop("tokenizer")
+    levels = [tokenizer(word)["input_ids"][-1] for word in Q_ALIGN_LEVELS]
+    from PIL import Image
+    from pyiqa.archs.qalign_arch import expand2square
+    from transformers import CLIPImageProcessor
+
+    from banana_tests.trajectories.images import decode
+
+    processor = CLIPImageProcessor.from_pretrained("q-future/one-align")
+    order = sorted(range(len(records)), key=lambda i: crops[i][4:])  # ScoreBook batches by shape
+    checks = []
+    for call, i in zip(seen, order, strict=True):
+        ids = call["input_ids"]
+        square = expand2square(Image.fromarray(decode(records[i])[0]))  # what the suite handed the metric
+        expected = processor.preprocess(square, return_tensors="pt")["pixel_values"].half()
+        weights = torch.softmax(call["logits"][0, -1, levels].float(), -1)
+        checks.append(
+            {
+                "image_tokens": ids.count(-200),  # pyiqa's IMAGE_TOKEN_INDEX
+                "text": tokenizer.decode([t for t in ids if t >= 0]),
+                "pixels_match": bool(torch.equal(call["images"].cpu(), expected)),
+                "level_score": float(weights @ torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0])),
+                "path": str(records[i].path),
+            }
+        )
+    out["checks"] = checks
+    out["paths"] = [str(r.path) for r in records]
     return out
 
 
@@ -386,40 +441,231 @@ def q_align_on_a_tiny_model(cache: Path) -> dict[str, Any]:
 )
 def test_q_align_on_a_tiny_model_through_pyiqa(tmp_path: Path) -> None:
     """The real loading path on a tiny random model from a local hub cache, in a process of its
-    own (huggingface_hub fixes its cache folder at import). With transformers 5 pyiqa's forward
-    breaks, so the adapter refuses before any download, saying why; with transformers<5 a score
-    in [1, 5] comes back."""
+    own (huggingface_hub fixes its cache folder at import): the card's prompt and each image reach
+    the model, and each score is the softmax over the five level words' logits weighted 5..1,
+    through the suite's batching. On transformers 5 this needs `qalign_compat`."""
     import json
     import subprocess
     import sys
 
     from tests.conftest import PROJECT
 
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hf"), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "tests.test_vlm_adapters", str(tmp_path / "hf")]
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_CACHE": str(tmp_path / "hf"),
+        "TORCH_HOME": str(tmp_path / "torch"),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    cmd = [sys.executable, "-m", "tests.test_vlm_adapters", str(tmp_path / "hf"), str(tmp_path / "crops")]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=PROJECT, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    print(
+        f"tiny Q-Align: {result['cpu_seconds']:.2f} s CPU for 3 images, transformers {result['transformers']}"
+    )
     assert result["missing"] == [], "the tiny repository is not where the adapter looks"
-    if int(result["transformers"].split(".")[0]) >= 5:
-        assert "invert_attention_mask" in result["pyiqa_error"], result
-        refusal = result["adapter_error"]
-        assert "invert_attention_mask" in refusal and "transformers<5" in refusal, result
-    else:
-        assert 1.0 <= result["pyiqa_score"] <= 5.0 and len(result["scores"]) == 1, result
+    if int(result["transformers"].split(".")[0]) >= 5:  # the helper pyiqa calls is gone: the shim runs
+        assert not result["had_invert_attention_mask"]
+    assert result["calls"] == 3, "one forward per image"
+    scores = dict(zip(result["paths"], result["scores"], strict=True))
+    for check in result["checks"]:
+        assert check["image_tokens"] == 1 and check["pixels_match"], check
+        assert (
+            Q_ALIGN_PROMPT.strip() in check["text"]
+            and "ASSISTANT: The quality of the image is" in check["text"]
+        )
+        assert 1.0 <= scores[check["path"]] <= 5.0
+        assert scores[check["path"]] == pytest.approx(check["level_score"], abs=2e-3)  # fp16 model
+
+
+def test_the_q_align_shim_is_transformers_4s_helper() -> None:
+    """`invert_attention_mask` as transformers 4 defined it: 1 attends (0 added), 0 is masked (the
+    dtype's lowest value added), broadcast over heads; added only to a class that lacks it."""
+    import torch
+
+    from metrics_under_test import qalign_compat
+
+    class Owner:
+        dtype = torch.float16
+
+    mask = torch.tensor([[1, 1, 0]])
+    inverted = qalign_compat.invert_attention_mask(Owner(), mask)
+    assert inverted.shape == (1, 1, 1, 3) and inverted.dtype == torch.float16
+    assert inverted.flatten().tolist() == [0.0, 0.0, torch.finfo(torch.float16).min]
+    square = qalign_compat.invert_attention_mask(Owner(), torch.ones(2, 3, 3))
+    assert square.shape == (2, 1, 3, 3) and not square.any()
+    assert qalign_compat.restore_invert_attention_mask(Owner) is True
+    assert Owner.invert_attention_mask is qalign_compat.invert_attention_mask  # type: ignore[attr-defined]
+    assert qalign_compat.restore_invert_attention_mask(Owner) is False
 
 
 if __name__ == "__main__":
     import json
     import sys
 
-    print(json.dumps(q_align_on_a_tiny_model(Path(sys.argv[1]))))
+    print(json.dumps(q_align_on_a_tiny_model(Path(sys.argv[1]), Path(sys.argv[2]))))
+
+
+RALI_PROTOTYPES = 5
+
+
+def tiny_rali(cache: Path) -> dict[str, Any]:
+    """A hub cache holding a tiny random ByteDance/Q-Insight `RALI/` folder laid out as the demo's
+    `checkpoints/`: a CLIP config and image processor in `best/`, the whole model in `ckpt.pt`,
+    a joblib `pca.pkl` and `basis.npz`. Returns what was written, for the test's own arithmetic."""
+    from types import SimpleNamespace
+
+    import joblib
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+    repo = cache / "models--ByteDance--Q-Insight"
+    folder = repo / "snapshots" / ("1" * 40) / "RALI"
+    (folder / "best").mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("1" * 40)
+    layers = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4}
+    config = CLIPConfig(
+        text_config={
+            **layers,
+            "vocab_size": 64,
+            "max_position_embeddings": 16,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+        },
+        vision_config={**layers, "image_size": 28, "patch_size": 14},
+        projection_dim=16,
+    )
+    config.save_pretrained(folder / "best")
+    CLIPImageProcessor(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}).save_pretrained(
+        folder / "best"
+    )
+    torch.manual_seed(7)
+    clip = CLIPModel(config).eval()
+    rng = np.random.default_rng(7)
+    pca = SimpleNamespace(
+        mean_=rng.normal(size=16), var_=rng.uniform(0.5, 2, 16), components_=rng.normal(size=(8, 16))
+    )
+    joblib.dump(pca, folder / "pca.pkl")
+    np.savez(
+        folder / "basis.npz",
+        vectors=rng.normal(size=(RALI_PROTOTYPES, 8)),
+        scores=rng.uniform(1, 5, RALI_PROTOTYPES),
+    )
+    scorer = {  # the checkpoint's scorer, not the PCA's or the basis's: its strict load wins
+        "pca_scale": torch.rand(16) + 0.5,
+        "pca_components": torch.randn(8, 16),
+        "prototypes": torch.randn(RALI_PROTOTYPES, 8),
+        "proto_scores": torch.rand(RALI_PROTOTYPES) * 4 + 1,
+        "logit_scale": torch.tensor(1 / 0.07),  # the demo's default tau
+    }
+    state = {f"clip.{k}": v for k, v in clip.state_dict().items()} | {
+        f"scorer.{k}": v for k, v in scorer.items()
+    }
+    torch.save({"state_dict": state}, folder / "ckpt.pt")
+    return {"clip": clip, "pca_mean": pca.mean_, "folder": folder, **scorer}
+
+
+def rali_by_hand(written: dict[str, Any], pixels: Any) -> list[float]:
+    """The demo's arithmetic, written out: CLIP's projected features, standardised and projected,
+    cosine similarity to the prototypes, softmax at tau = 1 / logit_scale, mean prototype score."""
+    import torch
+
+    with torch.inference_mode():
+        out = written["clip"].get_image_features(pixel_values=pixels)
+    features = (out if torch.is_tensor(out) else out.pooler_output).double().numpy()
+    x = (features - written["pca_mean"]) / written["pca_scale"].double().numpy()
+    x = x @ written["pca_components"].double().numpy().T
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    prototypes = written["prototypes"].double().numpy()
+    similarity = x @ (prototypes / np.linalg.norm(prototypes, axis=1, keepdims=True)).T
+    logits = similarity * float(written["logit_scale"])
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+    return list(weights @ written["proto_scores"].double().numpy())
+
+
+@pytest.fixture
+def rali_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    pytest.importorskip("joblib")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    return tiny_rali(tmp_path / "hf")
+
+
+def test_rali_scores_as_its_demo_through_the_suites_batching(
+    rali_cache: dict[str, Any], tmp_path: Path
+) -> None:
+    """Loaded the real way (the hub cache, offline), RALI's scores come back through ScoreBook,
+    each the demo's arithmetic on the image the suite decoded; a batch of two scores as the two
+    images alone do."""
+    from PIL import Image
+
+    from banana_tests.trajectories.images import decode
+
+    assert RALI.missing() == []
+    seen: list[Any] = []
+    calls: list[int] = []
+    metrics: list[Any] = []
+
+    def loader(spec: Any, device: str) -> Any:
+        metric = vlm.build(spec, device)
+        metric.clip.vision_model.register_forward_pre_hook(
+            lambda _m, args, kwargs: seen.append(kwargs.get("pixel_values", args[0] if args else None)),
+            with_kwargs=True,
+        )
+        metrics.append(metric)
+
+        def batch(images: list[np.ndarray]) -> list[float]:
+            calls.append(len(images))
+            return metric(images)
+
+        batch.name, batch.lower_better, batch.score_range = metric.name, False, metric.score_range  # type: ignore[attr-defined]
+        return batch
+
+    crops = (("astronaut", 5, 40, 60, 40, 56), ("brick", 20, 10, 10, 40, 56), ("chelsea", 10, 0, 0, 48, 30))
+    (tmp_path / "crops").mkdir()
+    records = write_crops(tmp_path / "crops", crops)
+    start = time.process_time()
+    scores = ScoreBook("cpu", ImageStore(), loader=loader).scores(lookup("RALI"), records)
+    print(f"tiny RALI: {time.process_time() - start:.2f} s CPU for 3 images, load included")
+    assert sorted(calls) == [1, 2] and len(metrics) == 1
+    (metric,) = metrics
+    pictures = [Image.fromarray(decode(r)[0]) for r in records]
+    pixels = metric.image_processor(images=pictures, return_tensors="pt")["pixel_values"]
+    reached = np.concatenate([p.numpy() for p in seen])
+    assert sorted(map(bytes, reached)) == sorted(map(bytes, pixels.numpy())), "not the suite's images"
+    assert scores == pytest.approx(rali_by_hand(rali_cache, pixels), abs=1e-5)
+    assert all(1.0 <= s <= 5.0 for s in scores)  # a convex mix of prototype scores in [1, 5]
+    alone = [metric([np.asarray(p)])[0] for p in pictures]
+    assert scores == pytest.approx(alone, abs=1e-5)
+
+
+def test_a_rali_checkpoint_that_does_not_fit_is_named(rali_cache: dict[str, Any]) -> None:
+    import torch
+
+    path = rali_cache["folder"] / "ckpt.pt"
+    state = torch.load(path)["state_dict"]
+    del state["scorer.logit_scale"]
+    torch.save({"state_dict": state}, path)
+    with pytest.raises(
+        vlm.MetricError, match=r"RALI/ckpt.pt does not match the model: missing \['scorer.logit_scale'\]"
+    ):
+        vlm.build(lookup("rali"), "cpu")
 
 
 def test_the_score_cache_keys_a_vlm_metric_by_its_adapter_code() -> None:
-    """A VLM metric is no installed package: its identity is the adapter's source and the
-    libraries that run the model (metadata.version("vlm") would raise)."""
+    """A VLM metric is no installed package: its identity is the adapters' source, every module
+    of it, and the libraries that run the model (metadata.version("vlm") would raise)."""
+    import hashlib
+
     from banana_tests.scoring.cache import identity
 
     version = str(identity(lookup("visualquality_r1"), "cpu")["version"])
     assert version.startswith("vlm+src.") and "transformers " in version and "torch " in version
+    sources = vlm.source_files()
+    assert {p.name for p in sources} == {"vlm.py", "vlm_catalog.py", "rali.py", "qalign_compat.py"}
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
+    assert version.startswith(f"vlm+src.{digest};"), "an adapter module's code is not in the key"

@@ -216,7 +216,7 @@ def identity(
     elif spec.backend == "vlm":  # the adapter's code and the libraries that run the model
         from metrics_under_test import vlm
 
-        source = hashlib.sha256(Path(vlm.__file__).read_bytes()).hexdigest()[:16]
+        source = hashlib.sha256(b"".join(p.read_bytes() for p in vlm.source_files())).hexdigest()[:16]
         libraries = "; ".join(f"{n} {metadata.version(n)}" for n in ("transformers", "torch", "pyiqa"))
         description["version"] = f"vlm+src.{source}; {libraries}"
         description["precision"] = "model default"
