@@ -337,3 +337,21 @@ def test_the_oracle_is_a_reference_row_with_the_images_own_psnr(reports: dict[st
     assert "| noise_level_reversed | 6 | 6 | 0 | 0 | 0 | 0 |" in summary
     for step, detected, psnr in expected:
         assert f"| {step} | {detected} | {psnr} |" in summary
+
+
+def test_compare_paper_keeps_the_separability_and_oracle_sections(tmp_path: Path) -> None:
+    """--compare-paper adds its section to summary.md; it replaced the separability one."""
+    from tests.test_junit import junit
+    from tests.test_report_page import delta_case
+
+    oracle = {"psnr": "30 31", "ssim": "0.8 0.8"}
+    xml = junit(
+        tmp_path / "j.xml",
+        delta_case("piqe", "alpha", 5, (-2, -1), **oracle),
+        delta_case("piqe", "beta", 5, (-3, -2), **oracle),
+    )
+    report(tmp_path / "out", xml, "--compare-paper")
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "| piqe | 1.000 | 4 |" in summary  # every step-5 image below every clean one
+    assert "| 5 | 2/2 | 30.00 … 31.00 | 0.800 … 0.800 |" in summary
+    assert "| piqe | 0 | – (no shared seed image) |" in summary
