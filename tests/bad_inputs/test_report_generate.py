@@ -131,6 +131,12 @@ def junit_bad_delta(root: Path, mp: pytest.MonkeyPatch) -> Act:
     return report(junit(root / "j.xml", case("piqe", "alpha", 5, delta="big")), "--out", root / "out")
 
 
+def junit_bad_ssim(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    """The oracle's SSIM is read for report's case table: one run's value is no number."""
+    bad = case("piqe", "alpha", 5, delta="-1.0", psnr="30 31", ssim="0.8 big")
+    return report(junit(root / "j.xml", bad), "--out", root / "out")
+
+
 def junit_bad_invariance_change(root: Path, mp: pytest.MonkeyPatch) -> Act:
     props = {"banana_record": "invariance/2", "metric": "piqe", "invariance": "shift", "change": "big"}
     body = "".join(f'<property name="{k}" value="{v}" />' for k, v in props.items())
@@ -498,6 +504,12 @@ ROWS = [
     Row(
         "junit bad delta",
         junit_bad_delta,
+        2,
+        r"{root}/j\.xml: testcase '.*piqe-alpha-step5.*': a delta record with a malformed figure: .*'big'",
+    ),
+    Row(
+        "junit bad oracle ssim",
+        junit_bad_ssim,
         2,
         r"{root}/j\.xml: testcase '.*piqe-alpha-step5.*': a delta record with a malformed figure: .*'big'",
     ),
