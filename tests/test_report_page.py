@@ -335,3 +335,13 @@ def test_the_heatmap_draws_unresolved_and_invalid_cells_in_their_own_colours(str
     assert colour_share(step5, UNRESOLVED) > 0.02 and colour_share(step5, INVALID) == 0
     assert colour_share(step10, INVALID) > 0.01 and colour_share(step10, UNRESOLVED) == 0
     assert colour_share(step5, ORACLE_CHANGED) > 0.02
+
+
+def test_a_record_with_psnr_only_gives_the_oracle_row_without_ssim(tmp_path: Path) -> None:
+    """A hand-made or partial record may carry PSNR without SSIM: the oracle still reads it."""
+    xml = junit(tmp_path / "j.xml", delta_case("piqe", "alpha", 5, (-1, -2), psnr="30 50"))
+    assert main(["report", str(xml), "--out", str(tmp_path / "out")]) == 0
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert rows_of(html, "Degradation oracle (positive control)") == [
+        ["5", "1/1", "30.00 … 50.00", "nan … nan"]
+    ]

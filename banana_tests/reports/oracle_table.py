@@ -43,7 +43,8 @@ class OracleCell:
 
     @property
     def mean_ssim(self) -> float:
-        return math.fsum(self.ssim) / len(self.ssim)
+        """nan for a record that carries PSNR only."""
+        return math.fsum(self.ssim) / len(self.ssim) if self.ssim else math.nan
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def oracle_steps(cells: list[OracleCell]) -> list[OracleStep]:
     out = []
     for step, group in sorted(by_step.items()):
         psnr = [p for c in group for p in c.psnr]
-        ssim = [s for c in group for s in c.ssim]
+        ssim = [s for c in group for s in c.ssim] or [math.nan]
         detected = sum(c.detected for c in group)
         out.append(OracleStep(step, len(group), detected, min(psnr), max(psnr), min(ssim), max(ssim)))
     return out
@@ -113,9 +114,9 @@ def oracle_markdown(matrix: Matrix) -> str:
     lines = [
         "### Degradation oracle (positive control)",
         "",
-        "PSNR and SSIM of each step against the reference step of the same run, by pixels alone. It",
-        f"detects a step that moved by at least one grey level RMS (PSNR < {UNCHANGED_PSNR:.2f} dB);",
-        f"a step it does not see change is {NOT_A_VALID_TRIAL} for every metric.",
+        "PSNR and SSIM of each step against the reference step of the same run, by pixels alone.",
+        f"It detects a step that moved by at least one grey level RMS (PSNR < {UNCHANGED_PSNR:.2f} dB);",
+        f"where it does not, every metric's case is {NOT_A_VALID_TRIAL}, not the metric's failure.",
         "",
         "| step | detected | PSNR (dB) | SSIM |",
         "|---:|---:|---:|---:|",
