@@ -168,3 +168,22 @@ def test_a_baseline_expects_a_known_invariance_failure_and_fails_a_new_one(users
     assert_outcomes(new, failed=1, passed=3, xpassed=1)  # the listed shift case passes: XPASS
     assert new.ret == pytest.ExitCode.TESTS_FAILED
     assert load_baseline(path / "other.json") == {InvarianceKey("batch_mean", "shift")}
+
+
+def test_the_invariance_table_has_a_row_per_metric_and_a_column_per_check() -> None:
+    from banana_tests.reports.invariance_table import InvarianceOutcome, invariance_markdown
+
+    outcomes = [
+        InvarianceOutcome(InvarianceKey("piqe", "shift"), "failed", 7.25, 6.7),
+        InvarianceOutcome(InvarianceKey("niqe", "shift"), "passed", 0.174, 0.3),
+        InvarianceOutcome(InvarianceKey("niqe", "batch"), "passed", 0.0, 1e-6),
+        InvarianceOutcome(InvarianceKey("niqe", "rotate"), "passed", 0.5, 1.0),  # a newer version's check
+        InvarianceOutcome(InvarianceKey("piqe", "batch"), "skipped"),
+    ]
+    assert invariance_markdown(outcomes).splitlines()[2:] == [
+        "| metric | batch | shift | rotate |",
+        "|---|---|---|---|",
+        "| niqe | pass 0 ≤ 1e-06 | pass 0.174 ≤ 0.3 | pass 0.5 ≤ 1 |",
+        "| piqe | skipped | FAIL 7.25 > 6.7 | - |",
+    ]
+    assert invariance_markdown([]) == ""
