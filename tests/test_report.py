@@ -355,3 +355,29 @@ def test_compare_paper_keeps_the_separability_and_oracle_sections(tmp_path: Path
     assert "| piqe | 1.000 | 4 |" in summary  # every step-5 image below every clean one
     assert "| 5 | 2/2 | 30.00 … 31.00 | 0.800 … 0.800 |" in summary
     assert "| piqe | 0 | – (no shared seed image) |" in summary
+
+
+def test_a_run_whose_steps_did_not_change_reports_them_as_not_valid_trials(tmp_path: Path) -> None:
+    """The suite's own JUnit on a set whose `frozen` steps copy its reference: report counts them
+    as not valid trials with their PSNR, and the oracle row fails exactly those steps."""
+    from tests.test_oracle import write_set as write_frozen_set
+
+    write_frozen_set(tmp_path / "set")
+    xml = suite(tmp_path / "set", tmp_path / "j.xml", NOISE, "--steps=5,10")
+    out = report(tmp_path / "out", xml)
+    assert [(r["seed_image"], r["step"], r["outcome"]) for r in rows(out)] == [
+        ("frozen", "5", "invalid"),
+        ("frozen", "10", "invalid"),
+        ("noisy", "5", "passed"),
+        ("noisy", "10", "passed"),
+    ]
+    html = (out / "report.html").read_text()
+    summary = {row[0]: row[1:] for row in table_rows(html, "Summary per metric")}
+    # cases, passed, failed, unresolved, not valid trial, skipped, error
+    assert summary["noise_level"][:7] == ["4", "2", "0", "0", "2", "0", "0"]
+    assert summary["PSNR oracle (reference)"][:3] == ["4", "2", "2"]
+    oracle = [row[:2] for row in table_rows(html, "Degradation oracle (positive control)")]
+    assert oracle == [["5", "1/2"], ["10", "1/2"]]
+    markdown = (out / "summary.md").read_text()
+    assert "- noise_level-frozen-step5: PSNR inf dB" in markdown
+    assert "| noise_level | 4 | 0 | 0 | 0 | 0 | 2 |" in markdown
