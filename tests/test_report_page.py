@@ -129,7 +129,10 @@ def test_the_comparison_is_a_table_whose_differences_link_to_their_rows() -> Non
     assert "<pre>" not in part and "| metric |" not in part
     assert re.search(r"<td>brisque</td><td[^>]*>36</td><td[^>]*>35/36</td>", part)
     assert '<a href="#case-brisque-Dongpo-step5">brisque-Dongpo-step5</a>' in part
-    assert '<td>passed</td><td class="num">-1.235</td><td>failed</td><td class="num">+5.2</td>' in part
+    assert (
+        '<td class="short">passed</td><td class="num">-1.235</td><td>failed</td><td class="num">+5.2</td>'
+        in part
+    )
     assert '<tr id="case-brisque-Dongpo-step5" class="passed">' in html
 
 
@@ -313,7 +316,8 @@ def test_a_step_that_did_not_change_is_not_a_valid_trial_with_its_psnr(strict_re
     oracle = section(html, "Degradation oracle (positive control)")
     assert '<a href="#case-brisque-beta-step10">brisque-beta-step10</a></td><td>inf, inf, inf</td>' in oracle
     assert re.search(
-        r'<tr id="case-brisque-beta-step10" class="invalid"><td>brisque</td>.*?<td>not a valid trial</td>',
+        r'<tr id="case-brisque-beta-step10" class="invalid"><td>brisque</td>'
+        r'.*?<td class="short">not a valid trial</td>',
         html,
     )
     markdown = (strict_report / "summary.md").read_text()

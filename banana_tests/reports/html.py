@@ -37,6 +37,7 @@ th { background: #f3f3f3; }
 th.sortable { cursor: pointer; user-select: none; }
 th.sortable::after { content: " \\2195"; color: #999; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num, td.short { white-space: nowrap; }
 table.facts { width: 100%; } table.facts th:first-child { width: 10em; }
 tr.failed td { background: #fde8e6; } tr.skipped td { color: #888; } tr.error td { background: #fff1d6; }
 tr.unresolved td { background: #fdf3c4; } tr.invalid td { background: #e8eef1; color: #555; }
@@ -71,6 +72,8 @@ _RIGHT = frozenset(
     | {"clean images", "clean range", "clean spread", "detected", "PSNR range (dB)", "SSIM range"}
     | {"cells matched", "agree in sign", "run failures", "paper failures", "cells that differ"}
 )
+_SHORT = frozenset({"outcome", "run"})
+"""Text columns of a few words that read badly broken ("mea|n"); numbers never break either."""
 SHOWN_OUTCOME = {"invalid": NOT_A_VALID_TRIAL}
 """An outcome as the page says it; matrix.csv keeps the short name."""
 
@@ -109,7 +112,9 @@ Value = str | tuple[str, Html]
 def _cell(header: str, value: Value) -> Html:
     """A td; a (text, markup) value is a link or other markup whose text sorts."""
     markup = value[1] if isinstance(value, tuple) else escape(value)
-    return f'<td class="num">{markup}</td>' if _numeric(header) else f"<td>{markup}</td>"
+    if _numeric(header):
+        return f'<td class="num">{markup}</td>'
+    return f'<td class="short">{markup}</td>' if header in _SHORT else f"<td>{markup}</td>"
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Value]], kind: str = "sortable") -> Html:
