@@ -202,6 +202,7 @@ WHOLE_SUITE = (
     + "from banana_tests.test_trend import test_trend_detects_degradation  # noqa: F401\n"
     + "from banana_tests.test_control import (  # noqa: F401\n"
     + "    pytest_generate_tests, test_detects_control_degradation,\n)\n"
+    + "from banana_tests.test_invariance import test_score_is_invariant  # noqa: F401\n"
 )
 
 
@@ -209,14 +210,15 @@ def test_a_baseline_written_from_a_run_makes_that_run_pass(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The documented flow, run -> report --write-baseline -> pytest --baseline, on a cheap numpy
-    metric that fails Δ, trend and control cases alike; refreshing from the gated run's JUnit
+    metric that fails Δ, trend, control and invariance cases alike; refreshing from the gated run's JUnit
     gives the same baseline."""
     suite_folder(pytester, monkeypatch, WHOLE_SUITE, runs=(0,), steps=(1, 5, 20))
     args = ["--dataset=data", "--metric=laplacian_variance", "--steps=5,20", "--trend"]
     args += ["-o", "junit_family=xunit1", "-p", "no:cacheprovider"]
     first = pytester.runpytest_subprocess(*args, "--junitxml=j.xml")
     assert first.ret == pytest.ExitCode.TESTS_FAILED
-    failed = first.parseoutcomes()["missed"]
+    outcomes = first.parseoutcomes()
+    failed = outcomes["missed"] + outcomes.get("failed", 0)  # verdicts, and the invariance checks
     path = pytester.path
     assert (
         main(
@@ -234,6 +236,7 @@ def test_a_baseline_written_from_a_run_makes_that_run_pass(
     kinds = Counter(type(k).__name__ for k in load_baseline(path / "b.json"))
     assert kinds["CaseKey"] == 4 and kinds["TrendKey"] == 2  # noise looks sharper to it
     assert kinds["ControlKey"] >= 1  # gaussian noise, at least
+    assert kinds["InvarianceKey"] == outcomes.get("failed", 0) >= 1  # a 5 % resize moves it
     assert sum(kinds.values()) == failed
 
     gated = pytester.runpytest_subprocess(*args, "--baseline=b.json", "--junitxml=j2.xml")
