@@ -501,20 +501,14 @@ def test_the_q_align_shim_is_transformers_4s_helper() -> None:
     assert qalign_compat.restore_invert_attention_mask(Owner) is False
 
 
-if __name__ == "__main__":
-    import json
-    import sys
-
-    print(json.dumps(q_align_on_a_tiny_model(Path(sys.argv[1]), Path(sys.argv[2]))))
-
-
 RALI_PROTOTYPES = 5
 
 
-def tiny_rali(cache: Path) -> dict[str, Any]:
+def tiny_rali(cache: Path, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     """A hub cache holding a tiny random ByteDance/Q-Insight `RALI/` folder laid out as the demo's
-    `checkpoints/`: a CLIP config and image processor in `best/`, the whole model in `ckpt.pt`,
-    a joblib `pca.pkl` and `basis.npz`. Returns what was written, for the test's own arithmetic."""
+    `checkpoints/`: a CLIP config and image processor in `best/`, the whole model in `ckpt.pt`
+    (without the keys in `drop`), a joblib `pca.pkl` and `basis.npz`. Returns what was written,
+    for the test's own arithmetic."""
     from types import SimpleNamespace
 
     import joblib
@@ -564,7 +558,7 @@ def tiny_rali(cache: Path) -> dict[str, Any]:
     state = {f"clip.{k}": v for k, v in clip.state_dict().items()} | {
         f"scorer.{k}": v for k, v in scorer.items()
     }
-    torch.save({"state_dict": state}, folder / "ckpt.pt")
+    torch.save({"state_dict": {k: v for k, v in state.items() if k not in drop}}, folder / "ckpt.pt")
     return {"clip": clip, "pca_mean": pca.mean_, "folder": folder, **scorer}
 
 
@@ -656,6 +650,43 @@ def test_a_rali_checkpoint_that_does_not_fit_is_named(rali_cache: dict[str, Any]
         vlm.build(lookup("rali"), "cpu")
 
 
+def tiny_rali_in_a_process(cache: Path, *drop: str) -> None:
+    """`tiny_rali` in a process of its own, for tests under pytester: pytester drops the modules a
+    test imported when it ends, and torch imported again in one process crashed it (SIGSEGV)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT
+
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "tests.test_vlm_adapters", "rali", str(cache), *drop]
+    subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=PROJECT, timeout=300)
+
+
+def test_rali_runs_through_the_shipped_suite_by_its_paper_name(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pytest --pyargs banana_tests --metric=RALI`, as a user runs it, offline on a tiny RALI in
+    the hub cache: every Δ case reaches a verdict (a random model's, so passed or failed)."""
+    from tests.conftest import junit_cases, suite_folder
+
+    pytest.importorskip("joblib")
+    suite = suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5, 10, 20))
+    monkeypatch.setenv("HF_HUB_CACHE", str(suite.path / "hf"))
+    tiny_rali_in_a_process(suite.path / "hf")
+    result = suite.runpytest_subprocess(
+        "--pyargs", "banana_tests", "--dataset=data", "--metric=RALI", "--no-cache",
+        "-k", "test_detects_degradation", "--junitxml=j.xml",
+    )  # fmt: skip
+    cases = junit_cases(suite.path / "j.xml")
+    assert cases.keys() == {f"test_detects_degradation[rali-alpha-step{i}]" for i in (5, 10, 20)}
+    for outcome, facts in cases.values():
+        assert outcome in ("passed", "failure") and facts["metric"] == "rali", facts
+        assert 1.0 <= float(facts["score_reference"]) <= 5.0 and 1.0 <= float(facts["score_step"]) <= 5.0
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-2000:]
+    assert not {"error", "errors"} & result.parseoutcomes().keys(), result.stdout.str()[-2000:]
+
+
 def test_the_score_cache_keys_a_vlm_metric_by_its_adapter_code() -> None:
     """A VLM metric is no installed package: its identity is the adapters' source, every module
     of it, and the libraries that run the model (metadata.version("vlm") would raise)."""
@@ -669,3 +700,13 @@ def test_the_score_cache_keys_a_vlm_metric_by_its_adapter_code() -> None:
     assert {p.name for p in sources} == {"vlm.py", "vlm_catalog.py", "rali.py", "qalign_compat.py"}
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
     assert version.startswith(f"vlm+src.{digest};"), "an adapter module's code is not in the key"
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    if sys.argv[1] == "rali":
+        tiny_rali(Path(sys.argv[2]), drop=tuple(sys.argv[3:]))
+    else:
+        print(json.dumps(q_align_on_a_tiny_model(Path(sys.argv[1]), Path(sys.argv[2]))))

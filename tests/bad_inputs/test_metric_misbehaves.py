@@ -328,3 +328,31 @@ def test_a_timer_set_before_the_batch_is_put_back_with_the_time_it_had_left() ->
         signal.signal(signal.SIGALRM, previous)
     assert [line.rsplit(", ", 1)[1] for line in lines] == ["0 s so far"] * 3
     assert lines[0] == "banana-tests: m still scoring a batch of 1 image(s) (first), 0 s so far"
+
+
+def test_a_model_file_that_does_not_fit_errors_that_metrics_cases_naming_it(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RALI checkpoint without one of the scorer's tensors (issue 28): RALI's cases error naming
+    `RALI/ckpt.pt` and the key, the run goes on to its verdicts and ends failed, not aborted."""
+    pytest.importorskip("joblib")
+    from tests.test_vlm_adapters import tiny_rali_in_a_process
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(suite.path / "hf"))
+    tiny_rali_in_a_process(suite.path / "hf", "scorer.logit_scale")
+
+    result = suite.runpytest_subprocess(
+        "--pyargs", "banana_tests", "--dataset=data", "--metric=RALI,piqe", "--no-cache", "--steps=5",
+        "-k", "test_detects_degradation", "--junitxml=j.xml",
+    )  # fmt: skip
+
+    cases = outcomes(suite.path / "j.xml")
+    assert {case for case, (outcome, _) in cases.items() if outcome == "error"} == {
+        "rali-alpha-step5",
+        "rali-beta-step5",
+    }, result.stdout.str()[-2000:]
+    assert {cases[f"piqe-{seed}-step5"][0] for seed in ("alpha", "beta")} <= {"passed", "failure"}
+    for seed in ("alpha", "beta"):
+        message = cases[f"rali-{seed}-step5"][1]
+        assert "RALI/ckpt.pt does not match the model: missing ['scorer.logit_scale']" in message
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
