@@ -69,7 +69,7 @@ DEFAULT = Tolerance(exact=1e-3, shift=5.0, resize=5.0)
 5 points is a typical Δ of the paper, so a shift or resize that moves the median score more than
 the degradation would swamp it."""
 TOLERANCE = {
-    # The median changes measured on these crops here (brisque, niqe, piqe; 2026-12-01), ×1.5
+    # The median changes measured on these crops here (brisque, niqe, piqe, ilniqe; 2026-12-01), ×1.5
     # for other machines and rounded up. Regression guards, not endorsements: BRISQUE and PIQE
     # move by about a typical Δ under a shift or resize (docs/matrix.md, "Invariance").
     # BRISQUE is scored one image per call: the same pixels score exactly the same.
@@ -77,6 +77,8 @@ TOLERANCE = {
     "niqe": Tolerance(exact=1e-6, shift=0.3, resize=0.7),  # measured 0.174, 0.432; float64
     # PIQE's 16 px blocks see a shifted or resized grid.
     "piqe": Tolerance(exact=1e-6, shift=6.7, resize=14.9),  # measured 4.43, 9.89
+    # ILNIQE scores one image per call and resizes each crop to 524 px (measured once, serially).
+    "ilniqe": Tolerance(exact=1e-6, shift=5.6, resize=3.1),  # measured 3.71, 2.04
 }
 
 
