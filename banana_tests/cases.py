@@ -12,6 +12,7 @@ _RUN = re.compile(r"^(?P<head>.+)-run(?P<run>\d+)$")
 _XDIST_GROUP = re.compile(r"@[^\]@]+$")
 
 
+METRIC_FIXTURE = "banana_metric"  # the public fixture, and the parameter that names a case's metric
 CASE_FIXTURE = "banana_case"  # the indirect parameter that carries a case's key
 TREND_FIXTURE = "banana_trend"  # the indirect parameter that carries a trend key
 

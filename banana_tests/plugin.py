@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from banana_tests.cases import CASE_FIXTURE, TREND_FIXTURE
+from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, TREND_FIXTURE
 from banana_tests.public_fixtures import (  # the fixtures are registered by being here
-    METRIC_FIXTURE,
     METRICS_FIXTURE,
     TRAJECTORIES_FIXTURE,
     banana_metric,

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Scorer", "Trajectories", "banana_metric", "banana_metrics", "banana_trajectories"]
 
-METRIC_FIXTURE = "banana_metric"
 METRICS_FIXTURE = "banana_metrics"
 TRAJECTORIES_FIXTURE = "banana_trajectories"
 

@@ -6,7 +6,6 @@ module that imports it, so other backends work without it.
 
 from __future__ import annotations
 
-import os
 import socket
 import urllib.error
 from collections.abc import Callable, Sequence
@@ -17,13 +16,9 @@ import numpy as np
 
 from metrics_under_test.protocol import Image
 from metrics_under_test.spec import MetricSpec
-from metrics_under_test.weights import MissingWeights, check_staged, pyiqa_cache_dir
+from metrics_under_test.weights import MissingWeights, check_staged, offline, pyiqa_cache_dir
 
 _NAMING_LOCALS = ("filename", "url", "repo_id", "pretrained_model_name_or_path")
-
-
-def offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
 
 
 def how_to_provide() -> str:

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from metrics_under_test.protocol import Image, MetricError
-from metrics_under_test.vlm_catalog import RALI, hf_hub_cache
-from metrics_under_test.weights import MissingWeights
+from metrics_under_test.vlm_catalog import RALI, check_files, hf_hub_cache
+from metrics_under_test.weights import MissingWeights, offline
 
 SCORER_KEYS = ("pca_scale", "pca_components", "prototypes", "proto_scores", "logit_scale")
 
@@ -99,8 +99,6 @@ def fetch(filename: str) -> Path:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError
 
-    from metrics_under_test.vlm import offline
-
     try:
         path = hf_hub_download(RALI.repo, filename, cache_dir=str(hf_hub_cache()), local_files_only=offline())
     except (OSError, HfHubHTTPError) as exc:  # LocalEntryNotFoundError is an OSError
@@ -123,7 +121,6 @@ class Rali:
 
     @classmethod
     def load(cls, device: str) -> Rali:
-        from metrics_under_test.vlm import check_files
 
         check_files(RALI)
         paths = {f: fetch(f) for f in RALI.files}

@@ -23,7 +23,7 @@ from typing import Any
 
 from metrics_under_test.protocol import Image, MetricError
 from metrics_under_test.spec import MetricSpec
-from metrics_under_test.vlm_catalog import BY_METRIC, Q_ALIGN, RALI, VISUALQUALITY_R1, VlmModel
+from metrics_under_test.vlm_catalog import BY_METRIC, Q_ALIGN, RALI, VISUALQUALITY_R1, check_files
 from metrics_under_test.weights import MissingWeights
 
 PROMPT = (
@@ -76,22 +76,6 @@ def parse_score(output: str) -> float:
 def _clip(text: str, keep: int = 200) -> str:
     text = text.strip()
     return text if len(text) <= keep else f"{text[: keep // 2]} … {text[-keep // 2 :]}"
-
-
-def offline() -> bool:
-    from metrics_under_test.pyiqa_backend import offline as pyiqa_offline
-
-    return pyiqa_offline()
-
-
-def check_files(model: VlmModel) -> None:
-    """Fail fast, before torch or transformers load, when offline and a file is missing."""
-    missing = model.missing()
-    if missing and offline():
-        raise MissingWeights(
-            f"{model.metric}: missing model file(s) {', '.join(missing)} of {model.repo} in "
-            f"{model.folder}; {model.how_to_provide()}"
-        )
 
 
 class VisualQualityR1:

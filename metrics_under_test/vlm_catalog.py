@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from metrics_under_test.weights import MissingWeights, offline
+
 
 class Runs(Enum):
     """How a metric runs on this project's machine (no GPU, no hub access)."""
@@ -53,6 +55,16 @@ class VlmModel:
         return (
             f"run once with network access (HF_HUB_OFFLINE unset) so they are downloaded, "
             f"or `hf download {self.repo} {' '.join(self.files)}`"
+        )
+
+
+def check_files(model: VlmModel) -> None:
+    """Fail fast, before torch or transformers load, when offline and a file is missing."""
+    missing = model.missing()
+    if missing and offline():
+        raise MissingWeights(
+            f"{model.metric}: missing model file(s) {', '.join(missing)} of {model.repo} in "
+            f"{model.folder}; {model.how_to_provide()}"
         )
 
 

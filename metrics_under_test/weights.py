@@ -17,6 +17,11 @@ class MissingWeights(Exception):
     from numpy and torch, so the plugin can catch it without importing either."""
 
 
+def offline() -> bool:
+    """The Hugging Face hub's offline switch, which pyiqa and transformers downloads obey."""
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+
+
 def torch_hub_dir() -> Path:
     """`torch.hub.get_dir()`, by the same rules: $TORCH_HOME, else $XDG_CACHE_HOME/torch."""
     torch_home = os.environ.get("TORCH_HOME")

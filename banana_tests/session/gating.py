@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.cases import CASE_FIXTURE, TREND_FIXTURE, CaseKey
-from banana_tests.public_fixtures import METRIC_FIXTURE
+from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, TREND_FIXTURE, CaseKey
 from banana_tests.verdicts.baseline import BaselineError, ControlKey, Known, load_baseline
 from banana_tests.verdicts.invariance import PARAM as INVARIANCE_PARAM
 from banana_tests.verdicts.invariance import Invariance, InvarianceKey
