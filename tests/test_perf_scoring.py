@@ -10,6 +10,7 @@ import pytest
 from PIL import Image as PILImage
 
 from banana_tests.scoring import score_book as scoring
+from banana_tests.scoring.oracle import change
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record, read_imagefolder
@@ -86,3 +87,32 @@ def test_batches_hold_one_image_size_and_a_bounded_number_of_pixels(monkeypatch:
         [(20, 20)],
     ]
     assert sorted(r.step for batch in scoring.batches(window) for r, _ in batch) == list(range(13))
+
+
+class CountedReference(scoring.Reference):
+    built = 0
+
+    def __init__(self, luma: np.ndarray) -> None:
+        type(self).built += 1
+        super().__init__(luma)
+
+
+@pytest.mark.parametrize(("budget", "built"), [(None, 4), (1, 8)])
+def test_the_oracle_builds_a_references_statistics_once_while_they_fit(  # type: ignore[no-untyped-def]
+    make_set, monkeypatch: pytest.MonkeyPatch, budget: int | None, built: int
+) -> None:
+    rows = records(make_set(seeds=("a", "b"), runs=(0, 1), steps=(1, 5, 10)))
+    reference = {(r.seed_image, r.run): r for r in rows if r.step == 1}
+    pairs = [(reference[(r.seed_image, r.run)], r) for r in rows if r.step != 1]
+    pairs = pairs[::2] + pairs[1::2]  # each reference comes back after the others
+    monkeypatch.setattr(scoring, "Reference", CountedReference)
+    monkeypatch.setattr(CountedReference, "built", 0)
+    if budget is not None:
+        monkeypatch.setattr(scoring, "REFERENCE_BYTES", budget)
+    book = ScoreBook("cpu", ImageStore(), loader=lambda spec, device: Recorder(ImageStore()))
+
+    found = book.changes(pairs)
+
+    store = ImageStore()
+    assert found == [change(store.get(ref), store.get(step)) for ref, step in pairs]  # the same numbers
+    assert CountedReference.built == built  # 4 references; over the budget, one is held at a time

@@ -121,6 +121,25 @@ def test_ssim_agrees_with_scikit_image() -> None:
     assert ours == pytest.approx(theirs, abs=2e-3)  # borders: scipy reflects, skimage crops
 
 
+@pytest.mark.parametrize("shape", [(40, 56), (7, 5), (97, 64)])
+def test_ssim_gives_the_numbers_of_one_gaussian_filter_per_statistic(shape: tuple[int, int]) -> None:
+    """The figures in the score cache (ORACLE_KEY) stay valid: the same numbers, not close ones."""
+    from scipy.ndimage import gaussian_filter
+
+    rng = np.random.default_rng(7)
+    a = rng.uniform(0, 255, shape)
+    b = np.clip(a + rng.normal(0, 9, shape), 0, 255)
+
+    def blur(x: np.ndarray) -> np.ndarray:
+        return gaussian_filter(x, sigma=1.5, truncate=3.5)
+
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    mu_a, mu_b = blur(a), blur(b)
+    var_a, var_b, cov = blur(a * a) - mu_a**2, blur(b * b) - mu_b**2, blur(a * b) - mu_a * mu_b
+    index = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a**2 + mu_b**2 + c1) * (var_a + var_b + c2))
+    assert ssim(a, b) == float(np.mean(index))
+
+
 def test_a_cropped_step_is_compared_at_the_reference_size() -> None:
     ref = _scene(4, (60, 80))
     assert change(ref, ref[:30, :40]).psnr < UNCHANGED_PSNR  # resized up, not an error

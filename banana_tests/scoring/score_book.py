@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from banana_tests.scoring.batch_watch import BatchTimeout, BatchWatch
 from banana_tests.scoring.cache import ScoreCache, identity, identity_key
-from banana_tests.scoring.oracle import ORACLE_KEY, Change, change
+from banana_tests.scoring.oracle import ORACLE_KEY, Change, Reference
 from banana_tests.scoring.process_tuning import (
     freeze_heap_at_exit,
     keep_freed_memory,
@@ -29,6 +29,7 @@ BATCH = 16
 # NIQE's largest buffer is ~400 B per pixel: this keeps it below process_tuning.MMAP_THRESHOLD.
 BATCH_PIXELS = 2**19
 WINDOW_BYTES = 64 * 2**20  # decoded images per window, scored after the whole window is decoded
+REFERENCE_BYTES = 64 * 2**20  # the oracle's latest references (a 64 px one is 96 KiB, a 2K one 100 MB)
 
 Loader = Callable[[MetricSpec, str], Metric]
 K = TypeVar("K")
@@ -153,6 +154,7 @@ class ScoreBook:
         self._pixels: dict[tuple[str, str], float] = {}
         self.pixel_hits: set[tuple[str, str]] = set()
         self._changes: dict[str, Change] = {}  # the oracle's, by 'reference sha256>step sha256'
+        self._references: dict[str, Reference] = {}  # the latest first-used last, by sha256
 
     def scores(
         self, spec: MetricSpec, records: Sequence[Record], upcoming: Sequence[Record] = ()
@@ -203,21 +205,32 @@ class ScoreBook:
         """The degradation oracle's figures for (reference, step) record pairs. Kept in the
         persistent cache under both files' sha256, so a fully cached run decodes no image for
         them either; the images are decoded through the store, with the suite's checks."""
-        keys = [f"{self.images.check(ref)}>{self.images.check(step)}" for ref, step in pairs]
+        digests = [(self.images.check(ref), self.images.check(step)) for ref, step in pairs]
+        keys = [f"{ref}>{step}" for ref, step in digests]
         wanted = [k for k in keys if k not in self._changes]
         if wanted and self.cache is not None:
             psnr, ssim = (self.cache.get(f"{ORACLE_KEY}/{name}", wanted) for name in ("psnr", "ssim"))
             self._changes.update({k: Change(psnr[k], ssim[k]) for k in wanted if k in psnr and k in ssim})
         fresh = {}
-        for (ref, step), key in zip(pairs, keys, strict=True):
+        for (ref, step), (ref_digest, _), key in zip(pairs, digests, keys, strict=True):
             if key not in self._changes and key not in fresh:
-                fresh[key] = change(self.images.get(ref), self.images.get(step))
+                fresh[key] = self._reference(ref_digest, ref).change(self.images.get(step))
         self._changes.update(fresh)
         if self.cache is not None and fresh:
             for name in ("psnr", "ssim"):
                 values = {k: float(getattr(c, name)) for k, c in fresh.items()}
                 self.cache.put(f"{ORACLE_KEY}/{name}", values, {"oracle": ORACLE_KEY})
         return [self._changes[k] for k in keys]
+
+    def _reference(self, digest: str, record: Record) -> Reference:
+        """The oracle's statistics of a reference image, kept while they fit REFERENCE_BYTES: the
+        cases of one run follow each other, so most steps find theirs."""
+        found = self._references.pop(digest, None) or Reference.of(self.images.get(record))
+        self._references[digest] = found
+        held = self._references.values()
+        while len(self._references) > 1 and sum(r.nbytes for r in held) > REFERENCE_BYTES:
+            del self._references[next(iter(self._references))]  # the least recently used
+        return found
 
     def figure(self, spec: MetricSpec, name: str, measure: Callable[[], float]) -> tuple[float, bool]:
         """A figure measured on the metric (an invariance check's change), kept in the persistent
