@@ -204,6 +204,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(state.usage_error)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The cases that will run, after `-k`, `--lf` and every other deselection: scoring plans
+    for them alone."""
+    state = adopted(session.config)
+    if state is None:
+        return
+    from banana_tests.cases import CaseKey
+    from banana_tests.session.gating import item_key
+
+    state.planning.select(key for item in session.items if isinstance(key := item_key(item), CaseKey))
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """The suite's trend module is collected only under --trend."""
     if collection_path != TREND_MODULE:
@@ -245,7 +257,7 @@ def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdic
         lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key, banana_metric), strict),
     )
     record_figure(request, Field.SCORE_CACHED, state.score_cached(plan.key))
-    trial = oracle.Trial(tuple(state.scoring.book.changes(plan.pairs)))
+    trial = oracle.Trial(tuple(state.changes(plan.key)))
     for name, value in trial.properties().items():
         record_figure(request, name, value)
     if not trial.valid:  # its own outcome (reporter.NOT_A_VALID_TRIAL), not the metric's failure

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -91,28 +92,64 @@ def test_batches_hold_one_image_size_and_a_bounded_number_of_pixels(monkeypatch:
 
 class CountedReference(scoring.Reference):
     built = 0
+    passes: ClassVar[list[int]] = []  # steps per call of `changes`
 
     def __init__(self, luma: np.ndarray) -> None:
         type(self).built += 1
         super().__init__(luma)
 
+    def changes(self, steps):  # type: ignore[no-untyped-def]
+        type(self).passes.append(len(steps))
+        return super().changes(steps)
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> type[CountedReference]:
+    monkeypatch.setattr(scoring, "Reference", CountedReference)
+    monkeypatch.setattr(CountedReference, "built", 0)
+    monkeypatch.setattr(CountedReference, "passes", [])
+    return CountedReference
+
+
+def oracle_pairs(root: Path) -> list[tuple[Record, Record]]:
+    rows = records(root)
+    reference = {(r.seed_image, r.run): r for r in rows if r.step == 1}
+    return [(reference[(r.seed_image, r.run)], r) for r in rows if r.step != 1]
+
 
 @pytest.mark.parametrize(("budget", "built"), [(None, 4), (1, 8)])
 def test_the_oracle_builds_a_references_statistics_once_while_they_fit(  # type: ignore[no-untyped-def]
-    make_set, monkeypatch: pytest.MonkeyPatch, budget: int | None, built: int
+    make_set, monkeypatch: pytest.MonkeyPatch, counted: type[CountedReference], budget: int | None, built: int
 ) -> None:
-    rows = records(make_set(seeds=("a", "b"), runs=(0, 1), steps=(1, 5, 10)))
-    reference = {(r.seed_image, r.run): r for r in rows if r.step == 1}
-    pairs = [(reference[(r.seed_image, r.run)], r) for r in rows if r.step != 1]
+    pairs = oracle_pairs(make_set(seeds=("a", "b"), runs=(0, 1), steps=(1, 5, 10)))
     pairs = pairs[::2] + pairs[1::2]  # each reference comes back after the others
-    monkeypatch.setattr(scoring, "Reference", CountedReference)
-    monkeypatch.setattr(CountedReference, "built", 0)
     if budget is not None:
         monkeypatch.setattr(scoring, "REFERENCE_BYTES", budget)
     book = ScoreBook("cpu", ImageStore(), loader=lambda spec, device: Recorder(ImageStore()))
 
-    found = book.changes(pairs)
+    found = [book.changes([pair])[0] for pair in pairs]  # a case at a time, as the cases ask
 
     store = ImageStore()
     assert found == [change(store.get(ref), store.get(step)) for ref, step in pairs]  # the same numbers
-    assert CountedReference.built == built  # 4 references; over the budget, one is held at a time
+    assert counted.built == built  # 4 references; over the budget, one is held at a time
+
+
+def test_a_runs_first_oracle_figure_brings_its_companions_in_one_pass(  # type: ignore[no-untyped-def]
+    make_set, counted: type[CountedReference]
+) -> None:
+    pairs = oracle_pairs(make_set(seeds=("a",), runs=(0, 1), steps=(1, 2, 3, 5, 10)))
+    companions: dict[Record, list[Record]] = {}
+    for ref, step in pairs:
+        companions.setdefault(ref, []).append(step)
+    broken = pairs[2][1]  # run 0's step 5: a companion that cannot be decoded
+    broken.path.write_bytes(broken.path.read_bytes()[:60])
+    book = ScoreBook("cpu", ImageStore(), loader=lambda spec, device: Recorder(ImageStore()))
+
+    found = [book.changes([pair], companions)[0] for pair in pairs if pair[1] is not broken]
+
+    store = ImageStore()
+    expected = [change(store.get(ref), store.get(step)) for ref, step in pairs if step is not broken]
+    assert found == expected  # the same numbers as one at a time
+    assert counted.passes == [3, 4]  # one pass per run; run 0's unreadable step left out
+    with pytest.raises(DataError, match=broken.path.name):  # its own case reports it
+        book.changes([pairs[2]], companions)

@@ -27,6 +27,8 @@ class Counted:
             log.write(f"{self.name} {os.getpid()}\\n")
 
     def __call__(self, images):
+        with open(os.environ["BUILD_LOG"] + ".scored", "a") as log:
+            log.write(f"{len(images)}\\n")
         return [sigma(img) for img in images]
 
 
@@ -72,6 +74,19 @@ def test_a_rerun_from_the_cache_builds_nothing(suite: pytest.Pytester) -> None:
         if p.get("name") == "score_cached"
     }
     assert cached == {"true"}
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")])
+def test_a_narrowed_run_scores_only_the_cases_it_selected(
+    suite: pytest.Pytester, workers: tuple[str, ...]
+) -> None:
+    result = suite.runpytest_subprocess(
+        *workers, "--dataset=data", "--metric=countmetric:First", "--no-cache", "-k", "beta and step10"
+    )
+    assert_outcomes(result, passed=1)
+    probe, *batches = map(int, (suite.path / "builds.log.scored").read_text().split())
+    assert probe == 2  # a custom metric is probed when it is built (metrics_under_test.custom)
+    assert sum(batches) == 4  # beta's steps 1 and 10, two runs each: not the set's 24
 
 
 def _cuda() -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +30,7 @@ from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import stage
 
 if TYPE_CHECKING:
+    from banana_tests.scoring.oracle import Change
     from banana_tests.scoring.score_book import ScoreBook
     from banana_tests.session.scorer import Scorer
     from banana_tests.trajectories.view import Trajectories
@@ -46,7 +47,9 @@ class CasePlanning:
     problems: list[Problem] = field(default_factory=list)  # the bad lines that concern the selection
     plans: dict[CaseKey, CasePlan] = field(default_factory=dict)
     trends: dict[TrendKey, TrendPlan] = field(default_factory=dict)
-    needs: dict[str, list[Record]] = field(default_factory=dict)  # every record a metric's cases score
+    needs: dict[str, list[Record]] = field(default_factory=dict)  # what a metric's selected cases score
+    # the steps the selected cases compare with each reference record (the oracle's)
+    companions: dict[Record, list[Record]] = field(default_factory=dict)
     say: Callable[[str], None] = to_stderr  # a line on the terminal
 
     def collect(self) -> None:
@@ -79,13 +82,26 @@ class CasePlanning:
 
         cases = planned(self.settings.per_run)
         self.plans = {p.key: p for p in cases}
-        for plan in cases:
-            self.needs.setdefault(plan.key.metric, []).extend(plan.records)
         if self.settings.trend:  # trends follow the run means, which are the cases unless per run
             with warnings.catch_warnings():  # the cases' planning already warned
                 warnings.simplefilter("ignore", DataWarning)
                 trends = plan_trends(planned(False) if self.settings.per_run else cases)
             self.trends = {t.key: t for t in trends}
+
+    def select(self, keys: Iterable[CaseKey]) -> None:
+        """What the cases that will run need, once collection has chosen them: a metric's first
+        case scores the images of them all, and a run's first oracle figure computes the run's
+        other steps too. Only theirs: `-k` or `--lf` on one case decodes that case's images."""
+        self.needs = {}
+        steps: dict[Record, dict[Record, None]] = {}
+        for key in keys:
+            plan = self.plans.get(key)
+            if plan is None:
+                continue
+            self.needs.setdefault(key.metric, []).extend(plan.records)
+            for reference, step in plan.pairs:
+                steps.setdefault(reference, {})[step] = None
+        self.companions = {reference: list(found) for reference, found in steps.items()}
 
     def _check_steps(self, records: list[Record], held: list[int]) -> None:
         """Steps that no selected record has can never give a verdict: when that is the
@@ -299,6 +315,10 @@ class SuiteState:
             return scorer.delta(plan.pairs, self.planning.needs.get(key.metric, []) if first else ())
         finally:
             self._prefetched.add(key.metric)
+
+    def changes(self, key: CaseKey) -> list[Change]:
+        """The degradation oracle's figures for the case's pairs, one per run."""
+        return self.scoring.book.changes(self.plans[key].pairs, self.planning.companions)
 
 
 SELECTED = pytest.StashKey[list[MetricSpec]]()
