@@ -15,7 +15,9 @@ warm bytecode caches (PYTHONPYCACHEPREFIX) and its peak RSS:
   under --collect-only, so these runs deselect every case (`-k`, exit status 5) after each
   worker has collected them all (peak of the largest process, CPU of all);
 - the whole run, passing and failing (the numpy metrics of bench_scale.py), against plain pytest
-  running as many cases with two properties and --junitxml (failing: --tb=line);
+  running as many cases with --junitxml and 8 properties each, issue 26's floor, written as the
+  suite writes its own (`user_properties`: `record_property` warns on every case under xunit2,
+  which would slow the floor) (failing: --tb=line);
 - reading alone (`sources.load`, timed in process) at 6,500 and 28,000 records (56 seed images),
   and the hub path (`datasets.load_dataset` on the same parquet files, after a first call
   prepared its cache, as after a download), in CPU ms per record: the median of `--repeat` fresh
@@ -39,7 +41,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench_memory import generate
-from bench_scale import SHARPNESS_LOWER, measure, plain_module
+from bench_scale import SHARPNESS_LOWER, measure
 
 from banana_tests.trajectories.parquet_rows import INDEX_FOLDER
 
@@ -52,6 +54,24 @@ XDIST = ("-p", "no:cacheprovider", "-n", "2", "-q")  # each of the 2 workers col
 NOTHING = "not test_"  # deselects every case after collection: xdist is off under --collect-only
 HUB = "hf:bench/trajectories"  # read through datasets from its cache of the parquet files
 LAYOUTS = ("imagefolder without variant", "imagefolder with variant", "parquet with image bytes")
+FLOOR = """
+import os
+import pytest
+
+
+@pytest.fixture
+def case(request):
+    request.node.user_properties.extend(
+        [("metric", "m"), ("seed_image", "s"), ("step", "5"), ("run", "0"), ("reference_step", "1")]
+        + [("delta", str(request.param)), ("score_reference", "1.5"), ("score_step", "2.5")]
+    )
+    return request.param
+
+
+@pytest.mark.parametrize("case", range({cases}), indirect=True)
+def test_case(case):
+    assert os.environ.get("PLAIN_FAIL") != "1", f"case {{case}} failed"
+"""
 READER = """
 import json, sys, time
 from pathlib import Path
@@ -212,7 +232,7 @@ def main() -> int:
         run.mkdir()
         (run / "scale_metrics.py").write_text(SHARPNESS_LOWER)
         (work / "plain").mkdir()
-        (work / "plain" / "test_plain.py").write_text(plain_module(CASES))
+        (work / "plain" / "test_plain.py").write_text(FLOOR.format(cases=CASES))
         (work / "plain" / "conftest.py").write_text("")
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(run)}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
