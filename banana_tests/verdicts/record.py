@@ -34,6 +34,8 @@ FIGURES = {
     CaseKind.INVARIANCE: frozenset({Field.CHANGE, Field.TOLERANCE, Field.SCORE_CACHED}),
 }
 """The measured fields each kind may carry; identity fields come from its key."""
+FIGURE_ORDER = {kind: tuple(name for name in Field if name in names) for kind, names in FIGURES.items()}
+"""Each kind's figures in `Field` order, the order a record keeps them in."""
 
 NUMBERS = {CaseKind.INVARIANCE: (Field.CHANGE, Field.TOLERANCE)}
 """Figures a kind's readers compute with: a record whose value is no number is refused."""
@@ -172,7 +174,7 @@ class CaseRecord:
             raise RecordError(f"a {kind.value} record without its {str(exc.args[0])!r} property") from None
         except ValueError as exc:
             raise RecordError(f"a {kind.value} record with a malformed property: {exc}") from None
-        figures = {name: props[name] for name in Field if name in FIGURES[kind] and name in props}
+        figures = {name: props[name] for name in FIGURE_ORDER[kind] if name in props}
         record = cls(key, reference_step, figures)
         for name in NUMBERS.get(kind, ()):
             try:
