@@ -26,6 +26,7 @@ from banana_tests.reports.figures import (
     colour_limit,
     failure_counts,
     gap_colours,
+    render_figures,
 )
 from banana_tests.reports.html import html_chunks
 from banana_tests.reports.paper import paper_cells
@@ -158,6 +159,12 @@ def test_the_colour_scale_clips_no_gap() -> None:
         Cell(CaseKey("piqe", "rocket", 20), "passed", -26.4),
     ]
     assert colour_limit(Matrix.of(cells)) >= 26.4
+
+
+@pytest.mark.filterwarnings("error")
+def test_a_matrix_without_cells_draws_no_figure(tmp_path: Path) -> None:
+    assert render_figures(Matrix(), tmp_path) == []  # empty axes warned "identical low and high xlims"
+    assert not list(tmp_path.iterdir())
 
 
 def test_no_failure_is_neutral_in_failure_counts(tmp_path: Path) -> None:

@@ -410,7 +410,10 @@ def separability_figure(table: dict[str, list[Separability]], stem: Path) -> lis
 def render_figures(matrix: Matrix, out: Path, chosen: Sequence[int] | None = None) -> list[Path]:
     """Every figure for `matrix` into `out`: gaps_step<i>.png/.svg for `heatmap_steps`,
     steps_summary.png/.svg when the run has more than MAX_HEATMAPS steps, and
-    failure_counts.png/.svg."""
+    failure_counts.png/.svg; none for a matrix without Δ cells (a run of invariance or control
+    cases only), which would be empty axes."""
+    if not matrix.cells:
+        return []
     limit = colour_limit(matrix)
     paths: list[Path] = []
     for step in heatmap_steps(matrix, chosen):
