@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, TREND_FIXTURE
+from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, TREND_FIXTURE, CaseKey
 from banana_tests.public_fixtures import (  # the fixtures are registered by being here
     METRICS_FIXTURE,
     TRAJECTORIES_FIXTURE,
@@ -210,7 +210,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     state = adopted(session.config)
     if state is None:
         return
-    from banana_tests.cases import CaseKey
     from banana_tests.session.gating import item_key
 
     state.planning.select(key for item in session.items if isinstance(key := item_key(item), CaseKey))

@@ -146,7 +146,7 @@ def ssim(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
 
 def _blur(planes: NDArray[np.float32]) -> NDArray[np.float32]:
     """scipy's `gaussian_filter(plane, sigma=1.5, truncate=3.5)` of each plane, the same numbers:
-    its two passes over all planes at once, since ten calls per case cost more than the filtering."""
+    its two passes, each over all planes at once (every statistic of a run's steps)."""
     import numpy as np
     from scipy.ndimage import correlate1d
 

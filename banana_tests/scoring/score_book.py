@@ -30,7 +30,7 @@ BATCH = 16
 BATCH_PIXELS = 2**19
 WINDOW_BYTES = 64 * 2**20  # decoded images per window, scored after the whole window is decoded
 REFERENCE_BYTES = 64 * 2**20  # the oracle's latest references (a 64 px one is 96 KiB, a 2K one 100 MB)
-ORACLE_CHUNK_BYTES = 4 * 2**20  # steps' luma per oracle pass; its temporaries are ~12 times that
+ORACLE_CHUNK_BYTES = 4 * 2**20  # steps' luma per oracle pass; its float32 temporaries are a few times that
 
 Loader = Callable[[MetricSpec, str], Metric]
 Pair = tuple[Record, Record]  # (reference, step)
@@ -235,8 +235,10 @@ class ScoreBook:
                 for name in ("psnr", "ssim"):
                     values = {k: float(getattr(c, name)) for k, c in fresh.items()}
                     self.cache.put(f"{ORACLE_KEY}/{name}", values, {"oracle": ORACLE_KEY})
+        found = [self._changes[k] for k in keys]
+        self._pair_changes.update(zip(pairs, found, strict=True))  # also pairs known by their bytes
         self._pair_changes.update((pair, self._changes[k]) for k, pair in todo.items() if k in self._changes)
-        return [self._changes[k] for k in keys]
+        return found
 
     def _companions(
         self, own: Mapping[str, Pair], companions: Mapping[Record, Sequence[Record]]
