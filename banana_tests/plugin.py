@@ -206,13 +206,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The cases that will run, after `-k`, `--lf` and every other deselection: scoring plans
-    for them alone."""
+    for them alone. What collection built lives to the end of the session: frozen for the
+    garbage collector (see banana_tests.scoring.process_tuning)."""
     state = adopted(session.config)
     if state is None:
         return
+    from banana_tests.scoring.process_tuning import freeze_collected
     from banana_tests.session.gating import item_key
 
     state.planning.select(key for item in session.items if isinstance(key := item_key(item), CaseKey))
+    freeze_collected()
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

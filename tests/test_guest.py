@@ -22,6 +22,7 @@ pytest.importorskip("xdist")
 OWN_OPTIONS = ("device", "dataset", "steps", "runs", "baseline", "cache-dir", "where", "variant", "metric")
 
 CONFTEST = f"""
+import gc
 import json
 import os
 import sys
@@ -30,6 +31,7 @@ import pytest
 
 OWN_OPTIONS = {OWN_OPTIONS!r}
 SYS_PATH = list(sys.path)
+COLLECTOR = gc.get_threshold()
 
 
 def pytest_addoption(parser):
@@ -59,6 +61,7 @@ def guest_state(pytestconfig):
         ),
         "heavy": sorted({{"torch", "pyiqa", "datasets", "banana_tests.session.reporter"}} & set(sys.modules)),
         "sys_path_changed": sys.path != SYS_PATH,
+        "collector_tuned": gc.get_threshold() != COLLECTOR or gc.get_freeze_count() > 0,
         "weights_env": os.environ.get("BANANA_WEIGHTS_DIR"),
     }}
 """
@@ -77,7 +80,12 @@ def test_own_options_are_the_projects(own_options, pytestconfig):
 
 def test_the_guest_built_nothing(guest_state):
     assert guest_state == {
-        "stash": [], "plugins": [], "heavy": [], "sys_path_changed": False, "weights_env": "rel/weights"
+        "stash": [],
+        "plugins": [],
+        "heavy": [],
+        "sys_path_changed": False,
+        "collector_tuned": False,
+        "weights_env": "rel/weights",
     }
 
 

@@ -118,3 +118,50 @@ def test_the_heap_is_frozen_at_exit_so_teardown_skips_its_collections() -> None:
     out = subprocess.run([sys.executable, "-c", FREEZE], capture_output=True, text=True, check=True)
 
     assert int(out.stdout) > 10_000  # every live object, out of the collector's view
+
+
+COLLECTED = """
+import gc, sys
+from banana_tests.scoring.process_tuning import freeze_collected
+setting = sys.argv[1]
+if setting == "disabled":
+    gc.disable()
+elif setting == "1000":
+    gc.set_threshold(1000, 10, 10)
+before = gc.get_threshold()[0]
+freeze_collected()
+print(gc.get_freeze_count() > 10_000, before, gc.get_threshold()[0], gc.isenabled())
+"""
+
+
+@pytest.mark.parametrize("setting", ["python's", "1000", "disabled"])
+def test_collection_is_frozen_and_young_objects_collected_less_often_unless_the_user_chose(
+    setting: str,
+) -> None:
+    run = subprocess.run([sys.executable, "-c", COLLECTED, setting], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    frozen, before, after, enabled = run.stdout.split()
+
+    assert frozen == "True"
+    if setting == "python's" and int(before) == process_tuning.PYTHON_YOUNG_COLLECTION:
+        assert (after, enabled) == (str(process_tuning.YOUNG_COLLECTION), "True")
+    else:  # the user's threshold, or collection disabled: left as it was
+        assert (after, enabled) == (before, str(setting != "disabled"))
+
+
+def test_a_suite_run_tunes_its_collector_after_collection(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("import gc\nAT_START = gc.get_threshold()[0]\n")
+    pytester.makepyfile(
+        test_own=f"""
+        import gc
+        from conftest import AT_START
+
+        def test_collector(banana_metric):
+            assert gc.get_freeze_count() > 10_000
+            python_s = AT_START == {process_tuning.PYTHON_YOUNG_COLLECTION}
+            assert gc.get_threshold()[0] == ({process_tuning.YOUNG_COLLECTION} if python_s else AT_START)
+        """
+    )
+    result = pytester.runpytest_subprocess("--metric=laplacian_variance", "-p", "no:randomly")
+
+    result.assert_outcomes(passed=1)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from skimage.metrics import structural_similarity
 
-from banana_tests.scoring.oracle import UNCHANGED_PSNR, change, psnr, ssim
+from banana_tests.scoring.oracle import UNCHANGED_PSNR, _blur, change, psnr, ssim
 from banana_tests.verdicts.separability import auc, separability
 from banana_tests.verdicts.uncertainty import StrictOutcome, spread
 
@@ -121,28 +121,37 @@ def test_ssim_agrees_with_scikit_image() -> None:
     assert ours == pytest.approx(theirs, abs=2e-3)  # borders: scipy reflects, skimage crops
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (7, 5), (32, 32), (33, 129), (97, 64), (130, 257)])
+def test_blur_is_scipys_gaussian_filter_to_float32_rounding(shape: tuple[int, int]) -> None:
+    """The oracle's matrix-product blur against scipy's gaussian_filter (mode 'reflect'), across
+    its row blocks and column chunks (oracle.BAND_ROWS, BAND_COLUMNS) and below the window's size."""
+    from scipy.ndimage import gaussian_filter
+
+    planes = np.random.default_rng(3).uniform(0, 255**2, (3, *shape)).astype(np.float32)
+    theirs = np.stack([gaussian_filter(p.astype(np.float64), sigma=1.5, truncate=3.5) for p in planes])
+    ours = _blur(planes)
+    assert ours.dtype == np.float32 and ours.shape == planes.shape
+    assert np.max(np.abs(ours - theirs)) <= 4 * np.finfo(np.float32).eps * 255**2
+
+
 @pytest.mark.parametrize("shape", [(40, 56), (7, 5), (97, 64)])
-def test_ssim_gives_the_numbers_of_one_gaussian_filter_per_statistic(shape: tuple[int, int]) -> None:
-    """The figures in the score cache (ORACLE_KEY) stay valid: the same numbers, not close ones,
-    as scipy's gaussian_filter of each statistic in float32; and within 1e-6 of float64's."""
+def test_ssim_is_within_1e_6_of_float64_gaussian_filters(shape: tuple[int, int]) -> None:
+    """SSIM's statistics in float32 and blurred by matrix products (ORACLE_KEY) move the index
+    by under 1e-6 from scipy's gaussian_filter of each statistic in float64."""
     from scipy.ndimage import gaussian_filter
 
     rng = np.random.default_rng(7)
     a = rng.uniform(0, 255, shape)
     b = np.clip(a + rng.normal(0, 9, shape), 0, 255)
 
-    def index_mean(a: np.ndarray, b: np.ndarray) -> float:
-        def blur(x: np.ndarray) -> np.ndarray:
-            return gaussian_filter(x, sigma=1.5, truncate=3.5)
+    def blur(x: np.ndarray) -> np.ndarray:
+        return gaussian_filter(x, sigma=1.5, truncate=3.5)
 
-        c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
-        mu_a, mu_b = blur(a), blur(b)
-        var_a, var_b, cov = blur(a * a) - mu_a**2, blur(b * b) - mu_b**2, blur(a * b) - mu_a * mu_b
-        index = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a**2 + mu_b**2 + c1) * (var_a + var_b + c2))
-        return float(np.mean(index, dtype=np.float64))
-
-    assert ssim(a, b) == index_mean(a.astype(np.float32), b.astype(np.float32))
-    assert ssim(a, b) == pytest.approx(index_mean(a, b), abs=1e-6)
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    mu_a, mu_b = blur(a), blur(b)
+    var_a, var_b, cov = blur(a * a) - mu_a**2, blur(b * b) - mu_b**2, blur(a * b) - mu_a * mu_b
+    index = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a**2 + mu_b**2 + c1) * (var_a + var_b + c2))
+    assert ssim(a, b) == pytest.approx(float(np.mean(index)), abs=1e-6)
 
 
 def test_a_cropped_step_is_compared_at_the_reference_size() -> None:

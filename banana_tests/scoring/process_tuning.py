@@ -1,8 +1,10 @@
-"""Tuning a scoring process: torch's threads under xdist, glibc's freed memory, a quick exit.
+"""Tuning a scoring process: torch's threads under xdist, glibc's freed memory, the garbage
+collector, a quick exit.
 
-Only a suite run tunes its processes (banana_tests.session.suite loads its metrics through
-`tune_for_scoring`), once its first metric is built; another project's run in the same
-environment, and code that loads a metric itself, are left as they are.
+Only a suite run tunes its processes: the plugin freezes what its collection built, and
+banana_tests.session.suite loads its metrics through `tune_for_scoring`, once the first one is
+built. Another project's run in the same environment, and code that loads a metric itself, are
+left as they are.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 256 * 2**20  # above scoring.BATCH_PIXELS × NIQE's ~400 B per pixel
 TRIM_THRESHOLD = 256 * 2**20
 GLIBC_MMAP_CEILING = 32 * 2**20  # where glibc's own dynamic mmap threshold stops growing
+PYTHON_YOUNG_COLLECTION = 700  # gc.get_threshold()[0] as Python starts
+YOUNG_COLLECTION = 5_000
 USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES")
 
 
@@ -81,6 +85,19 @@ def freeze_heap_at_exit() -> None:
     otherwise runs full collections over the millions of objects torch and pyiqa leave behind:
     2.0 s per process, 0.4 s frozen. Registered once, by the first metric a process loads."""
     atexit.register(gc.freeze)
+
+
+def freeze_collected() -> None:
+    """Move what collection left alive (the items, the case plans, the set's records) out of the
+    garbage collector's view, and collect young objects every YOUNG_COLLECTION allocations, not
+    700. Collection's objects live until the session ends, and the run's own (reports, JUnit
+    elements, matrix cells) grow with it: each full collection walked them all again. On 6,435
+    cases of 64 px images the collector took 1.9 s CPU, 0.6 s now. A threshold the user set
+    (another than Python's 700, or collection disabled) is left alone."""
+    gc.freeze()
+    young, middle, old = gc.get_threshold()
+    if gc.isenabled() and young == PYTHON_YOUNG_COLLECTION:
+        gc.set_threshold(YOUNG_COLLECTION, middle, old)
 
 
 def tune_for_scoring(metric: object) -> None:

@@ -13,13 +13,7 @@ from typing import TypeVar
 from banana_tests.scoring.batch_watch import BatchTimeout, BatchWatch
 from banana_tests.scoring.cache import ScoreCache, identity, identity_key
 from banana_tests.scoring.oracle import ORACLE_KEY, Change, Reference
-from banana_tests.scoring.process_tuning import (
-    freeze_heap_at_exit,
-    keep_freed_memory,
-    release_freed_memory,
-    reuses_freed_memory,
-    share_cores,
-)
+from banana_tests.scoring.process_tuning import release_freed_memory
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.protocol import Image, Metric, MetricError
@@ -84,23 +78,19 @@ def pixel_scores(name: str, positions: Sequence[Sequence[int]], scores: Sequence
 
 
 def load_metric(spec: MetricSpec, device: str) -> Metric:
-    """Build the metric behind `spec`; the backend is imported only now."""
+    """Build the metric behind `spec`; the backend is imported only now. The process is left as
+    it is: a suite run tunes its own (banana_tests.session.suite.tuned_load)."""
     if spec.backend == "custom":
         from metrics_under_test.custom import build
 
-        metric = build(spec, device)
-    elif spec.backend == "vlm":
+        return build(spec, device)
+    if spec.backend == "vlm":
         from metrics_under_test import vlm
 
-        metric = vlm.build(spec, device)
-    else:
-        from metrics_under_test.pyiqa_backend import PyiqaMetric
+        return vlm.build(spec, device)
+    from metrics_under_test.pyiqa_backend import PyiqaMetric
 
-        metric = PyiqaMetric(spec, device)
-    share_cores()
-    keep_freed_memory(reuses_freed_memory(metric))
-    freeze_heap_at_exit()
-    return metric
+    return PyiqaMetric(spec, device)
 
 
 def batches(window: list[tuple[K, Image]]) -> Iterator[list[tuple[K, Image]]]:

@@ -51,12 +51,14 @@ class Cell:
         --banana-strict-runs the recorded strict verdict decides, `unresolved` included. A step
         that did not change is `invalid`, whatever its Δ: no trial of the metric."""
         if not self.valid_trial:
-            return replace(self, outcome="invalid")
-        if self.strict is not None:
-            return replace(self, outcome=STRICT_OUTCOMES[self.strict])
-        if self.delta is None:
-            return self
-        return replace(self, outcome="passed" if self.delta < 0 else "failed")
+            outcome = "invalid"
+        elif self.strict is not None:
+            outcome = STRICT_OUTCOMES[self.strict]
+        elif self.delta is None:
+            outcome = self.outcome
+        else:
+            outcome = "passed" if self.delta < 0 else "failed"
+        return self if outcome == self.outcome else replace(self, outcome=outcome)
 
 
 @dataclass

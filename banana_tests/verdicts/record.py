@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
 
 from banana_tests.cases import SCHEMA, CaseKey, CaseKind, Field
 from banana_tests.scoring.oracle import valid_trial
@@ -106,23 +108,26 @@ class CaseRecord:
         """A Δ record with its test outcome, as a matrix cell (ValueError for another kind)."""
         if not isinstance(self.key, CaseKey):
             raise ValueError(f"a {self.kind.value} case is no matrix cell")
+        return Cell(self.key, outcome, message=message, **self._cell_figures)
+
+    @cached_property
+    def _cell_figures(self) -> dict[str, Any]:
+        """The Δ figures a cell holds, parsed once (a record is validated by parsing them, then
+        read as a cell)."""
         runs = self.figures.get(Field.RUNS)
-        return Cell(
-            self.key,
-            outcome,
-            self.number(Field.DELTA),
-            self.number(Field.SCORE_REFERENCE),
-            self.number(Field.SCORE_STEP),
-            self.reference_step,
-            None if runs in (None, "") else int(runs),
-            message,
-            self.figures.get(Field.STRICT) or None,
-            valid_trial(self.figures.get(Field.PSNR, "")),
-            self.numbers(Field.RUN_NORM_REFERENCES),
-            self.numbers(Field.RUN_NORM_STEPS),
-            self.numbers(Field.PSNR),
-            self.numbers(Field.SSIM),
-        )
+        return {
+            "delta": self.number(Field.DELTA),
+            "score_reference": self.number(Field.SCORE_REFERENCE),
+            "score_step": self.number(Field.SCORE_STEP),
+            "reference_step": self.reference_step,
+            "runs": None if runs in (None, "") else int(runs),
+            "strict": self.figures.get(Field.STRICT) or None,
+            "valid_trial": valid_trial(self.figures.get(Field.PSNR, "")),
+            "run_norm_references": self.numbers(Field.RUN_NORM_REFERENCES),
+            "run_norm_steps": self.numbers(Field.RUN_NORM_STEPS),
+            "psnr": self.numbers(Field.PSNR),
+            "ssim": self.numbers(Field.SSIM),
+        }
 
     def numbers(self, name: Field) -> tuple[float, ...]:
         """A space-separated figure (one value per run); empty when not recorded."""
