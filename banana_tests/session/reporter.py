@@ -108,6 +108,8 @@ class MatrixReporter:
         self.unreadable: list[str] = []  # "nodeid: why" of records that could not be read
         self.other_snapshots = 0  # snapshot cases of metrics not selected, deselected at collection
         self.verdict_lines: list[str] = []  # failing verdicts, printed one line each
+        # an xdist worker's reports go to the controller, which builds the matrix it prints
+        self.builds_matrix = not hasattr(config, "workerinput")
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """A control or invariance case's identity is known from its parameters: recorded now,
@@ -153,7 +155,9 @@ class MatrixReporter:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         final = report.when == "call" or (report.when == "setup" and not report.passed)
-        if not final or not report.user_properties or report.outcome not in PYTEST_OUTCOMES:
+        if not final or not self.builds_matrix or not report.user_properties:
+            return
+        if report.outcome not in PYTEST_OUTCOMES:
             return  # pytest-rerunfailures reports each retried attempt as "rerun": not a verdict
         try:
             record = CaseRecord.read({name: str(value) for name, value in report.user_properties})

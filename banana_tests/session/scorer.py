@@ -23,6 +23,7 @@ from banana_tests.trajectories.records import Record
 from banana_tests.verdicts.gaps import Gap, gap
 from metrics_under_test.scale import Scale
 from metrics_under_test.spec import MetricSpec
+from metrics_under_test.weights import MissingWeights, UnwritableCache
 
 if TYPE_CHECKING:
     from banana_tests.scoring.score_book import ScoreBook
@@ -43,8 +44,6 @@ def load_or_skip(
     A metric that calls sys.exit stops the run (exit 2), as Ctrl-C does: pytest would otherwise
     report a SystemExit as one failed case and go on. In an xdist worker the reason is also
     `say`-ed, since the controller shows only "received keyboard-interrupt"."""
-    from metrics_under_test.weights import MissingWeights, UnwritableCache
-
     try:
         return load()
     except MissingWeights as exc:
