@@ -9,7 +9,7 @@ stack, nor the suite's data, scoring and reporting code.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,9 +35,8 @@ from banana_tests.session.ownership import GIVEN, STATE, adopt, adopted, asks_fo
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 
 if TYPE_CHECKING:  # the rest of the suite is imported once a run is the suite's
-    from banana_tests.session.scorer import Scorer
     from banana_tests.session.suite import SuiteState
-    from banana_tests.verdicts.trend import Trend
+    from banana_tests.verdicts.trend import Trend, TrendKey
     from banana_tests.verdicts.verdict import Verdict
 
 __all__ = ["STATE", "banana_metric", "banana_metrics", "banana_trajectories"]
@@ -131,8 +130,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test on the suite's fixtures makes the run the suite's. `banana_metric` is parametrized
     over the selection, first (outermost), so every id starts with the metric and the scheduler
-    can keep a metric's tests together. The suite's cases carry their metric in the same
-    parameter: (metric, case) pairs, ids unchanged. A data set that cannot be read leaves the
+    can keep a metric's tests together; the suite's case ids start with their metric too (see
+    `_parametrize_cases`). A data set that cannot be read leaves the
     cases unplanned; collection then stops with that usage error (raised from a collector it
     would be a collection error, exit 2)."""
     names = metafunc.fixturenames
@@ -142,23 +141,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if state is None:
         return
     if CASE_FIXTURE in names:
-        keys = [p.key for p in state.try_collect()]
-        pairs = [(k.metric, k) for k in keys]
-        ids = [k.test_id for k in keys]
-        metafunc.parametrize((METRIC_FIXTURE, CASE_FIXTURE), pairs, ids=ids, indirect=True, scope="function")
+        _parametrize_cases(metafunc, [p.key for p in state.try_collect()], CASE_FIXTURE)
     elif TREND_FIXTURE in names:
         state.try_collect()
-        trends = sorted(state.trends)
-        metafunc.parametrize(
-            (METRIC_FIXTURE, TREND_FIXTURE),
-            [(k.metric, k) for k in trends],
-            ids=[k.test_id for k in trends],
-            indirect=True,
-            scope="function",
-        )
+        _parametrize_cases(metafunc, sorted(state.trends), TREND_FIXTURE)
     elif METRIC_FIXTURE in names and not _parametrized_by_marker(metafunc, METRIC_FIXTURE):
         metrics = list(state.metrics)
         metafunc.parametrize(METRIC_FIXTURE, metrics, ids=metrics, indirect=True)
+
+
+def _parametrize_cases(metafunc: pytest.Metafunc, keys: Sequence[CaseKey | TrendKey], fixture: str) -> None:
+    """One test per case, its id starting with its metric. A test that also requests
+    `banana_metric` gets the case's metric as it, in (metric, case) pairs: a fixture set up and
+    torn down again on each case, which the shipped tests spare themselves."""
+    ids = [k.test_id for k in keys]
+    if METRIC_FIXTURE in metafunc.fixturenames:
+        pairs = [(k.metric, k) for k in keys]
+        metafunc.parametrize((METRIC_FIXTURE, fixture), pairs, ids=ids, indirect=True, scope="function")
+    else:
+        metafunc.parametrize(fixture, keys, ids=ids, indirect=True)
 
 
 def _adopt_at_collection(config: pytest.Config) -> SuiteState | None:
@@ -228,22 +229,25 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 @pytest.fixture
-def banana_trend(request: pytest.FixtureRequest, banana_metric: Scorer) -> Trend:
-    """One (metric, seed image) trend measured with `banana_metric`, with its JUnit properties;
-    skips when the metric cannot load (see banana_tests.session.scorer.load_or_skip)."""
+def banana_trend(request: pytest.FixtureRequest) -> Trend:
+    """One (metric, seed image) trend measured with its metric's `Scorer` (the one `banana_metric`
+    gives), with its JUnit properties; skips when the metric cannot load (see
+    banana_tests.session.scorer.load_or_skip)."""
     from banana_tests.session.reporter import measured
     from banana_tests.verdicts.record import CaseRecord
 
     state = request.config.stash[STATE]
     plan = state.trends[request.param]
+    scorer = state.scorer(plan.key.metric)
     record = CaseRecord(plan.key, plan.reference_step)
-    return measured(request, record, lambda: state.trend_of(plan.key, banana_metric))
+    return measured(request, record, lambda: state.trend_of(plan.key, scorer))
 
 
 @pytest.fixture
-def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdict:
-    """The case's verdict, Δ by `banana_metric.delta`, with its JUnit properties recorded; skips
-    when the metric cannot load (see banana_tests.session.scorer.load_or_skip)."""
+def banana_case(request: pytest.FixtureRequest) -> Verdict:
+    """The case's verdict, Δ by its metric's `Scorer.delta` (the `Scorer` that `banana_metric`
+    gives), with its JUnit properties recorded; skips when the metric cannot load (see
+    banana_tests.session.scorer.load_or_skip)."""
     from banana_tests.cases import Field
     from banana_tests.scoring import oracle
     from banana_tests.session.reporter import measured, record_figure
@@ -253,10 +257,11 @@ def banana_case(request: pytest.FixtureRequest, banana_metric: Scorer) -> Verdic
     state = request.config.stash[STATE]
     plan = state.plans[request.param]
     strict = state.settings.strict_runs
+    scorer = state.scorer(plan.key.metric)
     verdict = measured(
         request,
         CaseRecord(plan.key, plan.reference_step),
-        lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key, banana_metric), strict),
+        lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key, scorer), strict),
     )
     record_figure(request, Field.SCORE_CACHED, state.score_cached(plan.key))
     trial = oracle.Trial(tuple(state.changes(plan.key)))

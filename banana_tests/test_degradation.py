@@ -1,21 +1,19 @@
 """The failure matrix: does each metric score the edited image worse than the reference step?
 
-Written on the public fixtures: `banana_metric` is the metric under trial (the id's first part)
-and `banana_case` the verdict its `delta` gives on one (seed image, step[, run]) of the set.
+Each case is one metric's verdict (the id's first part) on one (seed image, step[, run]) of the
+set: `banana_case`, Δ by the metric's `Scorer.delta`, the `Scorer` the public `banana_metric`
+fixture gives (a test of yours that requests both gets the case's metric as `banana_metric`).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from banana_tests.session.scorer import Scorer
 from banana_tests.verdicts.verdict import Verdict, fail_verdict
 
 
-def test_detects_degradation(
-    banana_metric: Scorer, banana_case: Verdict, request: pytest.FixtureRequest
-) -> None:
-    # banana_metric (the id's first part) is the scorer that measured banana_case. `request`, not
-    # `pytestconfig`: one fixture fewer to resolve on each of a run's cases.
+def test_detects_degradation(banana_case: Verdict, request: pytest.FixtureRequest) -> None:
+    # The case's fixture only, and `request` rather than `pytestconfig`: each fixture a case sets
+    # up is paid on every one of a run's cases.
     if not banana_case.detected:
         fail_verdict(banana_case.message(), banana_case.summary(), request.config)

@@ -118,6 +118,25 @@ def test_a_users_test_runs_once_per_selected_metric_with_its_name_as_id(suite: p
     )
 
 
+def test_a_test_on_a_case_and_banana_metric_gets_the_cases_metric(suite: pytest.Pytester) -> None:
+    """The shipped cases set up no `banana_metric`; a test of yours on both gets the case's."""
+    suite.makepyfile(
+        test_own="""
+        def test_mine(banana_metric, banana_case):
+            assert banana_metric.name == banana_case.key.metric
+        """
+    )
+    result = suite.runpytest_subprocess("test_own.py", "--dataset=data", f"--metric={NOISE},{REVERSED}", "-v")
+    ran = [line.split(" ", 2)[:2] for line in result.outlines if line.startswith("test_own.py::")]
+
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert {status for _, status in ran} == {"PASSED"}
+    assert (
+        sorted(test.split("[")[1].split("-")[0] for test, _ in ran)
+        == ["noise_level"] * 6 + ["noise_level_reversed"] * 6
+    )
+
+
 def test_scores_and_delta_equal_the_shipped_cases(suite: pytest.Pytester) -> None:
     """Two processes, no cache between them: the user's scores are computed, not read back."""
     metrics = f"--metric={NOISE},{REVERSED}"
