@@ -92,8 +92,8 @@ def freeze_collected() -> None:
     garbage collector's view, and collect young objects every YOUNG_COLLECTION allocations, not
     700. Collection's objects live until the session ends, and the run's own (reports, JUnit
     elements, matrix cells) grow with it: each full collection walked them all again. On 6,435
-    cases of 64 px images the collector took 1.9 s CPU, 0.6 s now. A threshold the user set
-    (another than Python's 700, or collection disabled) is left alone."""
+    cases of 64 px images the collector took 1.9-2.0 s CPU, 0.6-0.8 s now. A threshold the user
+    chose (any but Python's 700) and a disabled collector are left alone."""
     gc.freeze()
     young, middle, old = gc.get_threshold()
     if gc.isenabled() and young == PYTHON_YOUNG_COLLECTION:
