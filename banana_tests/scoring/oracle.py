@@ -160,9 +160,10 @@ def _band() -> NDArray[np.float32]:
 
     x = np.arange(-RADIUS, RADIUS + 1)
     kernel = np.exp(-0.5 / (SIGMA * SIGMA) * x**2)
+    kernel /= kernel.sum()
     band = np.zeros((BAND_ROWS, BAND_ROWS + 2 * RADIUS), dtype=np.float32)
     for row in range(BAND_ROWS):
-        band[row, row : row + 2 * RADIUS + 1] = kernel / kernel.sum()
+        band[row, row : row + 2 * RADIUS + 1] = kernel
     return band
 
 

@@ -156,9 +156,6 @@ class ScoreBook:
         """Raw scores of `records`. `upcoming` are records this metric needs later on this worker:
         they are scored in the same pass. Raises DataError naming every record of `records` that
         has no score (a bad image, a non-finite score, a batch over the time limit)."""
-        known = [v for r in records if isinstance(v := self._scores.get((spec.name, r.path)), float)]
-        if not upcoming and len(known) == len(records):  # every later case of a run
-            return known
         todo = {r.path: r for r in (*records, *upcoming) if (spec.name, r.path) not in self._scores}
         if todo and self.cache is not None:
             self._recall(spec, todo)

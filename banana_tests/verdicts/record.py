@@ -12,9 +12,8 @@ Schema 1 is the layout of banana-tests up to f958bf8, which wrote no `banana_rec
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
 
 from banana_tests.cases import SCHEMA, CaseKey, CaseKind, Field
 from banana_tests.scoring.oracle import valid_trial
@@ -108,26 +107,33 @@ class CaseRecord:
         """A Δ record with its test outcome, as a matrix cell (ValueError for another kind)."""
         if not isinstance(self.key, CaseKey):
             raise ValueError(f"a {self.kind.value} case is no matrix cell")
-        return Cell(self.key, outcome, message=message, **self._cell_figures)
+        parsed = self._parsed_cell
+        if (outcome, message) == (parsed.outcome, parsed.message):
+            return parsed
+        return replace(parsed, outcome=outcome, message=message)
 
     @cached_property
-    def _cell_figures(self) -> dict[str, Any]:
-        """The Δ figures a cell holds, parsed once (a record is validated by parsing them, then
-        read as a cell)."""
+    def _parsed_cell(self) -> Cell:
+        """The record as a passed cell, its figures parsed once: `of` validates a record by
+        parsing them, and the reader then asks for its cell."""
+        assert isinstance(self.key, CaseKey)
         runs = self.figures.get(Field.RUNS)
-        return {
-            "delta": self.number(Field.DELTA),
-            "score_reference": self.number(Field.SCORE_REFERENCE),
-            "score_step": self.number(Field.SCORE_STEP),
-            "reference_step": self.reference_step,
-            "runs": None if runs in (None, "") else int(runs),
-            "strict": self.figures.get(Field.STRICT) or None,
-            "valid_trial": valid_trial(self.figures.get(Field.PSNR, "")),
-            "run_norm_references": self.numbers(Field.RUN_NORM_REFERENCES),
-            "run_norm_steps": self.numbers(Field.RUN_NORM_STEPS),
-            "psnr": self.numbers(Field.PSNR),
-            "ssim": self.numbers(Field.SSIM),
-        }
+        return Cell(
+            self.key,
+            "passed",
+            self.number(Field.DELTA),
+            self.number(Field.SCORE_REFERENCE),
+            self.number(Field.SCORE_STEP),
+            self.reference_step,
+            None if runs in (None, "") else int(runs),
+            "",
+            self.figures.get(Field.STRICT) or None,
+            valid_trial(self.figures.get(Field.PSNR, "")),
+            self.numbers(Field.RUN_NORM_REFERENCES),
+            self.numbers(Field.RUN_NORM_STEPS),
+            self.numbers(Field.PSNR),
+            self.numbers(Field.SSIM),
+        )
 
     def numbers(self, name: Field) -> tuple[float, ...]:
         """A space-separated figure (one value per run); empty when not recorded."""
