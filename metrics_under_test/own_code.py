@@ -100,8 +100,11 @@ def _module_file(name: str) -> Path | None:
     """The file of module `name`, loaded or not, without importing it or its parents."""
     module = sys.modules.get(name)
     if module is not None:
+        # A real source file only: torch.classes says `__file__ = "_classes.py"`, a relative name
+        # of no file; frozen, built-in and namespace modules have none.
         file = getattr(module, "__file__", None)
-        return Path(file) if file else None
+        path = Path(file) if isinstance(file, str) and file else None
+        return path if path is not None and path.is_absolute() and path.is_file() else None
     parent, _, child = name.rpartition(".")
     search: list[str] | None = None
     if parent:
