@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,9 @@ from banana_tests.trajectories.sources import SourceOptions, default_cache_dir
 from metrics_under_test.weights import mirror_from_env
 
 DEFAULT_SNAPSHOT_DIR = "banana_snapshots"
+URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
+"""`scheme://...`: taken as a local path it became ./s3:/bucket (issue 35); two letters or more, so a
+Windows drive (`C:/`) stays a path."""
 
 
 class Device(enum.StrEnum):
@@ -118,6 +122,12 @@ class Settings:
             raise ValueError(f"--heartbeat takes a number of seconds (0: never), got {heartbeat}")
         if batch_timeout is not None and not batch_timeout > 0:
             raise ValueError(f"--batch-timeout takes a positive number of seconds, got {batch_timeout}")
+        if URL.match(value("cache-dir")):
+            raise ValueError(
+                f"--cache-dir={value('cache-dir')}: the score cache is one local SQLite file; a URL is not "
+                "supported (SQLite's WAL is unsafe on network filesystems: keep one cache per machine "
+                "and merge them, docs/speed.md)"
+            )
         image_cache, mirror, baseline = value("dataset-cache"), value("weights-dir"), value("baseline")
         source = SourceOptions(
             source=value("dataset") or str(EMBEDDED),

@@ -40,6 +40,10 @@ ROWS: dict[str, tuple[list[str], str]] = {
     "metric-unknown": (["--metric=brisk"], "unknown metric 'brisk'. Did you mean 'brisque'?"),
     "weights-dir-missing": (["--weights-dir=nowhere"], "--weights-dir=nowhere: no such directory"),
     "heartbeat-negative": (["--heartbeat=-1"], "--heartbeat takes a number of seconds (0: never), got -1.0"),
+    "cache-dir-url": (
+        ["--cache-dir=s3://bucket/x"],
+        "--cache-dir=s3://bucket/x: the score cache is one local SQLite file; a URL is not supported",
+    ),
     "batch-timeout-zero": (["--batch-timeout=0"], "--batch-timeout takes a positive number of seconds"),
 }
 
