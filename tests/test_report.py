@@ -381,3 +381,37 @@ def test_a_run_whose_steps_did_not_change_reports_them_as_not_valid_trials(tmp_p
     markdown = (out / "summary.md").read_text()
     assert "- noise_level-frozen-step5: PSNR inf dB" in markdown
     assert "| noise_level | 4 | 0 | 0 | 0 | 0 | 2 |" in markdown
+
+
+def test_a_control_failure_is_in_the_summary_the_page_and_controls_csv(tmp_path: Path) -> None:
+    """The real control family on a cheap numpy metric: laplacian_variance takes noise for detail,
+    so its gaussian_noise case fails; the report shows that per metric and distortion."""
+    xml = tmp_path / "controls.xml"
+    cmd = [sys.executable, "-m", "pytest", "banana_tests/test_control.py", "-q", "-p", "no:cacheprovider"]
+    cmd += ["--metric=laplacian_variance", f"--junitxml={xml}", "--no-cache"]
+    done = subprocess.run(cmd, cwd=PROJECT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = report(tmp_path / "r", xml)
+    with (out / "controls.csv").open(newline="") as f:
+        table = {(r["distortion"], r["outcome"]): r["message"] for r in csv.DictReader(f)}
+    assert set(table) == {("gaussian_noise", "failed"), ("gaussian_blur", "passed"), ("jpeg", "passed")}
+    assert re.fullmatch(r"normalised [\d.]+ ≥ [\d.]+", table["gaussian_noise", "failed"])
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "| laplacian_variance | pass | FAIL: normalised " in summary
+    page = table_rows((out / "report.html").read_text(encoding="utf-8"), "Control degradations")
+    assert page == [["laplacian_variance", "pass", f"FAIL: {table['gaussian_noise', 'failed']}", "pass"]]
+
+
+def test_a_pypi_librarys_metric_wrapped_as_docs_wrap_md_says_runs_through_the_suite(tmp_path: Path) -> None:
+    """piq's adapter, copied from docs/wrap.md into an empty folder, run as a user would
+    (`--pyargs banana_tests`, Δ cases at step 5): every seed image gets a verdict in the report."""
+    page = (PROJECT / "docs" / "wrap.md").read_text(encoding="utf-8")
+    block = page.split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "mymod.py").write_text(block, encoding="utf-8")
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "banana_tests", "--metric=mymod:piq_tv", "--steps=5"]
+    cmd += ["-k", "test_detects_degradation", "-q", "-p", "no:cacheprovider", "--junitxml=j.xml"]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    table = rows(report(tmp_path / "r", tmp_path / "j.xml"))
+    assert {r["metric"] for r in table} == {"piq_tv"} and len(table) == 8
+    assert {r["outcome"] for r in table} <= {"passed", "failed"}

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, describe_replacements, read_junit
 from banana_tests.reports.trends import TrendSeries
 from banana_tests.session.versions import RUN_PACKAGES, package_versions
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     trends: list[TrendSeries] = []
     failing_others: list[Other] = []
     checked = ""  # the invariance table, when the run had invariance cases
+    controls: list[ControlOutcome] = []
     if args.paper_only:
         matrix = Matrix.of(paper_cells())
         metadata = {
@@ -97,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         matrix, title, trends = reading.matrix, "banana-tests failure matrix", reading.trends
         failing_others = reading.failing_others()
         checked = invariance_markdown(reading.invariance)
+        controls = reading.controls
         metadata = _metadata(reading)
         for path in reading.repeated:
             print(f"{path} is given more than once; it is read once", file=sys.stderr)
@@ -127,7 +130,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         with staged(args.out) as stage:
             written = write_report(
-                matrix, stage, metadata, title, notes, summary_extra, trends, comparisons, args.figure_steps
+                matrix,
+                stage,
+                metadata,
+                title,
+                notes,
+                summary_extra,
+                trends,
+                comparisons,
+                args.figure_steps,
+                controls,
             )
             written = [args.out / p.name for p in written]
             if args.write_baseline:

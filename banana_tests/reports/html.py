@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from banana_tests.cases import CaseKey
 from banana_tests.reports.compare import MetricComparison
+from banana_tests.reports.control_table import ControlOutcome, control_rows
 from banana_tests.reports.oracle_table import ORACLE, invalid_trials, oracle_cells, oracle_steps, psnr_text
 from banana_tests.reports.separability_table import separabilities
 from banana_tests.reports.tables import sorted_cells, summarise
@@ -443,6 +444,7 @@ def html_chunks(
     trends: Sequence[TrendFigure] = (),
     comparisons: Sequence[MetricComparison] | None = None,
     separability_figure: Path | None = None,
+    controls: Sequence[ControlOutcome] = (),
 ) -> Iterator[Html]:
     """The page, piece by piece for writing as it is made: the run's facts, per-metric summary
     (with the oracle's reference row), separability and the oracle when the cells recorded them,
@@ -464,6 +466,14 @@ def html_chunks(
         summary,
     ]
     parts += [part for part in (separability_html(matrix, separability_figure), oracle_html(matrix)) if part]
+    if controls:
+        header, rows = control_rows(controls)
+        parts += [
+            "<h2>Control degradations</h2>",
+            "<p>Per metric and distortion: does the stronger of two strengths score worse on every drawn "
+            "crop? A failure gives the first failing crop's normalised scores (controls.csv too).</p>",
+            _table(header, rows),
+        ]
     if comparisons is not None:
         parts += ["<h2>Compared with the paper (Figure 5)</h2>", comparison_html(comparisons)]
     for heading, text in notes:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
+from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.trends import TrendSeries
 from banana_tests.verdicts.baseline import ControlKey, Other
@@ -109,6 +110,7 @@ class SourcedOther:
     outcome: str
     timestamp: datetime
     order: tuple[int, int]
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,7 @@ class Reading:
     trends: list[TrendSeries] = field(default_factory=list)
     others: dict[Other, str] = field(default_factory=dict)
     invariance: list[InvarianceOutcome] = field(default_factory=list)
+    controls: list[ControlOutcome] = field(default_factory=list)
 
     def failing_others(self) -> list[Other]:
         """Trend, control and invariance cases that failed (under a baseline: xfailed or still
@@ -187,7 +190,12 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
     reading.files, reading.repeated = files, repeated
     newest = {(t.series.metric, t.series.seed_image): t.series for t in sorted(trends, key=_when)}
     reading.trends = [newest[k] for k in sorted(newest)]
-    reading.others = {o.key: o.outcome for o in sorted(others, key=_when)}
+    newest_others = {o.key: o for o in sorted(others, key=_when)}
+    reading.others = {k: o.outcome for k, o in newest_others.items()}
+    controls = {k: o for k, o in newest_others.items() if isinstance(k, ControlKey)}
+    reading.controls = [
+        ControlOutcome.of(k, controls[k].outcome, controls[k].message) for k in sorted(controls)
+    ]
     checked = {i.outcome.key: i.outcome for i in sorted(invariance, key=_when)}
     reading.invariance = [checked[k] for k in sorted(checked)]
     latest: dict[CaseKey, Sourced] = {}
@@ -313,7 +321,9 @@ def _case(
         return [(Sourced(record.cell(outcome, message).as_verdict(), path, stamp, order), meta)], legacy
     # The gate expects only a failed assertion (the verdict): any other failure is no verdict.
     verdict = "error" if outcome == "failed" and not _asserted(case) else outcome
-    found: list[tuple[Item, dict[str, str]]] = [(SourcedOther(record.key, verdict, stamp, order), meta)]
+    found: list[tuple[Item, dict[str, str]]] = [
+        (SourcedOther(record.key, verdict, stamp, order, message), meta)
+    ]
     if Field.TREND_SERIES in record.figures:
         try:
             series = TrendSeries.from_properties(dict(record.properties()))

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from banana_tests.reports.compare import MetricComparison
+from banana_tests.reports.control_table import ControlOutcome, control_markdown, write_control_csv
 from banana_tests.reports.html import html_chunks
 from banana_tests.reports.oracle_table import oracle_markdown
 from banana_tests.reports.separability_table import separabilities, separability_markdown
@@ -28,19 +29,26 @@ def write_report(
     trends: Sequence[TrendSeries] = (),
     comparisons: Sequence[MetricComparison] | None = None,
     figure_steps: Sequence[int] | None = None,
+    controls: Sequence[ControlOutcome] = (),
 ) -> list[Path]:
     """matrix.csv, summary.md (`summary_sections`, then `summary_extra`), the figures (heatmaps
     for `figure_steps`, see `heatmap_steps`; separability.png/.svg when the cells carry per-run
     scores), a trend figure per seed image when `trends` are given, and report.html (with
     `notes`: a heading and preformatted text each, and the comparison with the paper when
-    `comparisons` is given). Returns the files written, each once."""
+    `comparisons` is given), and controls.csv with the control cases' outcomes when there are any
+    (also in summary.md and the page). Returns the files written, each once."""
     from banana_tests.reports.figures import render_figures, separability_figure
 
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "matrix.csv", out / "summary.md"]
     with written[0].open("w", encoding="utf-8", newline="") as table:
         write_csv(matrix, table)
-    sections = [summary_markdown(matrix, title), *summary_sections(matrix), summary_extra]
+    if controls:
+        written.append(out / "controls.csv")
+        with written[-1].open("w", encoding="utf-8", newline="") as table:
+            write_control_csv(controls, table)
+    sections = [summary_markdown(matrix, title), *summary_sections(matrix), control_markdown(controls)]
+    sections.append(summary_extra)
     written[1].write_text("\n".join(s for s in sections if s), encoding="utf-8")
     figures = render_figures(matrix, out, figure_steps)
     separable = separabilities(matrix)
@@ -58,6 +66,7 @@ def write_report(
                 trend_figures,
                 comparisons,
                 separable_files[0] if separable_files else None,
+                controls,
             )
         )
     trend_files = (p for f in trend_figures for p in f.files)
