@@ -252,10 +252,13 @@ def test_a_narrowed_update_is_refused_and_keeps_the_snapshot(snapped: pytest.Pyt
 def test_a_metric_without_a_snapshot_fails_saying_how_to_record_it(snapped: pytest.Pytester) -> None:
     result = snapped.runpytest_subprocess("--dataset=data", "--metric=laplacian_variance")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(
-        ["*no snapshot recorded for this metric yet: record it with --snapshot-update*"]
-    )
+    (line,) = [line for line in result.stdout.lines if line.startswith("E ") and "record it with " in line]
+    assert "no snapshot recorded for this metric yet" in line
     assert "JSONDecodeError" not in result.stdout.str()
+    command = shlex.split(line.split("record it with ", 1)[1])  # runs as printed
+    assert command[0] == "pytest" and "--snapshot-update" in command
+    snapped.runpytest_subprocess(*command[1:]).assert_outcomes(passed=1)
+    snapped.runpytest_subprocess("--dataset=data", "--metric=laplacian_variance").assert_outcomes(passed=1)
 
 
 def test_another_data_set_keeps_its_snapshots_apart(snapped: pytest.Pytester) -> None:
