@@ -90,7 +90,19 @@ def pytest_configure(config: pytest.Config) -> None:
                 "before banana-tests' options are known"
             )
     if asks_for_suite(config):
+        if config.getoption("banana_suite"):
+            _add_suite_path(config)
         adopt(config)
+
+
+def _add_suite_path(config: pytest.Config) -> None:
+    """`--banana-suite`: the installed suite's folder joins the run's paths, unless one given
+    already lies in it. `--pyargs tests` would resolve to whatever top-level `tests` package
+    site-packages holds (icecream's, pyiqa's), not the user's folder; a path does not."""
+    suite = Path(__file__).resolve().parent
+    given = [Path(str(a).split("::", 1)[0]).resolve() for a in config.args]
+    if not any(p == suite or p.is_relative_to(suite) for p in given):
+        config.args.append(str(suite))
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -28,6 +28,7 @@ from banana_tests.session.snapshots import (
     tolerance,
 )
 from banana_tests.trajectories.view import Trajectories
+from metrics_under_test.registry import selector
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -67,7 +68,7 @@ def test_scores_match_snapshot(  # type: ignore[no-untyped-def]
     )
     module = request.node.path
     tests = ("--pyargs", "banana_tests") if installed(module) else (_relative(module, config),)
-    rerecord = Rerecord(tests, run_options(config.invocation_params.args), snapshot_metric)
+    rerecord = Rerecord(tests, run_options(config.invocation_params.args), selector(scorer.spec))
     verbose = config.get_verbosity(pytest.Config.VERBOSITY_ASSERTIONS) >= 2
     extension = ScoreSnapshotExtension.configured(
         state.settings.snapshot_rtol,

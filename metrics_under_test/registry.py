@@ -143,3 +143,13 @@ def resolve(text: str, mirror: Path | None = None) -> list[MetricSpec]:
     if not specs:
         raise UnknownMetric(f"--metric {text!r} names no metric")
     return list(specs.values())
+
+
+def selector(spec: MetricSpec) -> str:
+    """What `--metric` takes to select `spec` again: its name, or the target of a custom metric
+    that no entry point installs under that name (a printed command must run as printed)."""
+    if spec.target is None:
+        return spec.name
+    from metrics_under_test.custom import entry_points
+
+    return spec.name if entry_points().get(spec.name) == spec.target else spec.target

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import random
+import shlex
 import signal
 import subprocess
 import sys
@@ -91,6 +92,27 @@ def test_generated_set_runs_through_the_suite(tmp_path: Path) -> None:
         ("beta", "noise_level"): "0/3",
         ("total", "noise_level"): "0/6",
     }
+
+
+def test_the_printed_test_command_runs_as_printed_from_an_empty_folder(tmp_path: Path) -> None:
+    """Issue 34: "test it: pytest --dataset=out --variant=replicate" collected nothing outside a
+    clone (no `--pyargs banana_tests`)."""
+    seed_dir = seeds(tmp_path / "seeds")
+    work = tmp_path / "empty"
+    work.mkdir()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_HOME": str(tmp_path / "torch")}
+    cli = [sys.executable, "-m", "banana_tests.cli", *command(seed_dir, Path("kill-set"), runs=1, steps=5)]
+    made = subprocess.run(cli, cwd=work, env=env, capture_output=True, text=True, check=True)
+    (hint,) = [line for line in made.stdout.splitlines() if line.startswith("test it: ")]
+    printed = shlex.split(hint.removeprefix("test it: "))
+    assert printed[0] == "pytest"
+    run = [sys.executable, "-m", "pytest", *printed[1:]]
+    result = subprocess.run(run, cwd=work, env=env, capture_output=True, text=True, check=False)
+    assert result.returncode in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), (
+        result.stdout + result.stderr
+    )
+    matrix = parse_matrix(result.stdout)
+    assert {seed for seed, _ in matrix} == {"alpha", "beta", "total"}, result.stdout
 
 
 def test_sigkill_at_random_moments_then_rerun_loses_and_repeats_nothing(tmp_path: Path) -> None:

@@ -168,3 +168,19 @@ def test_banana_options_still_work_there(foreign: pytest.Pytester) -> None:
     assert "--banana-metric=NAMES" in help_text and "--banana-device=" in help_text
     assert "= --banana-metric" not in help_text  # the short alias is not registered: --metric is theirs
     assert "= --banana-trend" in help_text  # a free short name is
+
+
+def test_the_projects_tests_and_the_suite_run_together(foreign: pytest.Pytester) -> None:
+    """`pytest tests --banana-suite`: the project's own `tests/` folder (a name site-packages may
+    also hold as a package) and the installed suite, every test of both collected once."""
+    own = foreign.mkpydir("tests")
+    (own / "test_mine.py").write_text("def test_mine():\n    pass\n")
+    alone = foreign.runpytest_subprocess(
+        "--banana-metric=piqe", "--collect-only", "-q", "--pyargs", "banana_tests"
+    )
+    together = foreign.runpytest_subprocess(
+        "tests", "--banana-suite", "--banana-metric=piqe", "--collect-only", "-q", "-p", "no:randomly"
+    )
+    suite = [line for line in alone.outlines if "::" in line]
+    both = [line for line in together.outlines if "::" in line]
+    assert suite and sorted(both) == sorted([*suite, "tests/test_mine.py::test_mine"])

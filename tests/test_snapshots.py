@@ -101,6 +101,29 @@ def test_the_drift_message_counts_what_it_does_not_list_and_its_rerecord_command
     snapped.runpytest_subprocess(*args).assert_outcomes(passed=1)
 
 
+def test_a_module_metrics_rerecord_command_names_its_target(snapped: pytest.Pytester) -> None:
+    """Issue 34: a `module:callable` metric was told to re-record with `--banana-metric=<its
+    name>`, which exits 4 (unknown metric); the printed command must run as printed."""
+    snapped.makepyfile(
+        mine="from metrics_under_test.examples import laplacian_variance as _lv\n"
+        "from metrics_under_test.protocol import metric\n\n"
+        "@metric('mine_sharp', lower_better=False, score_range=(0.0, 2000.0), cost='fast')\n"
+        "def sharp(images):\n"
+        "    return _lv(images)\n"
+    )
+    args = ("--dataset=data", "--metric=mine:sharp")
+    snapped.runpytest_subprocess(*args, "--snapshot-update").assert_outcomes(passed=1)
+    path = snapshot_file(snapped, "mine_sharp")
+    recorded = json.loads(path.read_text())
+    path.write_text(json.dumps({k: v * 1.5 for k, v in recorded.items()}))
+    drifted = snapped.runpytest_subprocess(*args)
+    drifted.assert_outcomes(failed=1)
+    command = rerecord_command(drifted)
+    assert "--banana-metric=mine:sharp" in command
+    snapped.runpytest_subprocess(*command[1:]).assert_outcomes(passed=1)
+    assert json.loads(path.read_text()) == recorded
+
+
 def test_the_shipped_piqe_snapshot_passes_with_the_drift_recorded_on_another_machine() -> None:
     """Issue 25: another 2-core machine scored replicate/rocket/run1/step1 14.14456844 where the
     shipped snapshot holds 13.981 (one PIQE block flipped), and the gate failed there."""
@@ -229,10 +252,13 @@ def test_a_narrowed_update_is_refused_and_keeps_the_snapshot(snapped: pytest.Pyt
 def test_a_metric_without_a_snapshot_fails_saying_how_to_record_it(snapped: pytest.Pytester) -> None:
     result = snapped.runpytest_subprocess("--dataset=data", "--metric=laplacian_variance")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(
-        ["*no snapshot recorded for this metric yet: record it with --snapshot-update*"]
-    )
+    (line,) = [line for line in result.stdout.lines if line.startswith("E ") and "record it with " in line]
+    assert "no snapshot recorded for this metric yet" in line
     assert "JSONDecodeError" not in result.stdout.str()
+    command = shlex.split(line.split("record it with ", 1)[1])  # runs as printed
+    assert command[0] == "pytest" and "--snapshot-update" in command
+    snapped.runpytest_subprocess(*command[1:]).assert_outcomes(passed=1)
+    snapped.runpytest_subprocess("--dataset=data", "--metric=laplacian_variance").assert_outcomes(passed=1)
 
 
 def test_another_data_set_keeps_its_snapshots_apart(snapped: pytest.Pytester) -> None:

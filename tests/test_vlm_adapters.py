@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError
 from metrics_under_test import vlm
+from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import lookup, resolve
 from metrics_under_test.vlm_catalog import Q_ALIGN, RALI, VISUALQUALITY_R1
 from metrics_under_test.weights import MissingWeights
@@ -285,6 +287,14 @@ def test_missing_files_fail_fast_naming_them(
     assert time.perf_counter() - start < 1.0
     message = str(info.value)
     assert all(f in message for f in model.files) and model.repo in message and str(model.folder) in message
+
+
+def test_q_align_without_icecream_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """icecream is Q-Align's extra, not a default dependency (its wheel installs a top-level
+    `tests` package that hides a user's own): without it, one message names the extra."""
+    monkeypatch.setitem(sys.modules, "icecream", None)  # what `import icecream` meets when absent
+    with pytest.raises(MetricError, match=r"pip install 'banana-tests\[qalign\]'"):
+        vlm.build(lookup(Q_ALIGN.metric), "cpu")
 
 
 def test_files_in_the_cache_count_as_present(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -118,9 +119,15 @@ def run(args: argparse.Namespace) -> int:
     if not prompt.for_iqa:
         print(f"{prompt.name} is a reconstruction plan: its set is not for the IQA suite, as in the paper")
     else:
-        print(
-            f"test it: pytest --dataset={args.out} --variant={job.variant}"
-        )  # '=': see options.PATH_OPTIONS
+        # '=': see options.PATH_OPTIONS; `--pyargs`: the suite is collected from any folder
+        test = [
+            "pytest",
+            "--pyargs",
+            "banana_tests",
+            f"--banana-dataset={args.out}",
+            f"--banana-variant={job.variant}",
+        ]
+        print(f"test it: {shlex.join(test)}")
     return 0
 
 

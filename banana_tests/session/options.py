@@ -118,6 +118,13 @@ def given_options(args: Sequence[str], spellings: Iterable[str]) -> list[str]:
 def add_data_options(addoption: AddOption) -> None:
     """Which trajectories and which cases."""
     addoption(
+        "--suite",
+        action="store_true",
+        default=False,
+        help="add the installed suite's tests to the paths given, from any folder: "
+        "`pytest tests --banana-suite --metric=brisque` runs your tests and the suite together",
+    )
+    addoption(
         "--dataset",
         default=None,
         metavar="SOURCE",

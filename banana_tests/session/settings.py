@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import os
 import re
 import shlex
 from collections.abc import Callable, Sequence
@@ -81,6 +82,8 @@ class Settings:
     def from_config(cls, config: pytest.Config) -> Settings:
         """The settings of `config`'s run; an option no run can satisfy is a usage error."""
         try:
+            if config.option.xmlpath:
+                check_writable("--junitxml", Path(config.invocation_params.dir, config.option.xmlpath))
             return cls.from_values(
                 lambda name: config.getoption(dest_of(name)),
                 rootdir=config.rootpath,
@@ -169,6 +172,19 @@ class Settings:
             import_dirs=tuple(dict.fromkeys((invocation_dir, rootdir))),
             command=shlex.join(["pytest", *args]),
         )
+
+
+def check_writable(option: str, path: Path) -> None:
+    """ValueError unless a file can be written at `path` (its missing folders created): pytest
+    writes the JUnit file only after the last case, so a run of hours ended in a traceback."""
+    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not folder.is_dir():  # (pytest itself refuses a path that is a folder)
+        problem = f"{folder} is a file, not a folder"
+    elif not os.access(path if path.exists() else folder, os.W_OK):
+        problem = f"{path if path.exists() else folder} is not writable"
+    else:
+        return
+    raise ValueError(f"{option}={path}: cannot write the report there: {problem}")
 
 
 def narrowing_options(value: Callable[[str], Any]) -> tuple[str, ...]:

@@ -31,7 +31,7 @@ from metrics_under_test.spec import MetricSpec
 
 Scores = dict[str, float]
 DEFAULT_DIR = "banana_snapshots"
-NO_SNAPSHOT = "no snapshot recorded for this metric yet: record it with --snapshot-update"
+NO_SNAPSHOT = "no snapshot recorded for this metric yet: record it with"
 
 
 def score_id(record: Record) -> str:
@@ -229,7 +229,7 @@ class ScoreSnapshotExtension(JSONSnapshotExtension):
     def diff_lines(self, serialized_data: Any, snapshot_data: Any) -> Iterator[str]:
         expected = _loads(snapshot_data)
         if expected is None:
-            yield NO_SNAPSHOT
+            yield f"{NO_SNAPSHOT} {self.rerecord.command}"
             return
         limits = f"rtol={self.rtol:g} and {self.tolerance.points:g} normalised points"
         yield from drift_report(self._drift(expected, serialized_data), limits, self.rerecord, self.listed)

@@ -44,6 +44,10 @@ ROWS: dict[str, tuple[list[str], str]] = {
         ["--cache-dir=s3://bucket/x"],
         "--cache-dir=s3://bucket/x: the score cache is one local SQLite file; a URL is not supported",
     ),
+    "junitxml-under-a-file": (
+        ["--junitxml=data/metadata.jsonl/j.xml"],
+        "data/metadata.jsonl/j.xml: cannot write the report there: ",
+    ),
     "batch-timeout-zero": (["--batch-timeout=0"], "--batch-timeout takes a positive number of seconds"),
 }
 
