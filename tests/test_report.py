@@ -402,16 +402,24 @@ def test_a_control_failure_is_in_the_summary_the_page_and_controls_csv(tmp_path:
     assert page == [["laplacian_variance", "pass", f"FAIL: {table['gaussian_noise', 'failed']}", "pass"]]
 
 
-def test_a_pypi_librarys_metric_wrapped_as_docs_wrap_md_says_runs_through_the_suite(tmp_path: Path) -> None:
-    """piq's adapter, copied from docs/wrap.md into an empty folder, run as a user would
-    (`--pyargs banana_tests`, Δ cases at step 5): every seed image gets a verdict in the report."""
+@pytest.mark.parametrize(
+    ("block", "target", "name"),
+    [(0, "piq_tv", "piq_tv"), (1, "skimage_blur", "skimage_blur"), (2, "GradHead", "grad_head")],
+    ids=["piq", "skimage", "weights-file"],
+)
+def test_a_pypi_librarys_metric_wrapped_as_docs_wrap_md_says_runs_through_the_suite(
+    tmp_path: Path, block: int, target: str, name: str
+) -> None:
+    """Each adapter of docs/wrap.md (piq, scikit-image, a class loading a weights file), copied
+    into an empty folder, run as a user would (`--pyargs banana_tests`, Δ cases at step 5): every
+    seed image gets a verdict in the report."""
     page = (PROJECT / "docs" / "wrap.md").read_text(encoding="utf-8")
-    block = page.split("```python\n", 1)[1].split("```", 1)[0]
-    (tmp_path / "mymod.py").write_text(block, encoding="utf-8")
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "banana_tests", "--metric=mymod:piq_tv", "--steps=5"]
-    cmd += ["-k", "test_detects_degradation", "-q", "-p", "no:cacheprovider", "--junitxml=j.xml"]
+    code = page.split("```python\n")[1 + block].split("```", 1)[0]
+    (tmp_path / "mymod.py").write_text(code, encoding="utf-8")
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "banana_tests", f"--metric=mymod:{target}"]
+    cmd += ["--steps=5", "-k", "test_detects_degradation", "-q", "-p", "no:cacheprovider", "--junitxml=j.xml"]
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode in (0, 1), done.stdout + done.stderr
     table = rows(report(tmp_path / "r", tmp_path / "j.xml"))
-    assert {r["metric"] for r in table} == {"piq_tv"} and len(table) == 8
+    assert {r["metric"] for r in table} == {name} and len(table) == 8
     assert {r["outcome"] for r in table} <= {"passed", "failed"}
