@@ -26,10 +26,9 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from metrics_under_test import own_code
-from metrics_under_test.protocol import Metric, MetricError, check_scores
+from metrics_under_test.probe import probe
+from metrics_under_test.protocol import Metric, MetricError
 from metrics_under_test.spec import MetricSpec
 
 GROUP = "banana_tests.metrics"
@@ -85,7 +84,7 @@ def spec_for(target: str) -> MetricSpec:
 
 
 def build(spec: MetricSpec, device: str) -> Metric:
-    """The metric behind a custom spec, built for `device` and probed on a small batch."""
+    """The metric behind a custom spec, built for `device` and probed (`metrics_under_test.probe`)."""
     if spec.target is None:
         raise MetricError(f"metric {spec.name!r} has no target")
     obj = import_target(spec.target)
@@ -93,8 +92,7 @@ def build(spec: MetricSpec, device: str) -> Metric:
     check_attributes(spec.target, metric)
     if metric.name != spec.name:
         raise MetricError(f"metric {spec.target!r}: built with name {metric.name!r}, declared {spec.name!r}")
-    probe = _probe_images()
-    check_scores(spec.name, probe, metric(probe))
+    probe(spec.name, metric)
     return metric
 
 
@@ -183,11 +181,3 @@ def _build(target: str, factory: Callable[..., Any], device: str) -> Any:
         raise MetricError(
             f"metric {target!r}: cannot build it with {kwargs or 'no arguments'}: {exc}"
         ) from exc
-
-
-def _probe_images() -> list[np.ndarray]:
-    """Two small, different images of different sizes: a metric must score each."""
-    y, x = np.mgrid[0:48, 0:64]
-    ramp = np.stack([x * 4, y * 5, (x + y) * 2], axis=-1).clip(0, 255).astype(np.uint8)
-    checks = (((np.indices((40, 40)).sum(axis=0) // 4) % 2) * 255).astype(np.uint8)
-    return [ramp, np.repeat(checks[..., None], 3, axis=-1)]

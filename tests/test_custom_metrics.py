@@ -124,8 +124,11 @@ def test_a_class_that_cannot_score_is_refused(module) -> None:  # type: ignore[n
 @pytest.mark.parametrize(
     "call, error",
     [
-        ("return [0.0]", "returned 1 scores for 2 images"),
-        ("return [float('nan')] * len(images)", "returned non-finite scores"),
+        ("return [0.0]", r"it returned 1 score\(s\) for 2 image\(s\): \[0.0\]"),
+        (
+            "return [float('nan')] * len(images)",
+            r"non-finite score\(s\), astronaut.png \(256×256 crop\): nan; brick.png \(256×256 crop\): nan",
+        ),
     ],
 )
 def test_scores_are_checked_when_the_metric_is_built(module, call: str, error: str) -> None:  # type: ignore[no-untyped-def]
@@ -134,7 +137,8 @@ def test_scores_are_checked_when_the_metric_is_built(module, call: str, error: s
         f"    def __call__(self, images):\n        {call}\n"
     )
     (spec,) = resolve(f"{mod}:M")
-    with pytest.raises(MetricError, match=rf"metric 'x' {error}"):
+    probe = r"failed the load-time probe \(its scores on astronaut.png \(256×256 crop\) and brick.png"
+    with pytest.raises(MetricError, match=rf"^metric 'x' {probe} .*\): {error}$"):
         custom.build(spec, "cpu")
 
 
