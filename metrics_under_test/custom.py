@@ -83,6 +83,18 @@ def spec_for(target: str) -> MetricSpec:
     )
 
 
+def entry_point_spec(name: str, target: str) -> MetricSpec:
+    """The spec of the metric installed as entry point `name`. One name per metric: an entry
+    point whose name is not the metric's declared name is refused, naming both (cases, JUnit and
+    the cache use the declared one, so `--metric` would have answered to a name nothing else shows)."""
+    spec = spec_for(target)
+    if spec.name != name:
+        raise MetricError(
+            f"entry point {name!r} -> {target} declares name {spec.name!r}; rename one so they agree"
+        )
+    return spec
+
+
 def build(spec: MetricSpec, device: str) -> Metric:
     """The metric behind a custom spec, built for `device` and probed (`metrics_under_test.probe`)."""
     if spec.target is None:
