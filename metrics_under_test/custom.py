@@ -12,7 +12,8 @@ Optional attributes: `cost` (fast | slow | neural | vlm, default neural), `versi
 `precision` (both go into the score cache key), `files`: the data files or folders the metric
 reads (checkpoints, tables), relative to its module's folder, hashed into the key too, and
 `snapshot_points`: how far, in normalised points, its scores may move between machines before
-a snapshot fails. Everything is checked when the metric loads.
+a snapshot fails, and `invariance_points`: how far its median score may move under a one-pixel
+shift or a 5 % resize (banana_tests/test_invariance.py). Everything is checked when the metric loads.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def spec_for(target: str) -> MetricSpec:
         target=target.strip(),
         files=declared_files(target, obj),
         snapshot_points=getattr(obj, "snapshot_points", None),
+        invariance_points=getattr(obj, "invariance_points", None),
     )
 
 
@@ -129,11 +131,12 @@ def check_attributes(target: str, obj: Any) -> None:
     cost = getattr(obj, "cost", "neural")
     if cost not in COSTS:
         raise MetricError(f"{where}: cost must be one of {', '.join(COSTS)}, got {cost!r}")
-    points = getattr(obj, "snapshot_points", None)
-    if points is not None and not (
-        isinstance(points, int | float) and not isinstance(points, bool) and 0 <= points < math.inf
-    ):
-        raise MetricError(f"{where}: snapshot_points must be a finite number >= 0, got {points!r}")
+    for tolerance in ("snapshot_points", "invariance_points"):
+        points = getattr(obj, tolerance, None)
+        if points is not None and not (
+            isinstance(points, int | float) and not isinstance(points, bool) and 0 <= points < math.inf
+        ):
+            raise MetricError(f"{where}: {tolerance} must be a finite number >= 0, got {points!r}")
     if isinstance(obj, type):
         calls = any("__call__" in vars(c) for c in obj.__mro__ if c is not object)
     else:

@@ -145,6 +145,14 @@ def test_the_examples_are_installed_as_entry_points() -> None:
             "name = 'x'\n    lower_better = True\n    score_range = (0, 1)\n    snapshot_points = -1",
             "snapshot_points must be a finite number >= 0, got -1",
         ),
+        (
+            "name = 'x'\n    lower_better = True\n    score_range = (0, 1)\n    invariance_points = 'loose'",
+            "invariance_points must be a finite number >= 0, got 'loose'",
+        ),
+        (
+            "name = 'x'\n    lower_better = True\n    score_range = (0, 1)\n    invariance_points = 1e999",
+            "invariance_points must be a finite number >= 0, got inf",
+        ),
     ],
 )
 def test_protocol_attributes_are_checked_at_load(module, body: str, error: str) -> None:  # type: ignore[no-untyped-def]
