@@ -22,7 +22,7 @@ import hashlib
 import json
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -35,6 +35,7 @@ from banana_tests.data import SEEDS
 from banana_tests.session.scorer import Scorer
 from banana_tests.verdicts.invariance import PARAM, Invariance
 from banana_tests.verdicts.record import figure_properties
+from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
     from banana_tests.editors.distortions import Array
@@ -82,8 +83,13 @@ TOLERANCE = {
 }
 
 
-def tolerance(metric: str) -> Tolerance:
-    return TOLERANCE.get(metric, DEFAULT)
+def tolerance(spec: MetricSpec) -> Tolerance:
+    """The measured tolerance of a shipped metric, else the default; a metric's own declared
+    `invariance_points` replaces the shift and resize tolerances (the same pixels stay exact)."""
+    found = TOLERANCE.get(spec.name, DEFAULT)
+    if spec.invariance_points is None:
+        return found
+    return replace(found, shift=spec.invariance_points, resize=spec.invariance_points)
 
 
 @cache
@@ -211,7 +217,7 @@ def test_score_is_invariant(
 ) -> None:
     """Its identity (metric, check) is recorded at collection (session.reporter); its figures here."""
     invariance = banana_invariance
-    limit = tolerance(banana_metric.name).of(invariance)
+    limit = tolerance(banana_metric.spec).of(invariance)
     change, cached = banana_metric.remembered(
         cache_name(banana_metric, invariance), lambda: measured_change(banana_metric, invariance, tmp_path)
     )

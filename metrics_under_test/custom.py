@@ -12,7 +12,8 @@ Optional attributes: `cost` (fast | slow | neural | vlm, default neural), `versi
 `precision` (both go into the score cache key), `files`: the data files or folders the metric
 reads (checkpoints, tables), relative to its module's folder, hashed into the key too, and
 `snapshot_points`: how far, in normalised points, its scores may move between machines before
-a snapshot fails. Everything is checked when the metric loads.
+a snapshot fails, and `invariance_points`: how far its median score may move under a one-pixel
+shift or a 5 % resize (banana_tests/test_invariance.py). Everything is checked when the metric loads.
 """
 
 from __future__ import annotations
@@ -26,10 +27,9 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from metrics_under_test import own_code
-from metrics_under_test.protocol import Metric, MetricError, check_scores
+from metrics_under_test.probe import probe
+from metrics_under_test.protocol import Metric, MetricError
 from metrics_under_test.spec import MetricSpec
 
 GROUP = "banana_tests.metrics"
@@ -81,11 +81,24 @@ def spec_for(target: str) -> MetricSpec:
         target=target.strip(),
         files=declared_files(target, obj),
         snapshot_points=getattr(obj, "snapshot_points", None),
+        invariance_points=getattr(obj, "invariance_points", None),
     )
 
 
+def entry_point_spec(name: str, target: str) -> MetricSpec:
+    """The spec of the metric installed as entry point `name`. One name per metric: an entry
+    point whose name is not the metric's declared name is refused, naming both (cases, JUnit and
+    the cache use the declared one, so `--metric` would have answered to a name nothing else shows)."""
+    spec = spec_for(target)
+    if spec.name != name:
+        raise MetricError(
+            f"entry point {name!r} -> {target} declares name {spec.name!r}; rename one so they agree"
+        )
+    return spec
+
+
 def build(spec: MetricSpec, device: str) -> Metric:
-    """The metric behind a custom spec, built for `device` and probed on a small batch."""
+    """The metric behind a custom spec, built for `device` and probed (`metrics_under_test.probe`)."""
     if spec.target is None:
         raise MetricError(f"metric {spec.name!r} has no target")
     obj = import_target(spec.target)
@@ -93,8 +106,7 @@ def build(spec: MetricSpec, device: str) -> Metric:
     check_attributes(spec.target, metric)
     if metric.name != spec.name:
         raise MetricError(f"metric {spec.target!r}: built with name {metric.name!r}, declared {spec.name!r}")
-    probe = _probe_images()
-    check_scores(spec.name, probe, metric(probe))
+    probe(spec.name, metric)
     return metric
 
 
@@ -119,11 +131,12 @@ def check_attributes(target: str, obj: Any) -> None:
     cost = getattr(obj, "cost", "neural")
     if cost not in COSTS:
         raise MetricError(f"{where}: cost must be one of {', '.join(COSTS)}, got {cost!r}")
-    points = getattr(obj, "snapshot_points", None)
-    if points is not None and not (
-        isinstance(points, int | float) and not isinstance(points, bool) and 0 <= points < math.inf
-    ):
-        raise MetricError(f"{where}: snapshot_points must be a finite number >= 0, got {points!r}")
+    for tolerance in ("snapshot_points", "invariance_points"):
+        points = getattr(obj, tolerance, None)
+        if points is not None and not (
+            isinstance(points, int | float) and not isinstance(points, bool) and 0 <= points < math.inf
+        ):
+            raise MetricError(f"{where}: {tolerance} must be a finite number >= 0, got {points!r}")
     if isinstance(obj, type):
         calls = any("__call__" in vars(c) for c in obj.__mro__ if c is not object)
     else:
@@ -183,11 +196,3 @@ def _build(target: str, factory: Callable[..., Any], device: str) -> Any:
         raise MetricError(
             f"metric {target!r}: cannot build it with {kwargs or 'no arguments'}: {exc}"
         ) from exc
-
-
-def _probe_images() -> list[np.ndarray]:
-    """Two small, different images of different sizes: a metric must score each."""
-    y, x = np.mgrid[0:48, 0:64]
-    ramp = np.stack([x * 4, y * 5, (x + y) * 2], axis=-1).clip(0, 255).astype(np.uint8)
-    checks = (((np.indices((40, 40)).sum(axis=0) // 4) % 2) * 255).astype(np.uint8)
-    return [ramp, np.repeat(checks[..., None], 3, axis=-1)]

@@ -6,7 +6,6 @@ A metric returns one finite float per image.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar, runtime_checkable
 
@@ -31,17 +30,6 @@ class Metric(Protocol):
 
 class MetricError(Exception):
     """A metric broke the protocol; the message says which part."""
-
-
-def check_scores(name: str, images: Sequence[Image], scores: Sequence[float]) -> list[float]:
-    """One finite float per image, or a clear error naming the metric."""
-    values = [float(s) for s in scores]
-    if len(values) != len(images):
-        raise MetricError(f"metric {name!r} returned {len(values)} scores for {len(images)} images")
-    bad = [i for i, v in enumerate(values) if not math.isfinite(v)]
-    if bad:
-        raise MetricError(f"metric {name!r} returned non-finite scores at batch positions {bad}")
-    return values
 
 
 F = TypeVar("F", bound=Callable[[Sequence[Image]], Sequence[float]])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -98,9 +99,9 @@ def lookup(name: str) -> MetricSpec:
         raise UnknownMetric(f"{name!r} is not a no-reference image metric: {_refused()[key]}")
     from metrics_under_test import custom
 
-    installed = {n.lower(): t for n, t in custom.entry_points().items()}
+    installed = {n.lower(): (n, t) for n, t in custom.entry_points().items()}
     if key in installed:
-        return custom.spec_for(installed[key])
+        return custom.entry_point_spec(*installed[key])
     valid = sorted([*catalog(), *installed])
     raise UnknownMetric(
         f"unknown metric {name!r}.{_did_you_mean(key, installed)} Valid names: {', '.join(SPECIAL)}, "
@@ -109,7 +110,7 @@ def lookup(name: str) -> MetricSpec:
     )
 
 
-def _did_you_mean(key: str, installed: dict[str, str]) -> str:
+def _did_you_mean(key: str, installed: Iterable[str]) -> str:
     """Up to three names close to a mistyped one (pyiqa, paper or installed), since the full list
     of valid names is too long to scan."""
     names = {**_aliases(), **{n: n for n in installed}, **{s: s for s in SPECIAL}}

@@ -42,6 +42,7 @@ class MetricSpec:
     target: str | None = None  # backend "custom": the `package.module:attr` that builds it
     files: tuple[Path, ...] = ()  # backend "custom": data files it reads, hashed into the cache key
     snapshot_points: float | None = None  # snapshot tolerance in normalised points; None: default
+    invariance_points: float | None = None  # shift/resize invariance tolerance, the same; None: default
 
     @property
     def scale(self) -> Scale:

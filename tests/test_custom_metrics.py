@@ -5,7 +5,6 @@ from __future__ import annotations
 import textwrap
 import uuid
 import xml.etree.ElementTree as ET
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -59,17 +58,58 @@ def test_a_dotted_target_is_a_custom_metric_named_by_its_declared_name(module) -
     assert metric.device == "cuda"  # type: ignore[attr-defined]
 
 
-def test_an_installed_entry_point_answers_to_its_name(module, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    mod = module(GOOD)
-    installed = [metadata.EntryPoint(name="tiny-iqa", value=f"{mod}:Tiny", group=custom.GROUP)]
-    monkeypatch.setattr(
-        custom.metadata,
-        "entry_points",
-        lambda group=None: [ep for ep in installed if ep.group == group],
-    )
-    assert [(s.name, s.target) for s in resolve("piqe,TINY-IQA")] == [("piqe", None), ("tiny", f"{mod}:Tiny")]
-    with pytest.raises(UnknownMetric, match=r"unknown metric 'tiny-iq'.*tiny-iqa.*package\.module:attr"):
-        resolve("tiny-iq")
+def install(
+    site: Path, distribution: str, module_name: str, source: str, entry_points: dict[str, str]
+) -> Path:
+    """A distribution as pip leaves it in site-packages, without pip: its module and a
+    `<name>-1.0.dist-info` folder (METADATA, entry_points.txt), found by importlib.metadata on
+    the path `site` is on."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / f"{module_name}.py").write_text(textwrap.dedent(source))
+    info = site / f"{distribution}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 1.0\n")
+    lines = "".join(f"{name} = {target}\n" for name, target in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[{custom.GROUP}]\n{lines}")
+    return site
+
+
+def test_an_installed_entry_point_answers_to_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mod = f"usermetric_{uuid.uuid4().hex}"
+    site = install(tmp_path / "site", "tiny_iqa", mod, GOOD, {"tiny": f"{mod}:Tiny"})
+    monkeypatch.syspath_prepend(str(site))
+    assert [(s.name, s.target) for s in resolve("piqe,TINY")] == [("piqe", None), ("tiny", f"{mod}:Tiny")]
+    with pytest.raises(
+        UnknownMetric, match=r"unknown metric 'tin'. Did you mean 'tiny'.*package\.module:attr"
+    ):
+        resolve("tin")
+
+
+def test_an_entry_point_named_apart_from_its_metric_is_refused_naming_both(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One name per metric (docs/metrics.md): `tiny_ep` installed for a metric declared `tiny` is
+    refused where it is named, and listed as refused, not as `tiny`, by `banana-tests metrics`."""
+    mod = f"usermetric_{uuid.uuid4().hex}"
+    site = install(pytester.path / "site", "tiny_iqa", mod, GOOD, {"tiny_ep": f"{mod}:Tiny"})
+    suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 20))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    refusal = f"entry point 'tiny_ep' -> {mod}:Tiny declares name 'tiny'; rename one so they agree"
+
+    listing = pytester.run("banana-tests", "metrics")
+    assert listing.ret == 0
+    (row,) = [line for line in listing.outlines if line.startswith("tiny_ep ")]
+    assert row.endswith(refusal), row
+    assert not [line for line in listing.outlines if line.startswith("tiny ")]
+
+    named = pytester.runpytest_subprocess("--dataset=data", "--metric=tiny_ep")
+    assert named.ret == pytest.ExitCode.USAGE_ERROR
+    assert refusal in named.stderr.str()
+    declared = pytester.runpytest_subprocess("--dataset=data", "--metric=tiny")
+    assert declared.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown metric 'tiny'. Did you mean 'tiny_ep'?" in declared.stderr.str()
 
 
 def test_the_examples_are_installed_as_entry_points() -> None:
@@ -105,6 +145,14 @@ def test_the_examples_are_installed_as_entry_points() -> None:
             "name = 'x'\n    lower_better = True\n    score_range = (0, 1)\n    snapshot_points = -1",
             "snapshot_points must be a finite number >= 0, got -1",
         ),
+        (
+            "name = 'x'\n    lower_better = True\n    score_range = (0, 1)\n    invariance_points = 'loose'",
+            "invariance_points must be a finite number >= 0, got 'loose'",
+        ),
+        (
+            "name = 'x'\n    lower_better = True\n    score_range = (0, 1)\n    invariance_points = 1e999",
+            "invariance_points must be a finite number >= 0, got inf",
+        ),
     ],
 )
 def test_protocol_attributes_are_checked_at_load(module, body: str, error: str) -> None:  # type: ignore[no-untyped-def]
@@ -124,8 +172,11 @@ def test_a_class_that_cannot_score_is_refused(module) -> None:  # type: ignore[n
 @pytest.mark.parametrize(
     "call, error",
     [
-        ("return [0.0]", "returned 1 scores for 2 images"),
-        ("return [float('nan')] * len(images)", "returned non-finite scores"),
+        ("return [0.0]", r"it returned 1 score\(s\) for 2 image\(s\): \[0.0\]"),
+        (
+            "return [float('nan')] * len(images)",
+            r"non-finite score\(s\), astronaut.png \(256×256 crop\): nan; brick.png \(256×256 crop\): nan",
+        ),
     ],
 )
 def test_scores_are_checked_when_the_metric_is_built(module, call: str, error: str) -> None:  # type: ignore[no-untyped-def]
@@ -134,7 +185,8 @@ def test_scores_are_checked_when_the_metric_is_built(module, call: str, error: s
         f"    def __call__(self, images):\n        {call}\n"
     )
     (spec,) = resolve(f"{mod}:M")
-    with pytest.raises(MetricError, match=rf"metric 'x' {error}"):
+    probe = r"failed the load-time probe \(its scores on astronaut.png \(256×256 crop\) and brick.png"
+    with pytest.raises(MetricError, match=rf"^metric 'x' {probe} .*\): {error}$"):
         custom.build(spec, "cpu")
 
 

@@ -43,6 +43,13 @@ class Brightness:
 
     def __call__(self, images):
         return [float(np.mean(img, dtype=np.float64)) for img in images]
+
+
+class Strict(Brightness):
+    '''Brightness with its own shift and resize tolerance: none.'''
+
+    name = "strict"
+    invariance_points = 0.0
 """
 
 INVARIANCE_MODULE = "from banana_tests.test_invariance import test_score_is_invariant  # noqa: F401\n"
@@ -106,6 +113,20 @@ def test_a_per_image_metric_passes_every_invariance_case(users: pytest.Pytester)
     assert sorted(found) == [f"test_score_is_invariant[brightness-{kind}]" for kind in CHECKS]
     for _, props in found.values():
         assert float(props["change"]) <= float(props["tolerance"])
+
+
+def test_a_metric_declares_its_own_shift_and_resize_tolerance(users: pytest.Pytester) -> None:
+    """`invariance_points` replaces the default 5 points of the shift and resize checks, which
+    `brightness` passes; the same-pixel checks keep theirs."""
+    result = run(users, "Strict")
+
+    assert_outcomes(result, passed=3, failed=2)
+    found = cases(users)
+    for check in CHECKS:
+        fails, props = found[f"test_score_is_invariant[strict-{check}]"]
+        assert fails is (check in ("shift", "resize"))
+        assert float(props["tolerance"]) == (0.0 if fails else 1e-3)
+    result.stdout.fnmatch_lines(["*strict is not shift-invariant: *not within its tolerance 0"])
 
 
 def test_a_cached_outcome_is_measured_again_when_the_metric_changes(users: pytest.Pytester) -> None:

@@ -10,6 +10,7 @@ import pytest
 from banana_tests.cases import CaseKey
 from banana_tests.reports.junit import read_junit
 from banana_tests.verdicts.matrix import Cell, Matrix, TrendTally
+from metrics_under_test.probe import PROBE
 from tests.conftest import assert_outcomes, parse_matrix, suite_folder
 from tests.known_metrics import install_known_metrics
 
@@ -101,7 +102,7 @@ def test_a_metric_that_raises_keeps_its_traceback(suite: pytest.Pytester) -> Non
         '@metric("broken", lower_better=False, score_range=(0.0, 1.0))\n'
         "def broken(images):\n"
         "    CALLS.append(len(images))\n"
-        "    if len(CALLS) > 1:  # the load-time probe passes\n"
+        f"    if len(CALLS) > {len(PROBE)}:  # the load-time probe passes\n"
         '        raise ZeroDivisionError("scoring blew up")\n'
         "    return [0.5 for _ in images]\n\n\n"
         "CALLS = []\n"

@@ -69,7 +69,7 @@ def rows(weights_dir: Path | None) -> list[dict[str, Any]]:
         if name.lower() in catalog():
             continue
         try:
-            out.append(_row(custom.spec_for(target), weights_dir, entry_point=name))
+            out.append(_row(custom.entry_point_spec(name, target), weights_dir, entry_point=name))
         except MetricError as exc:
             out.append({"name": name, "backend": "custom", "target": target, "error": str(exc)})
     return out

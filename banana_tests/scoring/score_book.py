@@ -7,6 +7,7 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -18,6 +19,7 @@ from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.protocol import Image, Metric, MetricError
 from metrics_under_test.spec import MetricSpec
+from metrics_under_test.weights import MissingWeights, UnwritableCache
 
 BATCH = 16
 # NIQE's largest buffer is ~400 B per pixel: this keeps it below process_tuning.MMAP_THRESHOLD.
@@ -29,6 +31,7 @@ ORACLE_CHUNK_BYTES = 4 * 2**20  # steps' luma per oracle pass; its float32 tempo
 Loader = Callable[[MetricSpec, str], Metric]
 Pair = tuple[Record, Record]  # (reference, step)
 K = TypeVar("K")
+KEPT = (MissingWeights, UnwritableCache, MetricError)  # load failures the suite's rules tell apart
 
 
 class UnscoredImage(DataError):
@@ -75,6 +78,26 @@ def pixel_scores(name: str, positions: Sequence[Sequence[int]], scores: Sequence
         named = ", ".join(f"item {' and '.join(map(str, p))}: {v!r}" for p, v in bad)
         raise MetricError(f"metric {name!r} returned non-finite scores ({named})")
     return values
+
+
+@dataclass(frozen=True)
+class LoadFailure:
+    """Why a metric could not load, kept as its exception's type and message, never the object."""
+
+    metric: str
+    kind: type[Exception]
+    message: str
+
+    def again(self) -> Exception:
+        """A new exception for the next case: of the same type when the suite's rules read it
+        (a skip for MissingWeights, one line for UnwritableCache and MetricError), else a
+        MetricError in one line; the first case showed the whole traceback."""
+        if self.kind in KEPT:
+            return self.kind(self.message)
+        return MetricError(
+            f"metric {self.metric!r} could not load: {self.kind.__name__}: {self.message} "
+            "(the traceback is in the first case that loaded it)"
+        )
 
 
 def load_metric(spec: MetricSpec, device: str) -> Metric:
@@ -141,7 +164,7 @@ class ScoreBook:
         self.builds: Counter[str] = Counter()
         self._loader = loader
         self._current: tuple[str, Metric] | None = None
-        self._broken: dict[str, Exception] = {}
+        self._broken: dict[str, LoadFailure] = {}
         self._scores: dict[tuple[str, Path], float | DataError] = {}
         self._pixels: dict[tuple[str, str], float] = {}
         self.pixel_hits: set[tuple[str, str]] = set()
@@ -385,8 +408,11 @@ class ScoreBook:
             self._scores.update(((spec.name, r.path), v) for r, v in zip(records, values, strict=True))
 
     def _metric(self, spec: MetricSpec) -> Metric:
+        """The metric's model. One that failed to load fails again without building, as a fresh
+        exception (LoadFailure.again): re-raising the first one grew its traceback by every case
+        that met it, and carried the notes another test (hypothesis) added to it."""
         if spec.name in self._broken:
-            raise self._broken[spec.name]
+            raise self._broken[spec.name].again() from None
         if self._current is not None and self._current[0] == spec.name:
             return self._current[1]
         if self._current is not None:
@@ -396,7 +422,7 @@ class ScoreBook:
         try:
             metric = self._loader(spec, self.device)
         except Exception as exc:
-            self._broken[spec.name] = exc
+            self._broken[spec.name] = LoadFailure(spec.name, type(exc), str(exc))
             raise
         self.builds[spec.name] += 1
         self._current = (spec.name, metric)

@@ -23,6 +23,7 @@ from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix, TrendTally
 from banana_tests.verdicts.record import CaseRecord, RecordError, figure_properties
+from banana_tests.verdicts.saturation import saturations, warn
 from banana_tests.verdicts.trend import Trend
 from banana_tests.verdicts.verdict import UNRESOLVED, VERDICT_LINE, Verdict
 
@@ -201,6 +202,9 @@ class MatrixReporter:
             terminalreporter.section("banana-tests separability (AUC of step-k against clean, per metric)")
             for line in separable:
                 write(line)
+        for found in saturations(self.matrix):
+            write(f"banana-tests: warning: {found.message()}", yellow=True)
+            warn(found)
         trends = self.trends.lines()
         if trends:
             terminalreporter.section("banana-tests trends")

@@ -21,6 +21,7 @@ import pytest
 
 from banana_tests.trajectories.records import Record
 from banana_tests.verdicts.gaps import Gap, gap
+from metrics_under_test.protocol import MetricError
 from metrics_under_test.scale import Scale
 from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import MissingWeights, UnwritableCache
@@ -40,23 +41,26 @@ def load_or_skip(
 ) -> T:
     """`load()`, or, when the metric's parameters are missing, a skip for a metric that only
     `offline` or `all` chose and a failure for one the user `named`: a gate whose metric never
-    ran must not pass. A cache folder that refused the metric's files fails it, naming the folder.
+    ran must not pass. A cache folder that refused the metric's files fails it, naming the folder,
+    and so does a metric that breaks the protocol (MetricError: a failed probe, a wrong number of
+    scores), in one line: its traceback is the suite's, not the user's.
     A metric that calls sys.exit stops the run (exit 2), as Ctrl-C does: pytest would otherwise
     report a SystemExit as one failed case and go on. In an xdist worker the reason is also
     `say`-ed, since the controller shows only "received keyboard-interrupt"."""
     try:
         return load()
     except MissingWeights as exc:
-        if named:
-            pytest.fail(f"{name} was named with --metric but cannot load: {exc}", pytrace=False)
-        pytest.skip(str(exc))
-    except UnwritableCache as exc:
-        pytest.fail(str(exc), pytrace=False)
+        if not named:
+            pytest.skip(str(exc))
+        failure = f"{name} was named with --metric but cannot load: {exc}"
+    except (UnwritableCache, MetricError) as exc:
+        failure = str(exc)
     except SystemExit as exc:
         reason = f"{name} called sys.exit({exc.code!r}) while scoring; the run stops"
         if say is not None and os.environ.get("PYTEST_XDIST_WORKER"):
             say(f"banana-tests: {reason}")
         pytest.exit(reason, returncode=pytest.ExitCode.INTERRUPTED)
+    pytest.fail(failure, pytrace=False)  # outside the handler, so no chained exception is shown
 
 
 class Scorer:

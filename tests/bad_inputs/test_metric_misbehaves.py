@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from metrics_under_test.probe import PROBE
 from tests.conftest import suite_folder
 
 MISBEHAVING = """
@@ -50,14 +51,15 @@ def misbehaving(images):
 """
 METRIC = "--metric=misbehaving:misbehaving"
 # The options that run one family of the shipped cases, and the call to misbehave on: the first
-# call is the probe when the metric is built, the second scores the family's first batch.
+# calls are the load-time probe's (metrics_under_test.probe), the next scores the family's first batch.
+FIRST = len(PROBE) + 1
 FAMILIES = {
-    "delta": (["-k", "test_detects_degradation"], 2),
-    "snapshot": (["-k", "test_scores_match_snapshot"], 2),
-    "trend": (["--trend", "-k", "test_trend_detects_degradation"], 2),
+    "delta": (["-k", "test_detects_degradation"], FIRST),
+    "snapshot": (["-k", "test_scores_match_snapshot"], FIRST),
+    "trend": (["--trend", "-k", "test_trend_detects_degradation"], FIRST),
     # the third example, after two that fail (noise sharpens the Laplacian): hypothesis folded a
     # KeyboardInterrupt there into "2 distinct failures" and the run went on
-    "control": (["-k", "test_detects_control_degradation and gaussian_noise"], 4),
+    "control": (["-k", "test_detects_control_degradation and gaussian_noise"], FIRST + 2),
 }
 
 
@@ -98,7 +100,7 @@ def test_a_stop_in_an_xdist_worker_ends_the_run_and_says_why(
 ) -> None:
     """xdist's controller says only "received keyboard-interrupt": the worker names the sys.exit."""
     monkeypatch.setenv("MISBEHAVE", "exit")
-    monkeypatch.setenv("MISBEHAVE_AT", "2")
+    monkeypatch.setenv("MISBEHAVE_AT", str(FIRST))
 
     result = run(suite, "-k", "test_detects_degradation", "-n", "2")
 

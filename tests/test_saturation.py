@@ -1,0 +1,91 @@
+"""A metric whose scores saturate is warned about, once, at the end of the run (issue 33, item 4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from banana_tests.cases import CaseKey
+from banana_tests.verdicts.matrix import Cell, Matrix
+from banana_tests.verdicts.saturation import SHARE, saturations
+from tests.conftest import suite_folder
+
+# A sharpness heuristic clipped to its range: 100 on the clean and slightly noisy images (steps 1
+# and 5 of tests.conftest.noisy_image), 0 on the noisier ones.
+CLIPPED = """
+import numpy as np
+
+from metrics_under_test.examples import laplacian_variance
+from metrics_under_test.protocol import metric
+
+
+@metric("clipped_sharpness", lower_better=False, score_range=(0.0, 100.0))
+def clipped_sharpness(images):
+    return [float(np.clip(600 - v / 10, 0, 100)) for v in laplacian_variance(images)]
+"""
+
+
+def cell(seed: str, step: int, reference: float, degraded: float, outcome: str = "passed") -> Cell:
+    return Cell(
+        CaseKey("m", seed, step),
+        outcome,
+        delta=degraded - reference,
+        reference_step=1,
+        run_norm_references=(reference,),
+        run_norm_steps=(degraded,),
+    )
+
+
+def test_ties_ends_and_zero_deltas_each_saturate_a_metric() -> None:
+    spread = [cell(s, k, 80.0 + i, 70.0 - k - i) for i, s in enumerate("abc") for k in (5, 10)]
+    assert saturations(Matrix.of(spread)) == []
+    tied = [cell(s, k, 50.0, 50.0 - k if s == "c" else 40.0) for s in "abc" for k in (5, 10)]
+    (found,) = saturations(Matrix.of(tied))
+    assert (found.images, found.tied, found.tied_score, found.at_ends, found.zero_deltas) == (
+        9,
+        5,
+        40.0,
+        0,
+        0,
+    )
+    assert found.tied > SHARE * found.images
+    assert found.message().startswith(
+        "m's scores saturate: 56% of its 9 scored images share one score (40 normalised)."
+    )
+    ended = [cell(s, k, 100.0 + i, -5.0 - k) for i, s in enumerate("abc") for k in (5, 10)]
+    assert "sit at an end of its score_range" in saturations(Matrix.of(ended))[0].message()
+    one_zero = [*spread, cell("d", 5, 60.0, 60.0, "failed")]
+    assert (
+        saturations(Matrix.of(one_zero))[0]
+        .message()
+        .startswith("m's scores saturate: 1 of its 7 Δ are exactly 0.")
+    )
+
+
+def test_cases_without_a_verdict_are_left_out() -> None:
+    skipped = [cell(s, 5, 60.0, 60.0, outcome) for s, outcome in zip("ab", ["skipped", "error"], strict=True)]
+    assert saturations(Matrix.of(skipped)) == []
+
+
+def test_a_saturating_metric_is_warned_about_and_piqe_is_not(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
+    pytester.makepyfile(clipped=CLIPPED)
+
+    result = pytester.runpytest_subprocess(
+        "--dataset=data", "--metric=clipped:clipped_sharpness,piqe", "--no-cache", "-n", "2"
+    )
+
+    lines = [line for line in result.outlines if "saturate" in line]
+    summary = (
+        "banana-tests: warning: clipped_sharpness's scores saturate: 100% sit at an end of its "
+        "score_range (normalised ≤ 0 or ≥ 100); 2 of its 6 Δ are exactly 0."
+    )
+    assert [line for line in lines if line.startswith("banana-tests:")] == [
+        summary + " Its Δ cases cannot tell those images apart; see docs/metrics.md, 'Choosing score_range'"
+    ]
+    assert [line for line in lines if "BananaSaturationWarning: " in line] == [
+        line for line in lines if "clipped_sharpness" in line and not line.startswith("banana-tests:")
+    ]
+    assert len(lines) == 2 and not any("piqe" in line for line in lines)
+    assert result.parseoutcomes()["warnings"] == 1
