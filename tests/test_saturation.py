@@ -51,8 +51,10 @@ def test_ties_ends_and_zero_deltas_each_saturate_a_metric() -> None:
     assert found.message().startswith(
         "m's scores saturate: 56% of its 9 scored images share one score (40 normalised)."
     )
-    ended = [cell(s, k, 100.0 + i, -5.0 - k) for i, s in enumerate("abc") for k in (5, 10)]
-    assert "sit at an end of its score_range" in saturations(Matrix.of(ended))[0].message()
+    ended = [cell(s, k, 100.0, 0.0 if k == 5 else 1.0 + i) for i, s in enumerate("abc") for k in (5, 10)]
+    assert "67% sit at an end of its score_range" in saturations(Matrix.of(ended))[0].message()
+    beyond = [cell(s, k, 101.0 + i, -5.0 - k - i) for i, s in enumerate("abc") for k in (5, 10)]
+    assert saturations(Matrix.of(beyond)) == []  # out of range, yet every image told apart
     one_zero = [*spread, cell("d", 5, 60.0, 60.0, "failed")]
     assert (
         saturations(Matrix.of(one_zero))[0]
@@ -79,7 +81,7 @@ def test_a_saturating_metric_is_warned_about_and_piqe_is_not(
     lines = [line for line in result.outlines if "saturate" in line]
     summary = (
         "banana-tests: warning: clipped_sharpness's scores saturate: 100% sit at an end of its "
-        "score_range (normalised ≤ 0 or ≥ 100); 2 of its 6 Δ are exactly 0."
+        "score_range (normalised exactly 0 or 100); 2 of its 6 Δ are exactly 0."
     )
     assert [line for line in lines if line.startswith("banana-tests:")] == [
         summary + " Its Δ cases cannot tell those images apart; see docs/metrics.md, 'Choosing score_range'"

@@ -18,7 +18,8 @@ from banana_tests.verdicts.matrix import Matrix
 
 SHARE = 0.5
 """More than this share of a metric's scored images with one identical score, or at an end of
-its score_range (normalised ≤ 0 or ≥ 100), saturates it; so does any Δ of exactly 0."""
+its score_range (normalised exactly 0 or 100: clipped by the metric), saturates it; so does any
+Δ of exactly 0. Scores beyond the range are not at an end: they still tell images apart."""
 VERDICTS = frozenset({"passed", "failed"})
 
 
@@ -35,7 +36,7 @@ class Saturation:
     images: int
     tied: int  # images that share the most common normalised score
     tied_score: float
-    at_ends: int  # images normalised to ≤ 0 or ≥ 100
+    at_ends: int  # images normalised to exactly 0 or 100
     zero_deltas: int
     deltas: int
 
@@ -52,7 +53,8 @@ class Saturation:
             )
         if self.at_ends > SHARE * self.images:
             found.append(
-                f"{self.at_ends / self.images:.0%} sit at an end of its score_range (normalised ≤ 0 or ≥ 100)"
+                f"{self.at_ends / self.images:.0%} sit at an end of its score_range "
+                "(normalised exactly 0 or 100)"
             )
         if self.zero_deltas:
             found.append(f"{self.zero_deltas} of its {self.deltas} Δ are exactly 0")
@@ -82,7 +84,7 @@ def saturations(matrix: Matrix) -> list[Saturation]:
     for metric in sorted(deltas):
         scores = list(images.get(metric, {}).values())
         score, tied = Counter(scores).most_common(1)[0] if scores else (0.0, 0)
-        ends = sum(s <= 0 or s >= 100 for s in scores)
+        ends = sum(s in (0.0, 100.0) for s in scores)
         found = Saturation(metric, len(scores), tied, score, ends, zeros[metric], deltas[metric])
         if found.saturated:
             out.append(found)
