@@ -71,6 +71,7 @@ def test_a_custom_metrics_key_covers_its_version_precision_and_source() -> None:
     example = MetricSpec("n", "custom", 0, 20, True, target="metrics_under_test.examples:NoiseSigma")
     description = identity(example, "cpu")
     sources = description.pop("sources")
+    libraries = description.pop("libraries")
     assert description == {
         "name": "n",
         "backend": "custom",
@@ -86,6 +87,7 @@ def test_a_custom_metrics_key_covers_its_version_precision_and_source() -> None:
         == hashlib.sha256(Path(examples.__file__).read_bytes()).hexdigest()
     )
     assert not any(name.startswith(("numpy", "torch", "math")) for name in sources)  # installed or stdlib
+    assert isinstance(libraries, dict) and libraries["numpy"] == metadata.version("numpy")
     assert (
         identity_key(identity(example, "cpu"))
         == hashlib.sha256(json.dumps(identity(example, "cpu"), sort_keys=True).encode()).hexdigest()
@@ -152,6 +154,53 @@ def test_a_change_to_any_module_of_the_users_that_the_metric_imports_is_a_miss(
     lazy = next(metric_file.parent.glob("lc_lazy_*.py"))
     lazy.write_text("OFFSET = 0.5\n")  # imported inside the function only
     assert _key_of(target) != second
+
+
+LIBRARY_USER = """\
+import json
+import torch
+import torch.classes
+import piq
+from skimage.measure import blur_effect
+import {zipped}
+import {namespace}.helper
+
+
+class M:
+    name, lower_better, score_range = "m", True, (0.0, 1.0)
+
+    def __call__(self, images):
+        return [0.5 for _ in images]
+"""
+
+
+def test_installed_libraries_are_keyed_by_version_and_only_real_files_are_hashed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: `import torch` at the top of a metric raised FileNotFoundError '_classes.py' (the
+    key hashed torch.classes' bare `__file__`), and no installed library was in the key. Now each
+    library the code imports is keyed by its distribution's version, and a module with no file of
+    its own (torch.classes, a namespace package, a zip-imported module) is never read."""
+    import zipfile
+
+    tag = uuid.uuid4().hex[:8]
+    names = {"zipped": f"zipped_{tag}", "namespace": f"nsp_{tag}"}
+    with zipfile.ZipFile(tmp_path / "lib.zip", "w") as archive:
+        archive.writestr(f"{names['zipped']}.py", "VALUE = 1\n")
+    (tmp_path / names["namespace"]).mkdir()  # no __init__.py: a namespace package
+    (tmp_path / names["namespace"] / "helper.py").write_text("HELP = 2\n")
+    (tmp_path / f"libuser_{tag}.py").write_text(LIBRARY_USER.format(**names))
+    monkeypatch.syspath_prepend(str(tmp_path / "lib.zip"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from metrics_under_test.registry import resolve
+
+    (spec,) = resolve(f"libuser_{tag}:M")
+    description = identity(spec, "cpu")
+    assert description["libraries"] == {
+        dist: metadata.version(dist) for dist in ("piq", "scikit-image", "torch")
+    }
+    assert isinstance(description["sources"], dict)
+    assert description["sources"].keys() == {f"libuser_{tag}", f"{names['namespace']}.helper"}
 
 
 def test_a_change_to_a_declared_checkpoint_is_a_miss(own_metric: Callable[[], Path]) -> None:

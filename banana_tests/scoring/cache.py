@@ -3,10 +3,11 @@
 One SQLite file in WAL mode, shared by every xdist worker: short transactions, a busy timeout
 and INSERT OR REPLACE make concurrent writers safe. A score is keyed by the sha256 of the image
 file's bytes and the metric's identity (name, backend and its version, parameter file hashes,
-device, precision; for a custom metric, every file of the user's own code it runs and the data
-files it declares), so any change to what produces a score misses. A file that fails its
-integrity or schema check is moved aside and rebuilt, never read. A folder that cannot hold the
-file (read-only, or not a folder) turns the cache off with one warning: scores are computed.
+device, precision; for a custom metric, every file of the user's own code it runs, the version
+of every installed library that code imports and the data files it declares), so any change to
+what produces a score misses. A file that fails its integrity or schema check is moved aside
+and rebuilt, never read. A folder that cannot hold the file (read-only, or not a folder) turns
+the cache off with one warning: scores are computed.
 """
 
 from __future__ import annotations
@@ -202,7 +203,8 @@ def identity(
     spec: MetricSpec, device: str, weight_hash: Callable[[Path], str] = file_sha256
 ) -> dict[str, object]:
     """What produces a metric's scores; a change to any part is a cache miss. A custom metric's
-    part is all the code of its own it runs and the files it declares (`own_code`)."""
+    part is all the code of its own it runs, the installed distributions (name and version) that
+    code imports, and the files it declares (`own_code`)."""
     from importlib import metadata
 
     description: dict[str, object] = {"name": spec.name, "backend": spec.backend}
@@ -212,6 +214,7 @@ def identity(
         description["version"] = custom.version(spec)
         description["precision"] = custom.precision(spec)
         description["sources"] = custom.sources(spec)
+        description["libraries"] = custom.libraries(spec)
         description["files"] = own_code.declared_files(spec.files, weight_hash)
     elif spec.backend == "vlm":  # the adapter's code and the libraries that run the model
         from metrics_under_test import vlm
