@@ -203,6 +203,44 @@ def test_a_change_of_version_precision_or_source_rescores(suite: pytest.Pytester
     assert run("2", "float64", "# an edit\n") == {"true"}
 
 
+WEIGHTED = """
+import numpy as np
+from pathlib import Path
+
+class Weighted:
+    name, lower_better, score_range = "weighted", True, (0.0, 100.0)
+    files = "weights.bin"
+
+    def __call__(self, images):
+        sign = 1.0 if Path(__file__).with_name("weights.bin").read_bytes() == b"+" * 64 else -1.0
+        return [50.0 + sign * float(np.asarray(img, dtype=np.float64).std()) / 10 for img in images]
+"""
+
+
+def test_a_declared_file_rewritten_with_its_mtime_restored_rescores(suite: pytest.Pytester) -> None:
+    """Issue 33: weights rewritten to the same size with every score's sign flipped, the mtime put
+    back (as `cp -p`, `rsync -a` and `tar` leave it), were served from the cache."""
+    from tests.test_cache import _rewrite_keeping_mtime
+
+    (suite.path / "weightedmod.py").write_text(WEIGHTED)
+    weights = suite.path / "weights.bin"
+    weights.write_bytes(b"+" * 64)
+
+    def cached() -> set[str]:
+        result = suite.runpytest_subprocess(
+            "--dataset=data", "--metric=weightedmod:Weighted", "--steps=5", "--junitxml=j.xml"
+        )
+        assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()
+        return {p["score_cached"] for _, p in junit_cases(suite.path / "j.xml").values()}
+
+    assert cached() == {"false"}
+    assert cached() == {"true"}
+    mtime = weights.stat().st_mtime_ns
+    _rewrite_keeping_mtime(weights, b"-" * 64)
+    assert weights.stat().st_mtime_ns == mtime and weights.stat().st_size == 64
+    assert cached() == {"false"}
+
+
 # ---- selection through pytest (docs/datasets.md "Selection", docs/options.md) ----
 
 
