@@ -1,11 +1,12 @@
 """The code, files and installed libraries a custom metric's scores depend on, for the score
 cache key: a change anywhere there must rescore.
 
-User-owned means a source file outside the standard library and every site-packages folder: it
-is hashed. An installed package the user's code imports is keyed by its distribution's name and
-version instead (`importlib.metadata.packages_distributions()`; hashing it would cost seconds),
-so upgrading it rescores. A module with no real source file (torch.classes' `__file__` is the
-bare name "_classes.py"; namespace, frozen, built-in and zip-imported modules) is never hashed.
+User-owned means a source file outside the standard library and every site-packages folder,
+that no installer recorded as its own (`pip install --target`): it is hashed. An installed
+package the user's code imports is keyed by its distribution's name and version instead
+(`importlib.metadata.packages_distributions()`; hashing it would cost seconds), so upgrading it
+rescores. A module with no real source file (torch.classes' `__file__` is the bare name
+"_classes.py"; namespace, frozen, built-in and zip-imported modules) is never hashed.
 The modules are found two ways, so that neither a module imported before the suite (by the
 user's conftest) nor a lazy import inside the metric's build is missed:
 - those that appeared in `sys.modules` while the suite imported the target;
@@ -58,9 +59,29 @@ def _foreign_roots() -> tuple[Path, ...]:
 
 
 def owned(path: Path) -> bool:
-    """`path` is the user's: outside the standard library and site-packages."""
+    """`path` is the user's: outside the standard library and site-packages, and not installed
+    elsewhere by an installer (see `_installed_elsewhere`)."""
     real = path.resolve()
-    return not any(real.is_relative_to(root) for root in _foreign_roots())
+    return not _under_foreign_root(real) and real not in _installed_elsewhere()
+
+
+def _under_foreign_root(real: Path) -> bool:
+    return any(real.is_relative_to(root) for root in _foreign_roots())
+
+
+@cache
+def _installed_elsewhere() -> frozenset[Path]:
+    """The files installers recorded (a `RECORD` file) for distributions outside site-packages:
+    `pip install --target DIR`, a folder of installed packages on PYTHONPATH. Such a package is
+    keyed by its version like any installed one. An editable install's files are not in its
+    RECORD, and an `.egg-info` has none: a checkout's own code stays the user's."""
+    files: set[Path] = set()
+    for dist in metadata.distributions():
+        base = Path(str(dist.locate_file(""))).resolve()
+        if _under_foreign_root(base) or dist.read_text("RECORD") is None:
+            continue
+        files.update(Path(str(dist.locate_file(f))).resolve() for f in dist.files or ())
+    return frozenset(files)
 
 
 @dataclass(frozen=True)
