@@ -7,6 +7,7 @@ package the user's code imports is keyed by its distribution's name and version 
 (`importlib.metadata.packages_distributions()`; hashing it would cost seconds), so upgrading it
 rescores. A module with no real source file (torch.classes' `__file__` is the bare name
 "_classes.py"; namespace, frozen, built-in and zip-imported modules) is never hashed.
+
 The modules are found two ways, so that neither a module imported before the suite (by the
 user's conftest) nor a lazy import inside the metric's build is missed:
 - those that appeared in `sys.modules` while the suite imported the target;
