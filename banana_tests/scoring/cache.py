@@ -229,7 +229,8 @@ def identity(
 ) -> dict[str, object]:
     """What produces a metric's scores; a change to any part is a cache miss. A custom metric's
     part is all the code of its own it runs, the installed distributions (name and version) that
-    code imports, and the files it declares (`own_code`)."""
+    code imports, and the files it declares (`own_code`); a VLM's, the adapters' code and the hub
+    commit its files come from."""
     from importlib import metadata
 
     description: dict[str, object] = {"name": spec.name, "backend": spec.backend}
@@ -247,6 +248,7 @@ def identity(
         source = hashlib.sha256(b"".join(p.read_bytes() for p in vlm.source_files())).hexdigest()[:16]
         libraries = "; ".join(f"{n} {metadata.version(n)}" for n in ("transformers", "torch", "pyiqa"))
         description["version"] = f"vlm+src.{source}; {libraries}"
+        description["revision"] = vlm.revision(spec)  # the hub commit its files come from
         description["precision"] = "model default"
     else:
         description["version"] = (
