@@ -160,6 +160,14 @@ def sources(spec: MetricSpec) -> dict[str, str]:
     return own_code.source_hashes(name)
 
 
+def libraries(spec: MetricSpec) -> dict[str, str]:
+    """{distribution: version} of the installed libraries the metric's code imports (`own_code`)."""
+    if spec.target is None:
+        return {}
+    module = inspect.getmodule(import_target(spec.target))
+    return own_code.library_versions(module.__name__ if module else spec.target.partition(":")[0].strip())
+
+
 def declared_files(target: str, obj: Any) -> tuple[Path, ...]:
     """The metric's `files` (one path or several), absolute: relative ones lie beside its module."""
     declared = getattr(obj, "files", ())

@@ -18,6 +18,11 @@ Same arithmetic as the demo, in float32; three differences of form, none of resu
   same `best/` folder), the tokenizer half is never used for an image score;
 - on transformers 5 `get_image_features` returns a model output, whose `pooler_output` is the
   projected feature the demo's transformers 4 returned as a tensor.
+Loading is kept safe: `ckpt.pt` is read with `torch.load(weights_only=True)` (tensors only), the
+files come from one pinned revision (`VlmModel.load_revision`, `BANANA_RALI_REVISION`), and
+`pca.pkl`, a pickle that can run any code when loaded, is loaded only when its sha256 is trusted
+(TRUSTED_PICKLES, or the user's `BANANA_TRUSTED_PICKLES`); else it is refused, naming it.
+
 Not verified here (the files cannot be downloaded on this machine): the prototype scores' scale
 (the paper's Table 2 gives RALI's range as [1, 5], which the suite normalises with) and the CLIP
 variant (the demo probes it with a 336 px image).
@@ -25,6 +30,8 @@ variant (the demo probes it with a 336 px image).
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +42,27 @@ from metrics_under_test.vlm_catalog import RALI, check_files, hf_hub_cache
 from metrics_under_test.weights import MissingWeights, offline
 
 SCORER_KEYS = ("pca_scale", "pca_components", "prototypes", "proto_scores", "logit_scale")
+TRUSTED_PICKLES: frozenset[str] = frozenset()
+"""sha256 of the released `RALI/pca.pkl` files known to be safe. None is recorded yet: no copy
+could be downloaded and checked from this project's machine, and a hash read off the hub would
+only repeat what a compromised hub says. Until one is, a user opts in (TRUST_VARIABLE)."""
+TRUST_VARIABLE = "BANANA_TRUSTED_PICKLES"  # comma-separated sha256 of pickles the user trusts
+
+
+def load_trusted_pickle(path: Path, shown: str) -> Any:
+    """`joblib.load(path)` when the file's sha256 is trusted, else a MetricError naming `shown`,
+    its sha256 and the opt-in: unpickling runs whatever code the file holds."""
+    import joblib
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    trusted = TRUSTED_PICKLES | {h.strip().lower() for h in os.environ.get(TRUST_VARIABLE, "").split(",")}
+    if digest not in trusted:
+        raise MetricError(
+            f"rali: refusing to load {shown} ({path}), a pickle with sha256 {digest} that is not a "
+            f"known release: loading a pickle runs any code it holds. If you trust this file, set "
+            f"{TRUST_VARIABLE}={digest} (several: comma-separated)"
+        )
+    return joblib.load(path)
 
 
 @dataclass(frozen=True)
@@ -100,7 +128,13 @@ def fetch(filename: str) -> Path:
     from huggingface_hub.errors import HfHubHTTPError
 
     try:
-        path = hf_hub_download(RALI.repo, filename, cache_dir=str(hf_hub_cache()), local_files_only=offline())
+        path = hf_hub_download(
+            RALI.repo,
+            filename,
+            revision=RALI.load_revision(),
+            cache_dir=str(hf_hub_cache()),
+            local_files_only=offline(),
+        )
     except (OSError, HfHubHTTPError) as exc:  # LocalEntryNotFoundError is an OSError
         raise MissingWeights(
             f"rali: cannot get {filename} of {RALI.repo} ({exc}); {RALI.how_to_provide()}"
@@ -125,24 +159,25 @@ class Rali:
         check_files(RALI)
         paths = {f: fetch(f) for f in RALI.files}
         try:
-            import joblib
+            import joblib  # noqa: F401  (load_trusted_pickle's; checked before anything loads)
         except ImportError as exc:
             raise MetricError(
                 "rali: reading RALI/pca.pkl needs joblib, and scikit-learn for the PCA it likely "
                 "holds: pip install 'banana-tests[rali]' (or joblib scikit-learn)"
             ) from exc
+        pca = load_trusted_pickle(paths["RALI/pca.pkl"], f"{RALI.repo} RALI/pca.pkl")  # before the model
         import numpy as np
         import torch
         from transformers import AutoImageProcessor, CLIPConfig, CLIPModel
 
         best = paths["RALI/best/config.json"].parent
         clip: Any = CLIPModel(CLIPConfig.from_pretrained(best))
-        state = torch.load(paths["RALI/ckpt.pt"], map_location="cpu")["state_dict"]  # as the demo
+        state = torch.load(paths["RALI/ckpt.pt"], map_location="cpu", weights_only=True)["state_dict"]
         with np.load(paths["RALI/basis.npz"]) as npz:
             basis = {k: npz[k] for k in npz.files}
         check_checkpoint(state, set(clip.state_dict()), basis)
         clip.load_state_dict({k[len("clip.") :]: v for k, v in state.items() if k.startswith("clip.")})
-        scorer = read_scorer(joblib.load(paths["RALI/pca.pkl"]), state, device)
+        scorer = read_scorer(pca, state, device)
         return cls(clip.to(device).eval(), AutoImageProcessor.from_pretrained(best), scorer, device)
 
     def features(self, images: Sequence[Image]) -> Any:

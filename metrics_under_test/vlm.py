@@ -100,12 +100,14 @@ class VisualQualityR1:
         import torch
         from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
 
-        repo = VISUALQUALITY_R1.repo
+        repo, revision = VISUALQUALITY_R1.repo, VISUALQUALITY_R1.load_revision()
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
         try:
-            loaded: Any = Qwen2_5_VLForConditionalGeneration.from_pretrained(repo, dtype=dtype)
+            loaded: Any = Qwen2_5_VLForConditionalGeneration.from_pretrained(
+                repo, revision=revision, dtype=dtype
+            )
             model = loaded.to(device).eval()
-            processor = AutoProcessor.from_pretrained(repo)
+            processor = AutoProcessor.from_pretrained(repo, revision=revision)
         except OSError as exc:
             raise MissingWeights(
                 f"{cls.name}: cannot load {repo} ({exc}); {VISUALQUALITY_R1.how_to_provide()}"
@@ -196,6 +198,11 @@ def build(spec: MetricSpec, device: str) -> Any:
         qalign_compat.apply()
         return PyiqaMetric(dataclasses.replace(spec, backend="pyiqa"), device)
     raise MetricError(f"{spec.name!r} is not a VLM metric ({', '.join(BY_METRIC)} are)")
+
+
+def revision(spec: MetricSpec) -> str:
+    """The hub revision a VLM metric's score cache key holds (`VlmModel.identity`)."""
+    return BY_METRIC[spec.name].identity()
 
 
 def source_files() -> tuple[Path, ...]:

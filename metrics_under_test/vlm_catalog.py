@@ -9,6 +9,7 @@ torch or transformers, so `banana-tests metrics` lists them instantly.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -36,6 +37,7 @@ class VlmModel:
     license: str
     size: str
     runs_here: Runs
+    pin_variable: str | None  # the environment variable that pins its hub revision, if it can be
     low: float = 1.0
     high: float = 5.0
 
@@ -45,17 +47,46 @@ class VlmModel:
         huggingface_hub names it."""
         return hf_hub_cache() / ("models--" + self.repo.replace("/", "--"))
 
+    def asked_revision(self) -> str:
+        """The pin (a commit, tag or branch in `pin_variable`), else the hub's default `main`."""
+        pinned = os.environ.get(self.pin_variable, "").strip() if self.pin_variable else ""
+        return pinned or "main"
+
+    def cached_commit(self) -> str | None:
+        """The commit the Hugging Face cache holds for the asked revision: a commit hash itself
+        if its snapshot is there, else what huggingface_hub recorded in `refs/<revision>`."""
+        asked = self.asked_revision()
+        if _COMMIT.fullmatch(asked):
+            return asked if (self.folder / "snapshots" / asked).is_dir() else None
+        ref = self.folder / "refs" / asked
+        commit = ref.read_text().strip() if ref.is_file() else ""
+        return commit if _COMMIT.fullmatch(commit) else None
+
+    def load_revision(self) -> str:
+        """What the adapter loads: the cached commit, so that the files scored are the ones the
+        score cache keys (`cached_commit`), even online when `main` has moved; the asked revision
+        only when nothing is cached yet (the first download)."""
+        return self.cached_commit() or self.asked_revision()
+
+    def identity(self) -> str:
+        """The revision in the score cache key: a commit hash once the files are cached."""
+        return self.cached_commit() or f"{self.asked_revision()} (not in the cache)"
+
     def missing(self) -> list[str]:
-        """Files not in any cached snapshot of the repository."""
-        snapshots = self.folder / "snapshots"
-        found = [s for s in snapshots.iterdir() if s.is_dir()] if snapshots.is_dir() else []
-        return [f for f in self.files if not any((s / f).exists() for s in found)]
+        """Files not in the cached snapshot of the revision to load (all, when none is cached)."""
+        commit = self.cached_commit()
+        snapshot = self.folder / "snapshots" / commit if commit else None
+        return [f for f in self.files if snapshot is None or not (snapshot / f).exists()]
 
     def how_to_provide(self) -> str:
+        revision = "" if self.asked_revision() == "main" else f" --revision {self.asked_revision()}"
         return (
             f"run once with network access (HF_HUB_OFFLINE unset) so they are downloaded, "
-            f"or `hf download {self.repo} {' '.join(self.files)}`"
+            f"or `hf download {self.repo} {' '.join(self.files)}{revision}`"
         )
+
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def check_files(model: VlmModel) -> None:
@@ -86,6 +117,7 @@ VISUALQUALITY_R1 = VlmModel(
     license="MIT (model card); base model Qwen2.5-VL-7B-Instruct under Apache-2.0",
     size="8.3B parameters, 16.6 GB in bfloat16; about 17 GB of GPU memory",
     runs_here=Runs.TINY,
+    pin_variable="BANANA_VISUALQUALITY_R1_REVISION",
 )
 RALI = VlmModel(
     metric="rali",
@@ -101,6 +133,7 @@ RALI = VlmModel(
     license="code Apache-2.0 (github.com/bytedance/Q-Insight); weights: see the hub card ByteDance/Q-Insight",
     size="a CLIP image encoder and 32-odd prototypes: under 5% of Q-Insight's 7B parameters (paper)",
     runs_here=Runs.TINY_CPU_READY,
+    pin_variable="BANANA_RALI_REVISION",
 )
 Q_ALIGN = VlmModel(
     metric="qalign",
@@ -110,6 +143,7 @@ Q_ALIGN = VlmModel(
     license="MIT (model card); pyiqa's adapter code is non-commercial",
     size="8.2B parameters (mPLUG-Owl2, LLaMA-2-7B), 16.4 GB in float16",
     runs_here=Runs.TINY,
+    pin_variable=None,  # pyiqa loads `main` itself: keyed by the commit cached for it
 )
 OUTSIDE_PYIQA = (VISUALQUALITY_R1, RALI)
 BY_METRIC = {m.metric: m for m in (*OUTSIDE_PYIQA, Q_ALIGN)}

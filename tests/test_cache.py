@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from importlib import metadata
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from banana_tests.scoring.cache import FILE, CacheWarning, ScoreCache, identity, identity_key
+from banana_tests.scoring.cache import FILE, SCHEMA, CacheWarning, ScoreCache, identity, identity_key
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.records import read_imagefolder
 from metrics_under_test import examples
@@ -71,6 +72,7 @@ def test_a_custom_metrics_key_covers_its_version_precision_and_source() -> None:
     example = MetricSpec("n", "custom", 0, 20, True, target="metrics_under_test.examples:NoiseSigma")
     description = identity(example, "cpu")
     sources = description.pop("sources")
+    libraries = description.pop("libraries")
     assert description == {
         "name": "n",
         "backend": "custom",
@@ -86,6 +88,7 @@ def test_a_custom_metrics_key_covers_its_version_precision_and_source() -> None:
         == hashlib.sha256(Path(examples.__file__).read_bytes()).hexdigest()
     )
     assert not any(name.startswith(("numpy", "torch", "math")) for name in sources)  # installed or stdlib
+    assert isinstance(libraries, dict) and libraries["numpy"] == metadata.version("numpy")
     assert (
         identity_key(identity(example, "cpu"))
         == hashlib.sha256(json.dumps(identity(example, "cpu"), sort_keys=True).encode()).hexdigest()
@@ -154,6 +157,53 @@ def test_a_change_to_any_module_of_the_users_that_the_metric_imports_is_a_miss(
     assert _key_of(target) != second
 
 
+LIBRARY_USER = """\
+import json
+import torch
+import torch.classes
+import piq
+from skimage.measure import blur_effect
+import {zipped}
+import {namespace}.helper
+
+
+class M:
+    name, lower_better, score_range = "m", True, (0.0, 1.0)
+
+    def __call__(self, images):
+        return [0.5 for _ in images]
+"""
+
+
+def test_installed_libraries_are_keyed_by_version_and_only_real_files_are_hashed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: `import torch` at the top of a metric raised FileNotFoundError '_classes.py' (the
+    key hashed torch.classes' bare `__file__`), and no installed library was in the key. Now each
+    library the code imports is keyed by its distribution's version, and a module with no file of
+    its own (torch.classes, a namespace package, a zip-imported module) is never read."""
+    import zipfile
+
+    tag = uuid.uuid4().hex[:8]
+    names = {"zipped": f"zipped_{tag}", "namespace": f"nsp_{tag}"}
+    with zipfile.ZipFile(tmp_path / "lib.zip", "w") as archive:
+        archive.writestr(f"{names['zipped']}.py", "VALUE = 1\n")
+    (tmp_path / names["namespace"]).mkdir()  # no __init__.py: a namespace package
+    (tmp_path / names["namespace"] / "helper.py").write_text("HELP = 2\n")
+    (tmp_path / f"libuser_{tag}.py").write_text(LIBRARY_USER.format(**names))
+    monkeypatch.syspath_prepend(str(tmp_path / "lib.zip"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from metrics_under_test.registry import resolve
+
+    (spec,) = resolve(f"libuser_{tag}:M")
+    description = identity(spec, "cpu")
+    assert description["libraries"] == {
+        dist: metadata.version(dist) for dist in ("piq", "scikit-image", "torch")
+    }
+    assert isinstance(description["sources"], dict)
+    assert description["sources"].keys() == {f"libuser_{tag}", f"{names['namespace']}.helper"}
+
+
 def test_a_change_to_a_declared_checkpoint_is_a_miss(own_metric: Callable[[], Path]) -> None:
     metric_file = own_metric()
     target = f"{metric_file.stem}:local_contrast"
@@ -185,20 +235,62 @@ def test_a_declared_folder_is_keyed_by_every_file_in_it(
     assert _key_of(f"foldered_{tag}:M") != first
 
 
-def test_file_hashes_are_remembered_by_path_size_and_mtime(tmp_path: Path) -> None:
+def _rewrite_keeping_mtime(path: Path, data: bytes) -> None:
+    """`path` rewritten in place with its mtime put back, as `cp -p` or `rsync -a` leave it; waits
+    until the kernel's (coarse) ctime clock has moved, as it has between any two real runs."""
+    before = path.stat()
+    while True:
+        path.write_bytes(data)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        if path.stat().st_ctime_ns != before.st_ctime_ns:
+            return
+        time.sleep(0.01)
+
+
+def test_file_hashes_are_remembered_until_size_mtime_ctime_or_inode_change(tmp_path: Path) -> None:
+    """Issue 33: a weights file rewritten to the same size with its mtime put back was served the
+    old hash (the memo was path, size and mtime). The ctime moves with every write and utime."""
     cache, weights = ScoreCache(tmp_path / "c"), tmp_path / "w.bin"
     weights.write_bytes(b"a" * 1000)
     first = cache.file_hash(weights)
     assert first == hashlib.sha256(b"a" * 1000).hexdigest()
     assert ScoreCache(tmp_path / "c").file_hash(weights) == first
-    stamp = weights.stat().st_mtime_ns
-    weights.write_bytes(b"b" * 1000)  # the same size: only the mtime tells
-    os.utime(weights, ns=(stamp + 1_000_000, stamp + 1_000_000))
+    _rewrite_keeping_mtime(weights, b"b" * 1000)
     assert cache.file_hash(weights) == hashlib.sha256(b"b" * 1000).hexdigest()
-    # The documented limit: same path, size and mtime is taken as the same file, unread.
-    weights.write_bytes(b"c" * 1000)
-    os.utime(weights, ns=(stamp + 1_000_000, stamp + 1_000_000))
-    assert cache.file_hash(weights) == hashlib.sha256(b"b" * 1000).hexdigest()
+    replaced = tmp_path / "w.new"
+    replaced.write_bytes(b"c" * 1000)
+    os.replace(replaced, weights)  # another inode at the same path
+    assert cache.file_hash(weights) == hashlib.sha256(b"c" * 1000).hexdigest()
+    stamp = weights.stat()
+    assert cache._run("SELECT size, mtime_ns, ctime_ns, inode FROM file_hashes", ()) == [
+        (1000, stamp.st_mtime_ns, stamp.st_ctime_ns, stamp.st_ino)
+    ]
+
+
+OLD_FILE_HASHES = (
+    "CREATE TABLE file_hashes (path TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+    "mtime_ns INTEGER NOT NULL, sha256 TEXT NOT NULL)"
+)
+
+
+def test_a_cache_of_the_former_schema_keeps_its_scores_and_rebuilds_its_file_memo(tmp_path: Path) -> None:
+    """A scores.sqlite written before the memo had ctime and inode: the memo table is rebuilt
+    empty (its rows cannot be trusted), every score is kept, and nothing is set aside."""
+    db = sqlite3.connect(tmp_path / FILE)
+    with db:
+        db.execute(SCHEMA["scores"])
+        db.execute(SCHEMA["identities"])
+        db.execute(OLD_FILE_HASHES)
+        db.execute("INSERT INTO scores VALUES ('img', 'm', 2.5)")
+        db.execute("INSERT INTO file_hashes VALUES ('/w.bin', 3, 1, 'stale')")
+    db.close()
+    cache = ScoreCache(tmp_path)
+    assert cache.set_aside is None and cache.get("m", ["img"]) == {"img": 2.5}
+    assert cache._run("SELECT sql FROM sqlite_master WHERE name = 'file_hashes'", ()) == [
+        (SCHEMA["file_hashes"],)
+    ]
+    assert cache._run("SELECT * FROM file_hashes", ()) == []
+    assert list(tmp_path.glob("*.corrupt-*")) == []
 
 
 def test_a_second_book_scores_nothing_and_says_so(tmp_path: Path, make_set: MakeSet) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import math
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
@@ -414,7 +415,9 @@ def test_a_file_of_f958bf8_reads_to_the_cells_this_version_writes(pytester: pyte
         (t.metric, t.seed_image, t.reference_step) for t in now.trends
     ]
     facts = {"variant", "dataset", "versions", "device", "command", "date"}
-    assert old.metadata.keys() == now.metadata.keys() == facts
+    assert old.metadata.keys() == facts and now.metadata.keys() == facts | {"libraries"}
+    libraries = "; ".join(f"{name} {metadata.version(name)}" for name in ("numpy", "torch"))
+    assert now.metadata["libraries"] == [libraries]  # what metrics_under_test.examples imports
     assert [old.metadata[k] for k in ("variant", "device")] == [
         now.metadata[k] for k in ("variant", "device")
     ]

@@ -104,8 +104,10 @@ def test_all_23_paper_metrics_are_listed_with_how_each_runs_here(
     )
     assert "Apache-2.0" in paper["rali"]["license"] and "MIT" in paper["qalign"]["license"]
     assert not any(row["in_paper"] for name, row in rows.items() if name in ("musiq-ava", "noise_sigma"))
-    snapshot = VISUALQUALITY_R1.folder / "snapshots" / "abc"
+    snapshot = VISUALQUALITY_R1.folder / "snapshots" / ("abc" * 14)[:40]
     snapshot.mkdir(parents=True)
+    (VISUALQUALITY_R1.folder / "refs").mkdir()
+    (VISUALQUALITY_R1.folder / "refs" / "main").write_text(snapshot.name)  # as huggingface_hub writes it
     for name in VISUALQUALITY_R1.files:
         (snapshot / name).write_text("{}")
     assert listing(capsys)["visualquality_r1"]["available"]

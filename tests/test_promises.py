@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import xml.etree.ElementTree as ET
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -201,6 +202,96 @@ def test_a_change_of_version_precision_or_source_rescores(suite: pytest.Pytester
     assert run("2", "float64") == {"false"}  # precision
     assert run("2", "float64", "# an edit\n") == {"false"}  # the module's source
     assert run("2", "float64", "# an edit\n") == {"true"}
+
+
+WEIGHTED = """
+import numpy as np
+from pathlib import Path
+
+class Weighted:
+    name, lower_better, score_range = "weighted", True, (0.0, 100.0)
+    files = "weights.bin"
+
+    def __call__(self, images):
+        sign = 1.0 if Path(__file__).with_name("weights.bin").read_bytes() == b"+" * 64 else -1.0
+        return [50.0 + sign * float(np.asarray(img, dtype=np.float64).std()) / 10 for img in images]
+"""
+
+
+def test_a_declared_file_rewritten_with_its_mtime_restored_rescores(suite: pytest.Pytester) -> None:
+    """Issue 33: weights rewritten to the same size with every score's sign flipped, the mtime put
+    back (as `cp -p`, `rsync -a` and `tar` leave it), were served from the cache."""
+    from tests.test_cache import _rewrite_keeping_mtime
+
+    (suite.path / "weightedmod.py").write_text(WEIGHTED)
+    weights = suite.path / "weights.bin"
+    weights.write_bytes(b"+" * 64)
+
+    def cached() -> set[str]:
+        result = suite.runpytest_subprocess(
+            "--dataset=data", "--metric=weightedmod:Weighted", "--steps=5", "--junitxml=j.xml"
+        )
+        assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()
+        return {p["score_cached"] for _, p in junit_cases(suite.path / "j.xml").values()}
+
+    assert cached() == {"false"}
+    assert cached() == {"true"}
+    mtime = weights.stat().st_mtime_ns
+    _rewrite_keeping_mtime(weights, b"-" * 64)
+    assert weights.stat().st_mtime_ns == mtime and weights.stat().st_size == 64
+    assert cached() == {"false"}
+
+
+TINYLIB_USER = """
+import numpy as np
+import tinylib
+
+class Tiny:
+    name, lower_better, score_range = "tiny", True, (0.0, 100.0)
+
+    def __call__(self, images):
+        return [float(np.asarray(img, dtype=np.float64).std()) * tinylib.FACTOR for img in images]
+"""
+
+
+def install_tinylib(target: Path, version: str) -> None:
+    """`tinylib` as `pip install --target` leaves it: the package beside its `.dist-info` (METADATA,
+    RECORD); an earlier version's metadata is replaced, the package's code stays the same."""
+    for old in target.glob("tinylib-*.dist-info"):
+        shutil.rmtree(old)
+    (target / "tinylib").mkdir(parents=True, exist_ok=True)
+    (target / "tinylib" / "__init__.py").write_text("FACTOR = 1.0\n")
+    info = target / f"tinylib-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: tinylib\nVersion: {version}\n")
+    (info / "RECORD").write_text(f"tinylib/__init__.py,,\n{info.name}/METADATA,,\n{info.name}/RECORD,,\n")
+
+
+def test_a_new_version_of_an_imported_library_rescores_and_is_a_run_fact(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: upgrading the library that computes a custom metric's score served the old
+    scores, and the JUnit run facts never named that library. Two runs sharing one cache, the
+    library upgraded (its version only) between them."""
+    libs = suite.path / "libs"
+    monkeypatch.setenv("PYTHONPATH", str(libs))
+    (suite.path / "tinyuser.py").write_text(TINYLIB_USER)
+
+    def run() -> tuple[set[str], str]:
+        result = suite.runpytest_subprocess(
+            "--dataset=data", "--metric=tinyuser:Tiny", "--steps=5", "--junitxml=j.xml"
+        )
+        assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+        facts = ET.parse(suite.path / "j.xml").iterfind("testsuite/properties/property")
+        libraries = next(p.get("value", "") for p in facts if p.get("name") == "libraries")
+        return {p["score_cached"] for _, p in junit_cases(suite.path / "j.xml").values()}, libraries
+
+    numpy = f"numpy {metadata.version('numpy')}"
+    install_tinylib(libs, "1.0")
+    assert run() == ({"false"}, f"{numpy}; tinylib 1.0")
+    assert run() == ({"true"}, f"{numpy}; tinylib 1.0")
+    install_tinylib(libs, "2.0")
+    assert run() == ({"false"}, f"{numpy}; tinylib 2.0")
 
 
 # ---- selection through pytest (docs/datasets.md "Selection", docs/options.md) ----

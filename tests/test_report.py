@@ -10,6 +10,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -142,6 +143,8 @@ def test_the_run_facts_are_recorded_once_per_file_and_reach_every_report(
         run_table = html.split("<h2>Run</h2>")[1].split("<h2>")[0]
         for fact in ("replicate", package_versions(), "cpu"):
             assert f"<td>{fact}</td>" in run_table, (name, fact)
+        # the known metrics' module imports numpy: its version is keyed and shown
+        assert f"<td>metric libraries</td><td>numpy {metadata.version('numpy')}</td>" in run_table, name
 
 
 def test_summary_counts_each_metric(reports: dict[str, Path]) -> None:

@@ -298,9 +298,13 @@ def test_q_align_without_icecream_names_the_extra(monkeypatch: pytest.MonkeyPatc
 
 
 def test_files_in_the_cache_count_as_present(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Present means in the snapshot of the revision that loads: the commit `refs/main` names."""
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
-    snapshot = VISUALQUALITY_R1.folder / "snapshots" / "0123abc"
+    snapshot = VISUALQUALITY_R1.folder / "snapshots" / ("0123abc" * 6)[:40]
     snapshot.mkdir(parents=True)
+    assert VISUALQUALITY_R1.missing() == list(VISUALQUALITY_R1.files)  # no ref: nothing loads
+    (VISUALQUALITY_R1.folder / "refs").mkdir()
+    (VISUALQUALITY_R1.folder / "refs" / "main").write_text(snapshot.name)
     for name in VISUALQUALITY_R1.files[:-1]:
         (snapshot / name).write_text("{}")
     assert VISUALQUALITY_R1.missing() == ["tokenizer.json"]
@@ -591,12 +595,22 @@ def rali_by_hand(written: dict[str, Any], pixels: Any) -> list[float]:
     return list(weights @ written["proto_scores"].double().numpy())
 
 
+def trust_pickles(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
+    """Opt in to the tiny RALI's own `pca.pkl` files, as a user opts in to one they trust."""
+    import hashlib
+
+    digests = [hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(cache.rglob("pca.pkl"))]
+    monkeypatch.setenv("BANANA_TRUSTED_PICKLES", ",".join(digests))
+
+
 @pytest.fixture
 def rali_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     pytest.importorskip("joblib")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
-    return tiny_rali(tmp_path / "hf")
+    written = tiny_rali(tmp_path / "hf")
+    trust_pickles(monkeypatch, tmp_path / "hf")
+    return written
 
 
 def test_rali_scores_as_its_demo_through_the_suites_batching(
@@ -651,7 +665,7 @@ def test_a_rali_checkpoint_that_does_not_fit_is_named(rali_cache: dict[str, Any]
     import torch
 
     path = rali_cache["folder"] / "ckpt.pt"
-    state = torch.load(path)["state_dict"]
+    state = torch.load(path, weights_only=True)["state_dict"]
     del state["scorer.logit_scale"]
     torch.save({"state_dict": state}, path)
     with pytest.raises(
@@ -684,6 +698,7 @@ def test_rali_runs_through_the_shipped_suite_by_its_paper_name(
     suite = suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5, 10, 20))
     monkeypatch.setenv("HF_HUB_CACHE", str(suite.path / "hf"))
     tiny_rali_in_a_process(suite.path / "hf")
+    trust_pickles(monkeypatch, suite.path / "hf")
     result = suite.runpytest_subprocess(
         "--pyargs", "banana_tests", "--dataset=data", "--metric=RALI", "--no-cache",
         "-k", "test_detects_degradation", "--junitxml=j.xml",
@@ -695,6 +710,77 @@ def test_rali_runs_through_the_shipped_suite_by_its_paper_name(
         assert 1.0 <= float(facts["score_reference"]) <= 5.0 and 1.0 <= float(facts["score_step"]) <= 5.0
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-2000:]
     assert not {"error", "errors"} & result.parseoutcomes().keys(), result.stdout.str()[-2000:]
+
+
+def test_an_untrusted_pickle_is_refused_naming_its_sha256_and_the_opt_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34: `joblib.load` of the hub's `pca.pkl` ran whatever code the file holds. A real
+    joblib pickle: refused unless its sha256 is trusted, then loaded."""
+    import hashlib
+
+    joblib = pytest.importorskip("joblib")
+    from metrics_under_test.rali import TRUST_VARIABLE, load_trusted_pickle
+
+    path = tmp_path / "pca.pkl"
+    joblib.dump({"mean_": [1.0, 2.0]}, path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    monkeypatch.delenv(TRUST_VARIABLE, raising=False)
+    with pytest.raises(vlm.MetricError) as info:
+        load_trusted_pickle(path, "RALI/pca.pkl")
+    message = str(info.value)
+    assert "RALI/pca.pkl" in message and str(path) in message and f"{TRUST_VARIABLE}={digest}" in message
+    monkeypatch.setenv(TRUST_VARIABLE, f"{'0' * 64}, {digest.upper()}")
+    assert load_trusted_pickle(path, "RALI/pca.pkl") == {"mean_": [1.0, 2.0]}
+
+
+def test_rali_refuses_its_hubs_pickle_until_trusted(
+    rali_cache: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("BANANA_TRUSTED_PICKLES")
+    with pytest.raises(
+        vlm.MetricError, match=r"refusing to load ByteDance/Q-Insight RALI/pca.pkl \(.*snapshots"
+    ):
+        vlm.build(lookup("rali"), "cpu")
+
+
+class Payload:
+    """Not a tensor: a pickle that `weights_only` will not rebuild."""
+
+
+def test_a_checkpoint_holding_more_than_tensors_is_not_unpickled(rali_cache: dict[str, Any]) -> None:
+    import pickle
+
+    import torch
+
+    path = rali_cache["folder"] / "ckpt.pt"
+    state = torch.load(path, weights_only=True)
+    torch.save({**state, "payload": Payload()}, path)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        vlm.build(lookup("rali"), "cpu")
+
+
+def test_a_vlm_is_keyed_and_loaded_by_the_hub_commit_of_its_pin(
+    rali_cache: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The score cache keys a VLM metric by the commit its files come from (`refs/main` in the
+    hub cache, or the pin `BANANA_RALI_REVISION`), and the adapter loads that commit's files."""
+    import shutil
+
+    from banana_tests.scoring.cache import identity
+    from metrics_under_test import rali
+
+    main, pinned = "1" * 40, "2" * 40
+    assert identity(lookup("rali"), "cpu")["revision"] == main
+    assert rali.fetch("RALI/pca.pkl").parent.parent.name == main
+    shutil.copytree(RALI.folder / "snapshots" / main, RALI.folder / "snapshots" / pinned)
+    monkeypatch.setenv("BANANA_RALI_REVISION", pinned)
+    assert identity(lookup("rali"), "cpu")["revision"] == pinned
+    assert rali.fetch("RALI/pca.pkl").parent.parent.name == pinned
+    monkeypatch.setenv("BANANA_RALI_REVISION", "3" * 40)  # pinned to a commit not downloaded
+    assert identity(lookup("rali"), "cpu")["revision"] == f"{'3' * 40} (not in the cache)"
+    with pytest.raises(MissingWeights, match=f"--revision {'3' * 40}"):
+        vlm.build(lookup("rali"), "cpu")
 
 
 def test_the_score_cache_keys_a_vlm_metric_by_its_adapter_code() -> None:

@@ -95,6 +95,7 @@ RUN_FACTS = (
     ("reference_step", "reference step"),
     ("cases", "cases"),
     ("versions", "versions"),
+    ("libraries", "metric libraries"),
     ("device", "device"),
     ("date", "date"),
     ("timestamp", "date"),

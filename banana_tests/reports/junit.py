@@ -34,7 +34,7 @@ LEGACY_PREFIXES = {
 """Schema 1: the shipped test functions, whose names told their cases apart."""
 LEGACY_DELTA = frozenset({Field.METRIC, Field.SEED_IMAGE, Field.STEP, Field.REFERENCE_STEP})
 """Schema 1: a Δ case on `banana_case` under another test function's name recorded all of these."""
-RUN_PROPERTIES = frozenset({"variant", "dataset", "versions", "device", "command"})
+RUN_PROPERTIES = frozenset({"variant", "dataset", "versions", "libraries", "device", "command"})
 """The run's facts: testsuite properties; in schema 1, on the first case of each process (a trend
 case may be that one) or on every case in older files."""
 MAX_INPUT_MB = 64

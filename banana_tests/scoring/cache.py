@@ -3,10 +3,11 @@
 One SQLite file in WAL mode, shared by every xdist worker: short transactions, a busy timeout
 and INSERT OR REPLACE make concurrent writers safe. A score is keyed by the sha256 of the image
 file's bytes and the metric's identity (name, backend and its version, parameter file hashes,
-device, precision; for a custom metric, every file of the user's own code it runs and the data
-files it declares), so any change to what produces a score misses. A file that fails its
-integrity or schema check is moved aside and rebuilt, never read. A folder that cannot hold the
-file (read-only, or not a folder) turns the cache off with one warning: scores are computed.
+device, precision; for a custom metric, every file of the user's own code it runs, the version
+of every installed library that code imports and the data files it declares), so any change to
+what produces a score misses. A file that fails its integrity or schema check is moved aside
+and rebuilt, never read. A folder that cannot hold the file (read-only, or not a folder) turns
+the cache off with one warning: scores are computed.
 """
 
 from __future__ import annotations
@@ -30,9 +31,19 @@ SCHEMA = {
     "scores": "CREATE TABLE scores (image TEXT NOT NULL, metric TEXT NOT NULL, score REAL NOT NULL, "
     "PRIMARY KEY (image, metric)) WITHOUT ROWID",
     "file_hashes": "CREATE TABLE file_hashes (path TEXT PRIMARY KEY, size INTEGER NOT NULL, "
-    "mtime_ns INTEGER NOT NULL, sha256 TEXT NOT NULL)",
+    "mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL, inode INTEGER NOT NULL, sha256 TEXT NOT NULL)",
     "identities": "CREATE TABLE identities (metric TEXT PRIMARY KEY, description TEXT NOT NULL)",
 }
+FORMER_MEMOS = {
+    "file_hashes": frozenset(
+        {
+            "CREATE TABLE file_hashes (path TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+            "mtime_ns INTEGER NOT NULL, sha256 TEXT NOT NULL)",
+        }
+    ),
+}
+"""Earlier versions' tables that only memoise (no score lives there), by their CREATE statement:
+found in a cache, such a table is rebuilt empty and every score is kept."""
 BUSY_MS = 60_000
 _CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
 
@@ -85,22 +96,24 @@ class ScoreCache:
             )
 
     def file_hash(self, path: Path) -> str:
-        """sha256 of a (large) parameter file, remembered by path, size and mtime across runs."""
+        """sha256 of a (large) parameter file, remembered across runs by path, size, mtime, ctime
+        and inode: re-read unless all five agree. A file rewritten in place with its mtime put
+        back (`cp -p`, `rsync -a`, `tar` keep mtimes) has a new ctime, which no user tool can set."""
         real = path.resolve()
         st = real.stat()
+        stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
         rows = self._run(
-            "SELECT sha256 FROM file_hashes WHERE path = ? AND size = ? AND mtime_ns = ?",
-            (str(real), st.st_size, st.st_mtime_ns),
+            "SELECT sha256 FROM file_hashes WHERE path = ? AND size = ? AND mtime_ns = ? AND ctime_ns = ? "
+            "AND inode = ?",
+            (str(real), *stamp),
         )
         if rows:
             return str(rows[0][0])
         digest = file_sha256(real)
         if self._db is not None:
             with self._guard(), self._db:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?)",
-                    (str(real), st.st_size, st.st_mtime_ns, digest),
-                )
+                row = (str(real), *stamp, digest)
+                self._db.execute("INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?, ?, ?)", row)
         return digest
 
     def close(self) -> None:
@@ -160,7 +173,7 @@ class ScoreCache:
                     for sql in SCHEMA.values():
                         db.execute(sql)
             elif tables != SCHEMA:
-                raise sqlite3.DatabaseError(f"unexpected schema: tables {sorted(tables)}")
+                _migrate(db, tables)
             db.isolation_level = "DEFERRED"  # `with db:` now opens and commits one transaction
             return db
         except BaseException:
@@ -180,6 +193,19 @@ class ScoreCache:
             stacklevel=3,
         )
         return aside
+
+
+def _migrate(db: sqlite3.Connection, tables: Mapping[str, str]) -> None:
+    """Rebuild the memo tables of an earlier version (FORMER_MEMOS), keeping the scores; any
+    other difference from SCHEMA is a damaged file."""
+    outdated = [name for name, sql in tables.items() if sql in FORMER_MEMOS.get(name, ())]
+    if {**tables, **{name: SCHEMA[name] for name in outdated}} != SCHEMA:
+        raise sqlite3.DatabaseError(f"unexpected schema: tables {sorted(tables)}")
+    with db:  # one transaction: a crash midway leaves the old table
+        db.execute("BEGIN IMMEDIATE")
+        for name in outdated:
+            db.execute(f"DROP TABLE {name}")
+            db.execute(SCHEMA[name])
 
 
 @contextlib.contextmanager
@@ -202,7 +228,9 @@ def identity(
     spec: MetricSpec, device: str, weight_hash: Callable[[Path], str] = file_sha256
 ) -> dict[str, object]:
     """What produces a metric's scores; a change to any part is a cache miss. A custom metric's
-    part is all the code of its own it runs and the files it declares (`own_code`)."""
+    part is all the code of its own it runs, the installed distributions (name and version) that
+    code imports, and the files it declares (`own_code`); a VLM's, the adapters' code and the hub
+    commit its files come from."""
     from importlib import metadata
 
     description: dict[str, object] = {"name": spec.name, "backend": spec.backend}
@@ -212,6 +240,7 @@ def identity(
         description["version"] = custom.version(spec)
         description["precision"] = custom.precision(spec)
         description["sources"] = custom.sources(spec)
+        description["libraries"] = custom.libraries(spec)
         description["files"] = own_code.declared_files(spec.files, weight_hash)
     elif spec.backend == "vlm":  # the adapter's code and the libraries that run the model
         from metrics_under_test import vlm
@@ -219,6 +248,7 @@ def identity(
         source = hashlib.sha256(b"".join(p.read_bytes() for p in vlm.source_files())).hexdigest()[:16]
         libraries = "; ".join(f"{n} {metadata.version(n)}" for n in ("transformers", "torch", "pyiqa"))
         description["version"] = f"vlm+src.{source}; {libraries}"
+        description["revision"] = vlm.revision(spec)  # the hub commit its files come from
         description["precision"] = "model default"
     else:
         description["version"] = (

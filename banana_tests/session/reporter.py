@@ -70,7 +70,7 @@ def run_facts(state: SuiteState) -> list[tuple[str, str]]:
     """What the report's Run table says about the run. The same in every process of the run,
     so the process that writes the JUnit file writes them once, as testsuite properties."""
     from banana_tests.session.suite import resolve_device
-    from banana_tests.session.versions import package_versions
+    from banana_tests.session.versions import metric_libraries, package_versions
 
     try:
         device = resolve_device(state.device)
@@ -80,6 +80,7 @@ def run_facts(state: SuiteState) -> list[tuple[str, str]]:
         ("variant", state.variant),
         ("dataset", str(state.source.source)),
         ("versions", package_versions()),
+        ("libraries", metric_libraries(state.metrics.values())),
         ("device", device),
         ("command", state.settings.command),
     ]

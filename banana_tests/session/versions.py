@@ -1,12 +1,17 @@
-"""The installed versions of the packages behind a run, for the JUnit properties and the report.
+"""The installed versions of the packages behind a run, for the JUnit properties and the report:
+the suite's own (banana-tests, pyiqa, torch) and the libraries its custom metrics import.
 
 Read from package metadata, so nothing heavy (torch, pyiqa) is imported to learn them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
+
+from metrics_under_test.protocol import MetricError
+from metrics_under_test.spec import MetricSpec
 
 RUN_PACKAGES = ("banana-tests", "pyiqa", "torch")
 
@@ -21,3 +26,19 @@ def package_versions(names: tuple[str, ...] = RUN_PACKAGES) -> str:
         except PackageNotFoundError:
             continue
     return "; ".join(found)
+
+
+def metric_libraries(specs: Iterable[MetricSpec]) -> str:
+    """`name version` of every installed distribution the custom metrics' code imports (the
+    versions their score cache keys hold), joined by "; "; empty when no custom metric has one.
+    A metric that cannot be imported errors its own cases: it adds nothing here."""
+    from metrics_under_test import custom
+
+    found: dict[str, str] = {}
+    for spec in specs:
+        if spec.backend == "custom":
+            try:
+                found.update(custom.libraries(spec))
+            except MetricError:
+                continue
+    return "; ".join(f"{name} {found[name]}" for name in sorted(found))

@@ -338,10 +338,11 @@ def test_a_model_file_that_does_not_fit_errors_that_metrics_cases_naming_it(
     """A RALI checkpoint without one of the scorer's tensors (issue 28): RALI's cases error naming
     `RALI/ckpt.pt` and the key, the run goes on to its verdicts and ends failed, not aborted."""
     pytest.importorskip("joblib")
-    from tests.test_vlm_adapters import tiny_rali_in_a_process
+    from tests.test_vlm_adapters import tiny_rali_in_a_process, trust_pickles
 
     monkeypatch.setenv("HF_HUB_CACHE", str(suite.path / "hf"))
     tiny_rali_in_a_process(suite.path / "hf", "scorer.logit_scale")
+    trust_pickles(monkeypatch, suite.path / "hf")
 
     result = suite.runpytest_subprocess(
         "--pyargs", "banana_tests", "--dataset=data", "--metric=RALI,piqe", "--no-cache", "--steps=5",
