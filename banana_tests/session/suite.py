@@ -47,7 +47,8 @@ class CasePlanning:
     problems: list[Problem] = field(default_factory=list)  # the bad lines that concern the selection
     plans: dict[CaseKey, CasePlan] = field(default_factory=dict)
     trends: dict[TrendKey, TrendPlan] = field(default_factory=dict)
-    needs: dict[str, list[Record]] = field(default_factory=dict)  # what a metric's selected cases score
+    # what the selected cases of a (metric, seed image) score: one scheduling group's records
+    needs: dict[tuple[str, str], list[Record]] = field(default_factory=dict)
     # the steps the selected cases compare with each reference record (the oracle's)
     companions: dict[Record, list[Record]] = field(default_factory=dict)
     say: Callable[[str], None] = to_stderr  # a line on the terminal
@@ -89,16 +90,17 @@ class CasePlanning:
             self.trends = {t.key: t for t in trends}
 
     def select(self, keys: Iterable[CaseKey]) -> None:
-        """What the cases that will run need, once collection has chosen them: a metric's first
-        case scores the images of them all, and a run's first oracle figure computes the run's
-        other steps too. Only theirs: `-k` or `--lf` on one case decodes that case's images."""
+        """What the cases that will run need, once collection has chosen them: the first case of
+        a (metric, seed image) scores the images of them all, and a run's first oracle figure
+        computes the run's other steps too. Only theirs: `-k` or `--lf` on one case decodes that
+        case's images."""
         self.needs = {}
         steps: dict[Record, dict[Record, None]] = {}
         for key in keys:
             plan = self.plans.get(key)
             if plan is None:
                 continue
-            self.needs.setdefault(key.metric, []).extend(plan.records)
+            self.needs.setdefault((key.metric, key.seed_image), []).extend(plan.records)
             for reference, step in plan.pairs:
                 steps.setdefault(reference, {})[step] = None
         self.companions = {reference: list(found) for reference, found in steps.items()}
@@ -193,7 +195,7 @@ class SuiteState:
     planning: CasePlanning
     scoring: Scoring
     usage_error: str | None = None  # why the suite's cases could not be planned
-    _prefetched: set[str] = field(default_factory=set)  # metrics whose needed records were scored
+    _prefetched: set[tuple[str, str]] = field(default_factory=set)  # (metric, seed image) groups scored
 
     @classmethod
     def from_settings(
@@ -304,17 +306,21 @@ class SuiteState:
         return scorer.guard(lambda: measure(self.trends[key], scorer.spec, scorer.book))
 
     def gap(self, key: CaseKey, scorer: Scorer) -> Gap:
-        """Δ for one case with that metric's scorer (the public Δ engine). The metric's first case
-        in this process also scores every record its other cases need, in one pass; later cases
-        pass none, since the book scans all it is given (5,940 cases took 75 s)."""
+        """Δ for one case with that metric's scorer (the public Δ engine). The first case of its
+        (metric, seed image) in this process also scores every record the group's other cases
+        need, in one pass; later cases pass none, since the book scans all it is given (5,940
+        cases took 75 s). The group is the scheduler's (banana_tests.scheduler.metric_groups): a
+        worker scores the groups it runs, never another worker's, and the batches are the same
+        serial and under xdist, so are the scores."""
         plan = self.plans[key]
         if plan.error:
             raise DataError(plan.error)
-        first = key.metric not in self._prefetched
+        group = (key.metric, key.seed_image)
+        first = group not in self._prefetched
         try:
-            return scorer.delta(plan.pairs, self.planning.needs.get(key.metric, []) if first else ())
+            return scorer.delta(plan.pairs, self.planning.needs.get(group, []) if first else ())
         finally:
-            self._prefetched.add(key.metric)
+            self._prefetched.add(group)
 
     def changes(self, key: CaseKey) -> list[Change]:
         """The degradation oracle's figures for the case's pairs, one per run."""
