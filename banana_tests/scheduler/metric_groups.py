@@ -1,6 +1,6 @@
-"""How the suite uses xdist: how many workers `-n auto` starts, and a scheduler that spreads a
-metric's cases over the workers in groups of one seed image, so each worker builds each model
-once and a seed image's reference scores are computed on one worker.
+"""The suite's xdist scheduler: it spreads a metric's cases over the workers in groups of one
+seed image, so each worker builds each model once and a seed image's reference scores are
+computed on one worker.
 
 `--dist loadgroup` would group too but is broken on pytest 9.2 (pytest-xdist#1386). This is
 LoadScope scheduling with (metric, seed image) as the scope (a metric alone for its other
@@ -9,37 +9,12 @@ tests); every test on no metric is its own scope.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
-import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 from banana_tests.cases import CaseKey, metric_of_id
-
-CORES_PER_WORKER = 2
-AUTO_NOTE = pytest.StashKey[str]()
-"""Why `-n auto` started fewer workers than xdist would, for the run's header."""
-
-
-def auto_workers(metrics: int) -> tuple[int, str | None]:
-    """`-n auto` for a suite run of `metrics` metrics: a worker per metric, each with
-    CORES_PER_WORKER cores or more, and a serial run when that makes fewer than two; with a note
-    for the header when that is fewer workers than cores. Each worker pays again for start-up and
-    the torch and pyiqa imports (~9 s here), and a serial run already spreads over the cores
-    through torch's threads: on 2 cores, `-n 2` took 22.1 s where serial took 20.3 s."""
-    cores = os.cpu_count() or 1
-    workers = min(metrics, cores // CORES_PER_WORKER)
-    chosen = workers if workers >= 2 else 0
-    if chosen >= cores:
-        return chosen, None
-    return chosen, (
-        f"banana-tests: -n auto chose {'a serial run' if not chosen else f'{chosen} workers'} on {cores}"
-        f" cores for {metrics} metric(s): one worker per metric, {CORES_PER_WORKER}+ cores each, serial"
-        " below 2 workers (each worker pays the start-up and imports again); -n N overrides"
-    )
-
 
 _PARAM = re.compile(r"\[(?P<id>[^\]]+)\]$")
 TREND_TEST = "::test_trend_detects_degradation["  # banana_tests/test_trend.py's test, wherever imported

@@ -144,7 +144,7 @@ class MatrixReporter:
         return None
 
     def pytest_report_header(self, config: pytest.Config) -> str | None:
-        from banana_tests.scheduler.metric_groups import AUTO_NOTE
+        from banana_tests.scheduler.worker_count import AUTO_NOTE
 
         return config.stash.get(AUTO_NOTE, None)
 
