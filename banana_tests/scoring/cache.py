@@ -202,7 +202,8 @@ def identity(
     spec: MetricSpec, device: str, weight_hash: Callable[[Path], str] = file_sha256
 ) -> dict[str, object]:
     """What produces a metric's scores; a change to any part is a cache miss. A custom metric's
-    part is all the code of its own it runs and the files it declares (`own_code`)."""
+    part is all the code of its own it runs and the files it declares (`own_code`). The device
+    is its kind (`cuda`, not `cuda:1`), so xdist workers on different GPUs share their scores."""
     from importlib import metadata
 
     description: dict[str, object] = {"name": spec.name, "backend": spec.backend}
@@ -226,7 +227,7 @@ def identity(
         )
         description["precision"] = "float32"
     description["weights"] = {w.file: weight_hash(w.path) for w in spec.weights if w.path.exists()}
-    description["device"] = device
+    description["device"] = device.partition(":")[0]  # cuda:1 scores as cuda:0 does
     return description
 
 

@@ -16,7 +16,8 @@ import pytest
 
 from banana_tests.cases import CaseKey
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
-from banana_tests.session.settings import Device, Settings, settings_of
+from banana_tests.session.devices import Device, DeviceChoice, gpu_for, worker_index
+from banana_tests.session.settings import Settings, settings_of
 from banana_tests.session.terminal_line import terminal_line
 from banana_tests.trajectories.plan import CasePlan, plan_cases
 from banana_tests.trajectories.records import DataError, DataWarning, Problem, Record
@@ -214,8 +215,8 @@ class SuiteState:
             metrics = selected_metrics(config)
         except (UnknownMetric, MetricError, ValueError) as exc:
             raise pytest.UsageError(str(exc)) from exc
-        if settings.device is Device.CUDA and not _gpu_driver():
-            raise pytest.UsageError(NO_CUDA + " (no GPU driver)")
+        if settings.device.kind is Device.CUDA and not _gpu_driver():
+            raise pytest.UsageError(no_cuda(settings.device) + " (no GPU driver)")
         return cls.from_settings(settings, metrics, terminal_line(config))
 
     @property
@@ -227,7 +228,7 @@ class SuiteState:
         return self.settings.selection
 
     @property
-    def device(self) -> Device:
+    def device(self) -> DeviceChoice:
         return self.settings.device
 
     @property
@@ -328,7 +329,6 @@ class SuiteState:
 
 
 SELECTED = pytest.StashKey[list[MetricSpec]]()
-NO_CUDA = "--device=cuda: CUDA is not available on this machine; use --device=cpu or --device=auto"
 
 
 def selected_metrics(config: pytest.Config) -> list[MetricSpec]:
@@ -362,19 +362,23 @@ def named_metrics(text: str, metrics: list[MetricSpec]) -> frozenset[str]:
     return frozenset(s.name for s in metrics if s.name.lower() in parts)
 
 
-def resolve_device(device: str) -> str:
-    """`auto` → cuda when available; asking for cuda where there is none is an error. Without a
+def no_cuda(device: DeviceChoice) -> str:
+    return f"--device={device}: CUDA is not available on this machine; use --device=cpu or --device=auto"
+
+
+def resolve_device(device: DeviceChoice) -> str:
+    """The device this process scores on: `auto` → a GPU when available, else cpu; with GPUs,
+    this xdist worker's (`gpu_for`); asking for cuda where there is none is an error. Without a
     GPU driver the answer is cpu without importing torch, so a fully cached run never loads it."""
-    if device == "cpu" or (device == "auto" and not _gpu_driver()):
+    if device.kind is Device.CPU or (device.kind is Device.AUTO and not _gpu_driver()):
         return "cpu"
     import torch
 
-    has_cuda = torch.cuda.is_available()
-    if device == "auto":
-        return "cuda" if has_cuda else "cpu"
-    if device == "cuda" and not has_cuda:
-        raise RuntimeError(NO_CUDA)
-    return device
+    if not torch.cuda.is_available():
+        if device.kind is Device.AUTO:
+            return "cpu"
+        raise RuntimeError(no_cuda(device))
+    return gpu_for(device, worker_index(os.environ.get("PYTEST_XDIST_WORKER")), torch.cuda.device_count())
 
 
 def _gpu_driver() -> bool:
