@@ -107,20 +107,13 @@ def _add_suite_path(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """`-n auto` for a suite run (see banana_tests.scheduler.metric_groups); xdist asks before
+    """`-n auto` for a suite run (see banana_tests.scheduler.worker_count); xdist asks before
     pytest_configure. None, xdist's own count, for any other run."""
     if not asks_for_suite(config):
         return None
-    from banana_tests.scheduler.metric_groups import AUTO_NOTE, auto_workers
-    from banana_tests.session.suite import selected_metrics
-    from metrics_under_test.protocol import MetricError
-    from metrics_under_test.registry import UnknownMetric
+    from banana_tests.scheduler.worker_count import AUTO_NOTE, this_machine
 
-    try:
-        metrics = len(selected_metrics(config))
-    except (pytest.UsageError, UnknownMetric, MetricError, ValueError):
-        return None  # pytest_configure reports it as a usage error
-    workers, note = auto_workers(metrics)
+    workers, note = this_machine()
     if note is not None:
         config.stash[AUTO_NOTE] = note
     return workers
@@ -128,8 +121,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
-    """Each metric's tests on one worker, in a suite run under `--dist load` (xdist's default for
-    `-n`); any other run keeps xdist's own scheduler."""
+    """A metric's tests spread over the workers by seed image, in a suite run under `--dist load`
+    (xdist's default for `-n`); any other run keeps xdist's own scheduler."""
     state = adopted(config)
     if state is None or config.getoption("dist") != "load":
         return None

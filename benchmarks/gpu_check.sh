@@ -7,6 +7,9 @@
 #    embedded set; pass Banana100 for the paper's 12 seed images x 5 runs).
 # 3. the VLM metrics (VisualQuality-R1 and Q-Align, ~17 GB each from the hub; RALI, a CLIP model)
 #    through the same protocol: the paper's two positive controls (VisualQuality-R1, RALI) and Q-Align.
+# 4. every GPU: the VLM run again with one xdist worker per visible GPU (`-n k --device=cuda`,
+#    worker gwI on cuda:I mod k), its run facts naming each worker's GPU and its Δs identical to
+#    the one-GPU run's; then `--device=cuda:N` on the last GPU.
 # Without CUDA, or with --dry-run, it does a tiny run on CPU instead (PIQE, which needs no files;
 # small images; two seed images; the three VLM adapters on tiny random models, all of
 # tests/test_vlm_adapters.py, Q-Align's subprocess included), so the script itself is tested
@@ -58,5 +61,31 @@ else
     "$PYTHON" -m pytest --pyargs banana_tests -p no:cacheprovider -q --no-cache --metric="$VLM_METRICS" \
         --device="$DEVICE" --dataset="$DATASET" --steps=5,10,20 --reference-step=1 \
         --junitxml="$REPORTS/gpu_check-vlm-$DEVICE.xml" -k test_detects_degradation || true
+    GPUS=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())')
+    echo
+    echo "== every GPU: $GPUS worker(s), one per GPU =="
+    "$PYTHON" -m pytest --pyargs banana_tests -p no:cacheprovider -q --no-cache --metric="$VLM_METRICS" \
+        --device=cuda -n "$GPUS" --dataset="$DATASET" --steps=5,10,20 --reference-step=1 \
+        --junitxml="$REPORTS/gpu_check-vlm-gpus.xml" -k test_detects_degradation || true
+    "$PYTHON" -m pytest --pyargs banana_tests -p no:cacheprovider -q --no-cache --metric="$VLM_METRICS" \
+        --device="cuda:$((GPUS - 1))" --dataset="$DATASET" --steps=5,10,20 --reference-step=1 \
+        --junitxml="$REPORTS/gpu_check-vlm-last-gpu.xml" -k test_detects_degradation || true
+    "$PYTHON" - "$REPORTS/gpu_check-vlm-$DEVICE.xml" "$REPORTS/gpu_check-vlm-gpus.xml" "$REPORTS/gpu_check-vlm-last-gpu.xml" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+
+for path in sys.argv[1:]:
+    root = ET.parse(path).getroot()
+    facts = {p.get("name"): p.get("value") for p in root.iter("property") if p.get("name") == "device"}
+    deltas = {
+        tc.get("name"): next((p.get("value") for p in tc.iter("property") if p.get("name") == "delta"), None)
+        for tc in root.iter("testcase")
+    }
+    print(f"{path}: device {facts.get('device')}; {len(deltas)} cases")
+    if path == sys.argv[1]:
+        first = deltas
+    elif deltas != first:
+        print(f"  Δ differs from {sys.argv[1]} in {sum(deltas.get(k) != v for k, v in first.items())} case(s)")
+PY
 fi
 echo "gpu_check: done ($DEVICE)"

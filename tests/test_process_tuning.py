@@ -1,4 +1,4 @@
-"""Tuning the scoring process: torch threads per xdist worker, and glibc keeping freed buffers."""
+"""Tuning the scoring process: a fixed torch thread count, and glibc keeping freed buffers."""
 
 from __future__ import annotations
 
@@ -10,30 +10,31 @@ import types
 import pytest
 
 from banana_tests.scoring import process_tuning
-from banana_tests.scoring.process_tuning import keep_freed_memory, share_cores
+from banana_tests.scoring.process_tuning import fix_threads, keep_freed_memory, score_threads
 
 GLIBC = process_tuning._glibc() is not None
 
 
 @pytest.mark.parametrize(
     ("workers", "omp", "expected"),
-    [("2", None, [1]), ("4", None, [1]), ("", None, []), ("2", "2", [])],
+    [("2", None, [1]), ("4", None, [1]), ("", None, [1]), ("2", "2", [])],
 )
-def test_torch_gets_its_share_of_the_cores_under_xdist(
+def test_torch_scores_on_one_thread_serial_or_under_xdist(
     monkeypatch: pytest.MonkeyPatch, workers: str, omp: str | None, expected: list[int]
 ) -> None:
+    """One thread whatever the worker count, so a Δ is the same; OMP_NUM_THREADS is torch's to obey."""
     calls: list[int] = []
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(set_num_threads=calls.append))
-    monkeypatch.setattr(process_tuning.os, "cpu_count", lambda: 2)
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", workers)
     if omp is None:
         monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     else:
         monkeypatch.setenv("OMP_NUM_THREADS", omp)
 
-    share_cores()
+    fix_threads()
 
     assert calls == expected
+    assert score_threads() == (int(omp) if omp else process_tuning.SCORE_THREADS)
 
 
 CHURN = """

@@ -1,4 +1,5 @@
-"""Throughput guarantees that a test can count: each metric's model is built once per worker."""
+"""Throughput guarantees that a test can count: each metric's model is built once per worker, its
+cases spread over the workers, and no image scored twice."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ class Counted:
 
     def __call__(self, images):
         with open(os.environ["BUILD_LOG"] + ".scored", "a") as log:
-            log.write(f"{len(images)}\\n")
+            log.write(f"{self.name} {os.getpid()} {len(images)}\\n")
         return [sigma(img) for img in images]
 
 
@@ -52,15 +53,28 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     return pytester
 
 
-def test_each_metric_is_built_once_per_worker(suite: pytest.Pytester) -> None:
+def scored(folder: pytest.Pytester) -> list[tuple[str, str, int]]:
+    """(metric, process id, images) of each call of a counted metric, its probe included."""
+    lines = (folder.path / "builds.log.scored").read_text().splitlines()
+    return [(name, pid, int(n)) for name, pid, n in (line.split() for line in lines)]
+
+
+def test_a_metric_spreads_over_the_workers_each_building_it_once(suite: pytest.Pytester) -> None:
     result = suite.runpytest_subprocess(
         "-n", "2", "--dataset=data", "--metric=countmetric:First,countmetric:Second", "--no-cache"
     )
     assert_outcomes(result, passed=9, missed=9)  # 3 seed images × 3 steps, each metric
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     builds = Counter(tuple(line.split()) for line in (suite.path / "builds.log").read_text().splitlines())
-    assert sorted(name for name, _ in builds) == ["first", "second"]  # once each, in one worker each
-    assert set(builds.values()) == {1}
+    assert set(builds.values()) == {1}  # each (metric, worker) once
+    assert len({pid for _, pid in builds}) == 2  # both workers scored: groups of one seed image
+    for metric in ("first", "second"):
+        workers = [pid for name, pid in builds if name == metric]
+        images = sum(n for name, _, n in scored(suite) if name == metric)
+        # each worker probes the metric when it builds it (metrics_under_test.probe); the set's 24
+        # images (3 seed images × 2 runs × steps 1, 5, 10, 20) are scored once in all
+        probed = sum(len(batch) for batch in PROBE)
+        assert images == 24 + probed * len(workers), (metric, scored(suite))
 
 
 def test_a_rerun_from_the_cache_builds_nothing(suite: pytest.Pytester) -> None:
@@ -85,7 +99,7 @@ def test_a_narrowed_run_scores_only_the_cases_it_selected(
         *workers, "--dataset=data", "--metric=countmetric:First", "--no-cache", "-k", "beta and step10"
     )
     assert_outcomes(result, passed=1)
-    calls = [int(n) for n in (suite.path / "builds.log.scored").read_text().split()]
+    calls = [n for _, _, n in scored(suite)]
     probe, batches = calls[: len(PROBE)], calls[len(PROBE) :]
     assert probe == [len(batch) for batch in PROBE]  # a custom metric is probed when it is built
     assert sum(batches) == 4  # beta's steps 1 and 10, two runs each: not the set's 24

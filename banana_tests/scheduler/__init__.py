@@ -1,3 +1,3 @@
-"""xdist scheduling: keeps one metric's cases on one worker, so each model loads once
-(`--dist loadgroup` is broken on pytest 9.2).
+"""xdist scheduling: a metric's cases spread over the workers a seed image at a time, each
+worker building each model once (`--dist loadgroup` is broken on pytest 9.2).
 """

@@ -1,55 +1,84 @@
-"""How the suite uses xdist: how many workers `-n auto` starts, and a scheduler that keeps each
-metric's cases on one worker, so its model is built once.
+"""The suite's xdist scheduler: it spreads a metric's cases over the workers in groups of one
+seed image, so each worker builds each model once and a seed image's reference scores are
+computed on one worker.
 
-`--dist loadgroup` would do the latter but is broken on pytest 9.2 (pytest-xdist#1386). This is
-LoadScope scheduling with the metric as the scope; every other test is its own scope.
+`--dist loadgroup` would group too but is broken on pytest 9.2 (pytest-xdist#1386). This is
+LoadScope scheduling with (metric, seed image) as the scope (a metric alone for its other
+tests); every test on no metric is its own scope.
 """
 
 from __future__ import annotations
 
-import os
 import re
+from dataclasses import dataclass
 
-import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from banana_tests.cases import metric_of_id
-
-CORES_PER_WORKER = 2
-AUTO_NOTE = pytest.StashKey[str]()
-"""Why `-n auto` started fewer workers than xdist would, for the run's header."""
-
-
-def auto_workers(metrics: int) -> tuple[int, str | None]:
-    """`-n auto` for a suite run of `metrics` metrics: a worker per metric, each with
-    CORES_PER_WORKER cores or more, and a serial run when that makes fewer than two; with a note
-    for the header when that is fewer workers than cores. Each worker pays again for start-up and
-    the torch and pyiqa imports (~9 s here), and a serial run already spreads over the cores
-    through torch's threads: on 2 cores, `-n 2` took 22.1 s where serial took 20.3 s."""
-    cores = os.cpu_count() or 1
-    workers = min(metrics, cores // CORES_PER_WORKER)
-    chosen = workers if workers >= 2 else 0
-    if chosen >= cores:
-        return chosen, None
-    return chosen, (
-        f"banana-tests: -n auto chose {'a serial run' if not chosen else f'{chosen} workers'} on {cores}"
-        f" cores for {metrics} metric(s): one worker per metric, {CORES_PER_WORKER}+ cores each, serial"
-        " below 2 workers (each worker pays the start-up and imports again); -n N overrides"
-    )
-
+from banana_tests.cases import CaseKey, metric_of_id
 
 _PARAM = re.compile(r"\[(?P<id>[^\]]+)\]$")
+TREND_TEST = "::test_trend_detects_degradation["  # banana_tests/test_trend.py's test, wherever imported
+
+
+@dataclass(frozen=True)
+class Group:
+    """A work unit: a metric's cases on one seed image (`seed_image` set: Δ cases and trends,
+    which share the reference images and their scores), or every other test of a metric
+    (controls, invariance, snapshots, tests on `banana_metric`)."""
+
+    metric: str
+    seed_image: str | None = None
+
+    @property
+    def scope(self) -> str:
+        return f"metric:{self.metric}" + ("" if self.seed_image is None else f"/{self.seed_image}")
+
+
+def group_of(nodeid: str, metrics: tuple[str, ...]) -> Group | None:
+    """The group of a test by its id; None for a test on none of `metrics`."""
+    m = _PARAM.search(nodeid)
+    if m is None:
+        return None
+    test_id = m["id"]
+    metric = metric_of_id(test_id, metrics)
+    if metric is None:
+        return None
+    if TREND_TEST in nodeid and test_id != metric:
+        return Group(metric, test_id[len(metric) + 1 :])
+    try:
+        key = CaseKey.from_test_id(test_id, metrics)
+    except ValueError:
+        return Group(metric)
+    return Group(metric, key.seed_image)
 
 
 class MetricScheduling(LoadScopeScheduling):
-    """Scope = the metric a test's id starts with: the suite's cases and any test on the public
-    `banana_metric` fixture, so each worker builds a metric's model once."""
+    """xdist's LoadScope scheduling with a `Group` as the scope, so one metric's Δ cases spread
+    over the workers a seed image at a time. A worker asks for the next unit of the metric it
+    holds while there is one, and moves on to another metric only when none is left, so it
+    builds each metric's model at most once (a unit of a metric never comes back to the queue,
+    except from a crashed worker)."""
 
     def __init__(self, config, log=None, metrics: tuple[str, ...] = ()) -> None:  # type: ignore[no-untyped-def]
         super().__init__(config, log)
         self.metrics = metrics
+        self._metric_of_scope: dict[str, str] = {}
+        self._metric_on: dict[object, str] = {}  # the metric each worker was last given
 
     def _split_scope(self, nodeid: str) -> str:
-        m = _PARAM.search(nodeid)
-        metric = metric_of_id(m["id"], self.metrics) if m is not None else None
-        return nodeid if metric is None else "metric:" + metric
+        group = group_of(nodeid, self.metrics)
+        if group is None:
+            return nodeid
+        self._metric_of_scope[group.scope] = group.metric
+        return group.scope
+
+    def _assign_work_unit(self, node) -> None:  # type: ignore[no-untyped-def]
+        held = self._metric_on.get(node)
+        if held is not None:
+            same = next((s for s in self.workqueue if self._metric_of_scope.get(s) == held), None)
+            if same is not None:
+                self.workqueue.move_to_end(same, last=False)
+        scope = next(iter(self.workqueue))
+        if scope in self._metric_of_scope:
+            self._metric_on[node] = self._metric_of_scope[scope]
+        super()._assign_work_unit(node)

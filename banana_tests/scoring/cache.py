@@ -230,7 +230,8 @@ def identity(
     """What produces a metric's scores; a change to any part is a cache miss. A custom metric's
     part is all the code of its own it runs, the installed distributions (name and version) that
     code imports, and the files it declares (`own_code`); a VLM's, the adapters' code and the hub
-    commit its files come from."""
+    commit its files come from. The device is its kind (`cuda`, not `cuda:1`), so xdist workers
+    on different GPUs share their scores."""
     from importlib import metadata
 
     description: dict[str, object] = {"name": spec.name, "backend": spec.backend}
@@ -256,7 +257,7 @@ def identity(
         )
         description["precision"] = "float32"
     description["weights"] = {w.file: weight_hash(w.path) for w in spec.weights if w.path.exists()}
-    description["device"] = device
+    description["device"] = device.partition(":")[0]  # cuda:1 scores as cuda:0 does
     return description
 
 

@@ -1,4 +1,4 @@
-"""Tuning a scoring process: torch's threads under xdist, glibc's freed memory, the garbage
+"""Tuning a scoring process: torch's threads, glibc's freed memory, the garbage
 collector, a quick exit.
 
 Only a suite run tunes its processes: the plugin freezes what its collection built, and
@@ -28,15 +28,29 @@ YOUNG_COLLECTION = 5_000
 USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES")
 
 
-def share_cores() -> None:
-    """Under xdist, give torch this worker's share of the cores. Each worker's torch otherwise
-    starts one thread per core, and n workers × n spinning threads made `-n 2` slower than `-n 0`
-    on two cores. An explicit OMP_NUM_THREADS is left alone; without torch loaded there is nothing to do."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+SCORE_THREADS = 1
+"""torch's intra-op threads in a scoring process, serial or under xdist: parallelism comes from
+workers, one image batch per thread. A reduction split over more threads sums in another order,
+so under `-n 2` every BRISQUE Δ differed from the serial run's by up to 0.0028; and two threads
+beside other load spin and wait: the README's cold brisque run took 18.1 s serial with 1 thread,
+42.4 s with 2 (load ~2.3, 2 cores)."""
+
+
+def score_threads() -> int:
+    """The intra-op threads of every scoring process: OMP_NUM_THREADS when the user set it
+    (torch reads it too), else SCORE_THREADS."""
+    given = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(given) if given.isdigit() and int(given) > 0 else SCORE_THREADS
+
+
+def fix_threads() -> None:
+    """Give torch `score_threads()` threads, so a Δ is the same whatever the worker count. An
+    explicit OMP_NUM_THREADS is left to torch, which obeys it; without torch loaded there is
+    nothing to do."""
     torch = sys.modules.get("torch")
-    if workers < 2 or torch is None or "OMP_NUM_THREADS" in os.environ:
+    if torch is None or "OMP_NUM_THREADS" in os.environ:
         return
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    torch.set_num_threads(SCORE_THREADS)
 
 
 @cache
@@ -101,9 +115,9 @@ def freeze_collected() -> None:
 
 
 def tune_for_scoring(metric: object) -> None:
-    """All of the above that a process can keep, for the `metric` just built: torch's share of
-    the cores, freed buffers kept for reuse (when that pays for it), and the heap frozen at exit.
+    """All of the above that a process can keep, for the `metric` just built: torch's fixed
+    thread count, freed buffers kept for reuse (when that pays for it), and the heap frozen at exit.
     Each is idempotent."""
-    share_cores()
+    fix_threads()
     keep_freed_memory(reuses_freed_memory(metric))
     freeze_heap_at_exit()

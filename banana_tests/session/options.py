@@ -232,9 +232,11 @@ def add_metric_options(addoption: AddOption) -> None:
     )
     addoption(
         "--device",
-        choices=("auto", "cpu", "cuda"),
         default="auto",
-        help="where metrics run (default: auto, CUDA when available)",
+        metavar="DEVICE",
+        help="where metrics run: auto, cpu, cuda or cuda:N (default: auto, CUDA when available); "
+        "under xdist, with cuda or auto, worker gwI takes GPU I mod the visible GPUs; cuda:N puts "
+        "every process on GPU N",
     )
     add_weights_option(addoption)
     addoption(

@@ -9,7 +9,7 @@ the run's facts once as testsuite properties, and adds its own summary sections.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -66,22 +66,42 @@ def skip_reason(report: pytest.TestReport) -> str:
     return ""
 
 
-def run_facts(state: SuiteState) -> list[tuple[str, str]]:
-    """What the report's Run table says about the run. The same in every process of the run,
-    so the process that writes the JUnit file writes them once, as testsuite properties."""
+WORKER_DEVICE = "banana_device"
+"""The device an xdist worker scored on, in its `workeroutput` for the controller's run facts."""
+
+
+def device_of(state: SuiteState) -> str:
+    """The device this process scores on (its worker's GPU under xdist); as asked when that is
+    cuda where there is none: the cases error and say so."""
     from banana_tests.session.suite import resolve_device
-    from banana_tests.session.versions import metric_libraries, package_versions
 
     try:
-        device = resolve_device(state.device)
-    except RuntimeError:  # cuda asked for where there is none: the cases error and say so
-        device = str(state.device)
+        return resolve_device(state.device)
+    except RuntimeError:
+        return str(state.device)
+
+
+def devices_fact(by_worker: dict[str, str]) -> str:
+    """The Run table's device: the one device every worker used, else each worker's
+    (`gw0 cuda:0, gw1 cuda:1`), in worker order."""
+    if len(set(by_worker.values())) == 1:
+        return next(iter(by_worker.values()))
+    order = sorted(by_worker, key=lambda w: (len(w), w))
+    return ", ".join(f"{worker} {by_worker[worker]}" for worker in order)
+
+
+def run_facts(state: SuiteState, worker_devices: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """What the report's Run table says about the run, written once by the process that writes
+    the JUnit file, as testsuite properties. `worker_devices`: each xdist worker's device, as
+    it reported it; without them, this process's."""
+    from banana_tests.session.versions import metric_libraries, package_versions
+
     return [
         ("variant", state.variant),
         ("dataset", str(state.source.source)),
         ("versions", package_versions()),
         ("libraries", metric_libraries(state.metrics.values())),
-        ("device", device),
+        ("device", devices_fact(worker_devices) if worker_devices else device_of(state)),
         ("command", state.settings.command),
     ]
 
@@ -112,6 +132,7 @@ class MatrixReporter:
         self.verdict_lines: list[str] = []  # failing verdicts, printed one line each
         # an xdist worker's reports go to the controller, which builds the matrix it prints
         self.builds_matrix = not hasattr(config, "workerinput")
+        self.worker_devices: dict[str, str] = {}  # xdist worker → the device it scored on
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """A control or invariance case's identity is known from its parameters: recorded now,
@@ -146,7 +167,7 @@ class MatrixReporter:
         return None
 
     def pytest_report_header(self, config: pytest.Config) -> str | None:
-        from banana_tests.scheduler.metric_groups import AUTO_NOTE
+        from banana_tests.scheduler.worker_count import AUTO_NOTE
 
         return config.stash.get(AUTO_NOTE, None)
 
@@ -178,13 +199,24 @@ class MatrixReporter:
         elif record.kind is CaseKind.DELTA:
             self.matrix.add(record.cell(outcome).as_verdict())
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """A finished xdist worker's device, for the run facts (the controller's hook)."""
+        output = getattr(node, "workeroutput", None) or {}
+        if WORKER_DEVICE in output:
+            self.worker_devices[str(node.gateway.id)] = output[WORKER_DEVICE]
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """The run's facts as testsuite properties, before pytest's JUnit writer writes the file;
-        only when the run had suite cases."""
+        only when the run had suite cases. An xdist worker hands its device to the controller."""
+        output = getattr(session.config, "workeroutput", None)
+        if output is not None:
+            output[WORKER_DEVICE] = device_of(self.state)
+            return
         add = junit_suite_property(session.config) if self.records else None
         if add is not None:
-            for name, value in run_facts(self.state):
+            for name, value in run_facts(self.state, self.worker_devices):
                 add(name, value)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from banana_tests.data import EMBEDDED
+from banana_tests.session.devices import DeviceChoice, parse_device
 from banana_tests.session.options import DEFAULT_STEPS, SNAPSHOT_DIR_INI, dest_of, suite_options
 from banana_tests.trajectories.mapping import parse_map
 from banana_tests.trajectories.plan import parse_steps
@@ -34,12 +35,6 @@ URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 Windows drive (`C:/`) stays a path."""
 
 
-class Device(enum.StrEnum):
-    AUTO = "auto"
-    CPU = "cpu"
-    CUDA = "cuda"
-
-
 class Aggregate(enum.StrEnum):
     MEAN = "mean"  # one case per seed image, on the run mean of raw scores
     PER_RUN = "per-run"  # one case per run
@@ -50,7 +45,7 @@ class Settings:
     """What a suite run was asked for. Paths are absolute (relative ones are taken from the rootdir)."""
 
     metric: str  # as given: names, module:callable targets, `offline`, `all`
-    device: Device
+    device: DeviceChoice
     weights_dir: Path | None  # read-only mirror of parameter files, staged into pyiqa's cache
     cache_dir: Path | None  # the persistent score cache; None: --no-cache
     source: SourceOptions
@@ -152,7 +147,7 @@ class Settings:
         )
         return cls(
             metric=value("metric"),
-            device=Device(value("device")),
+            device=parse_device(value("device")),
             weights_dir=Path(mirror) if mirror else mirror_from_env(),
             cache_dir=None if value("no-cache") else rootdir / value("cache-dir"),
             source=source,

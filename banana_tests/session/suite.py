@@ -16,7 +16,8 @@ import pytest
 
 from banana_tests.cases import CaseKey
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
-from banana_tests.session.settings import Device, Settings, settings_of
+from banana_tests.session.devices import Device, DeviceChoice, gpu_for, worker_index
+from banana_tests.session.settings import Settings, settings_of
 from banana_tests.session.terminal_line import terminal_line
 from banana_tests.trajectories.plan import CasePlan, plan_cases
 from banana_tests.trajectories.records import DataError, DataWarning, Problem, Record
@@ -47,7 +48,8 @@ class CasePlanning:
     problems: list[Problem] = field(default_factory=list)  # the bad lines that concern the selection
     plans: dict[CaseKey, CasePlan] = field(default_factory=dict)
     trends: dict[TrendKey, TrendPlan] = field(default_factory=dict)
-    needs: dict[str, list[Record]] = field(default_factory=dict)  # what a metric's selected cases score
+    # what the selected cases of a (metric, seed image) score: one scheduling group's records
+    needs: dict[tuple[str, str], list[Record]] = field(default_factory=dict)
     # the steps the selected cases compare with each reference record (the oracle's)
     companions: dict[Record, list[Record]] = field(default_factory=dict)
     say: Callable[[str], None] = to_stderr  # a line on the terminal
@@ -89,16 +91,17 @@ class CasePlanning:
             self.trends = {t.key: t for t in trends}
 
     def select(self, keys: Iterable[CaseKey]) -> None:
-        """What the cases that will run need, once collection has chosen them: a metric's first
-        case scores the images of them all, and a run's first oracle figure computes the run's
-        other steps too. Only theirs: `-k` or `--lf` on one case decodes that case's images."""
+        """What the cases that will run need, once collection has chosen them: the first case of
+        a (metric, seed image) scores the images of them all, and a run's first oracle figure
+        computes the run's other steps too. Only theirs: `-k` or `--lf` on one case decodes that
+        case's images."""
         self.needs = {}
         steps: dict[Record, dict[Record, None]] = {}
         for key in keys:
             plan = self.plans.get(key)
             if plan is None:
                 continue
-            self.needs.setdefault(key.metric, []).extend(plan.records)
+            self.needs.setdefault((key.metric, key.seed_image), []).extend(plan.records)
             for reference, step in plan.pairs:
                 steps.setdefault(reference, {})[step] = None
         self.companions = {reference: list(found) for reference, found in steps.items()}
@@ -193,7 +196,7 @@ class SuiteState:
     planning: CasePlanning
     scoring: Scoring
     usage_error: str | None = None  # why the suite's cases could not be planned
-    _prefetched: set[str] = field(default_factory=set)  # metrics whose needed records were scored
+    _prefetched: set[tuple[str, str]] = field(default_factory=set)  # (metric, seed image) groups scored
 
     @classmethod
     def from_settings(
@@ -212,8 +215,8 @@ class SuiteState:
             metrics = selected_metrics(config)
         except (UnknownMetric, MetricError, ValueError) as exc:
             raise pytest.UsageError(str(exc)) from exc
-        if settings.device is Device.CUDA and not _gpu_driver():
-            raise pytest.UsageError(NO_CUDA + " (no GPU driver)")
+        if settings.device.kind is Device.CUDA and not _gpu_driver():
+            raise pytest.UsageError(no_cuda(settings.device) + " (no GPU driver)")
         return cls.from_settings(settings, metrics, terminal_line(config))
 
     @property
@@ -225,7 +228,7 @@ class SuiteState:
         return self.settings.selection
 
     @property
-    def device(self) -> Device:
+    def device(self) -> DeviceChoice:
         return self.settings.device
 
     @property
@@ -304,17 +307,21 @@ class SuiteState:
         return scorer.guard(lambda: measure(self.trends[key], scorer.spec, scorer.book))
 
     def gap(self, key: CaseKey, scorer: Scorer) -> Gap:
-        """Δ for one case with that metric's scorer (the public Δ engine). The metric's first case
-        in this process also scores every record its other cases need, in one pass; later cases
-        pass none, since the book scans all it is given (5,940 cases took 75 s)."""
+        """Δ for one case with that metric's scorer (the public Δ engine). The first case of its
+        (metric, seed image) in this process also scores every record the group's other cases
+        need, in one pass; later cases pass none, since the book scans all it is given (5,940
+        cases took 75 s). The group is the scheduler's (banana_tests.scheduler.metric_groups): a
+        worker scores the groups it runs, never another worker's, and the batches are the same
+        serial and under xdist, so are the scores."""
         plan = self.plans[key]
         if plan.error:
             raise DataError(plan.error)
-        first = key.metric not in self._prefetched
+        group = (key.metric, key.seed_image)
+        first = group not in self._prefetched
         try:
-            return scorer.delta(plan.pairs, self.planning.needs.get(key.metric, []) if first else ())
+            return scorer.delta(plan.pairs, self.planning.needs.get(group, []) if first else ())
         finally:
-            self._prefetched.add(key.metric)
+            self._prefetched.add(group)
 
     def changes(self, key: CaseKey) -> list[Change]:
         """The degradation oracle's figures for the case's pairs, one per run."""
@@ -322,7 +329,6 @@ class SuiteState:
 
 
 SELECTED = pytest.StashKey[list[MetricSpec]]()
-NO_CUDA = "--device=cuda: CUDA is not available on this machine; use --device=cpu or --device=auto"
 
 
 def selected_metrics(config: pytest.Config) -> list[MetricSpec]:
@@ -356,19 +362,23 @@ def named_metrics(text: str, metrics: list[MetricSpec]) -> frozenset[str]:
     return frozenset(s.name for s in metrics if s.name.lower() in parts)
 
 
-def resolve_device(device: str) -> str:
-    """`auto` → cuda when available; asking for cuda where there is none is an error. Without a
+def no_cuda(device: DeviceChoice) -> str:
+    return f"--device={device}: CUDA is not available on this machine; use --device=cpu or --device=auto"
+
+
+def resolve_device(device: DeviceChoice) -> str:
+    """The device this process scores on: `auto` → a GPU when available, else cpu; with GPUs,
+    this xdist worker's (`gpu_for`); asking for cuda where there is none is an error. Without a
     GPU driver the answer is cpu without importing torch, so a fully cached run never loads it."""
-    if device == "cpu" or (device == "auto" and not _gpu_driver()):
+    if device.kind is Device.CPU or (device.kind is Device.AUTO and not _gpu_driver()):
         return "cpu"
     import torch
 
-    has_cuda = torch.cuda.is_available()
-    if device == "auto":
-        return "cuda" if has_cuda else "cpu"
-    if device == "cuda" and not has_cuda:
-        raise RuntimeError(NO_CUDA)
-    return device
+    if not torch.cuda.is_available():
+        if device.kind is Device.AUTO:
+            return "cpu"
+        raise RuntimeError(no_cuda(device))
+    return gpu_for(device, worker_index(os.environ.get("PYTEST_XDIST_WORKER")), torch.cuda.device_count())
 
 
 def _gpu_driver() -> bool:

@@ -37,6 +37,14 @@ ROWS: dict[str, tuple[list[str], str]] = {
     ),
     "dataset-format-unmatched": (["--dataset-format=csv"], "no .csv files for --dataset-format csv"),
     "device-cuda-without-cuda": (["--device=cuda"], "--device=cuda: CUDA is not available on this machine"),
+    "device-cuda-1-without-cuda": (
+        ["--device=cuda:1"],
+        "--device=cuda:1: CUDA is not available on this machine",
+    ),
+    "device-cuda-x": (
+        ["--device=cuda:x"],
+        "--device takes auto, cpu, cuda or cuda:N (N a GPU index, as cuda:1), got 'cuda:x'",
+    ),
     "metric-unknown": (["--metric=brisk"], "unknown metric 'brisk'. Did you mean 'brisque'?"),
     "weights-dir-missing": (["--weights-dir=nowhere"], "--weights-dir=nowhere: no such directory"),
     "heartbeat-negative": (["--heartbeat=-1"], "--heartbeat takes a number of seconds (0: never), got -1.0"),
@@ -58,7 +66,7 @@ def test_an_impossible_option_is_one_usage_error(
 ) -> None:
     options, message = ROWS[row]
     suite = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0,), steps=(1, 5, 10, 20))
-    if row == "device-cuda-without-cuda" and _has_gpu_driver():
+    if row.endswith("-without-cuda") and _has_gpu_driver():
         pytest.skip("this machine has a GPU driver")
     defaults = ["--dataset=data", "--metric=laplacian_variance", "--no-cache"]
     given = {o.split("=")[0] for o in options}
