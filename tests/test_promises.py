@@ -170,7 +170,8 @@ def test_a_cached_pyiqa_run_imports_no_torch_until_a_parameter_file_changes(
     imported, rewritten = run()
     assert imported == {"numpy", "pyiqa", "torch"}
     assert {c for _, c, _, _ in rewritten.values()} == {"false"}
-    assert rewritten["test_detects_degradation[niqe-alpha-step5]"][2:] != changed["test_detects_degradation[niqe-alpha-step5]"][2:]
+    delta = "test_detects_degradation[niqe-alpha-step5]"
+    assert rewritten[delta][2:] != changed[delta][2:]
     imported, warm = run()
     assert imported == set()
     assert warm == cached(rewritten)
