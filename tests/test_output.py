@@ -10,6 +10,7 @@ import pytest
 from banana_tests.cases import CaseKey
 from banana_tests.reports.junit import read_junit
 from banana_tests.verdicts.matrix import Cell, Matrix, TrendTally
+from banana_tests.verdicts.outcome import Outcome
 from tests.conftest import assert_outcomes, parse_matrix, suite_folder
 from tests.known_metrics import install_known_metrics
 
@@ -189,7 +190,7 @@ def test_help_names_the_group_banana_tests(pytester: pytest.Pytester) -> None:
 def cells(metrics: list[str], seeds: list[str], runs: list[int | None], steps: list[int]) -> Matrix:
     """Every case failing when its step is 20, passing otherwise."""
     return Matrix.of(
-        Cell(CaseKey(m, s, step, run), "failed" if step == 20 else "passed", delta=1.0)
+        Cell(CaseKey(m, s, step, run), Outcome.FAILED if step == 20 else Outcome.PASSED, delta=1.0)
         for m in metrics
         for s in seeds
         for run in runs
@@ -222,9 +223,13 @@ def test_wide_runs_fold_columns_and_long_runs_cap_rows() -> None:
 
 def test_the_trend_summary_gives_one_line_per_metric() -> None:
     tally = TrendTally()
-    for outcome, rho, first in [("passed", -0.9, "5"), ("passed", -0.5, "20"), ("failed", 0.3, "none")]:
+    for outcome, rho, first in [
+        (Outcome.PASSED, -0.9, "5"),
+        (Outcome.PASSED, -0.5, "20"),
+        (Outcome.FAILED, 0.3, "none"),
+    ]:
         tally.add("piqe", outcome, rho, first)
-    tally.add("brisque", "skipped", None, "")
+    tally.add("brisque", Outcome.SKIPPED, None, "")
     assert tally.lines() == [
         "brisque  falling (ρ < 0) on 0/0 seed images (1 skipped, 0 errors)",
         "piqe     falling (ρ < 0) on 2/3 seed images; ρ median -0.50 (-0.90 … +0.30); "

@@ -23,6 +23,7 @@ from banana_tests.session.suite import SuiteState
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix, TrendTally
+from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError, figure_properties
 from banana_tests.verdicts.trend import Trend
 from banana_tests.verdicts.verdict import UNRESOLVED, VERDICT_LINE, Verdict, keeps_traceback
@@ -170,8 +171,8 @@ class MatrixReporter:
         if record is None:
             return  # another test's case, whatever properties it records
         self.records += 1
-        outcome = "error" if report.when == "setup" and report.failed else report.outcome
-        if outcome == "failed" and hasattr(report, VERDICT_LINE):
+        outcome = Outcome.ERROR if report.when == "setup" and report.failed else Outcome(report.outcome)
+        if outcome is Outcome.FAILED and hasattr(report, VERDICT_LINE):
             self.verdict_lines.append(getattr(report, VERDICT_LINE))
             if self.tracebacks:
                 self.verdict_reports.append(report)
