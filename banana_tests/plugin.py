@@ -226,6 +226,16 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
         pytest.fail(reason, pytrace=False)
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """What the run changed in its process (collector, allocator, torch's threads) is put back
+    (banana_tests.scoring.saved_state)."""
+    if adopted(config) is None:
+        return
+    from banana_tests.scoring.saved_state import SAVED
+
+    SAVED.restore()
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """The suite's trend module is collected only under --trend."""
     if collection_path != TREND_MODULE:
