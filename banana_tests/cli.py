@@ -10,12 +10,14 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib.metadata import version
 
 COMMANDS = ("metrics", "report", "generate", "fixtures", "options", "judge")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="banana-tests", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"%(prog)s {version('banana-tests')}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"banana_tests.commands.{name}").add_parser(sub)

@@ -131,28 +131,31 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-
     return MetricScheduling(config, log, tuple(state.metrics))
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> Generator[None, None, None]:
     """A test on the suite's fixtures makes the run the suite's. `banana_metric` is parametrized
     over the selection, first (outermost), so every id starts with the metric and the scheduler
     can keep a metric's tests together; the suite's case ids start with their metric too (see
-    `_parametrize_cases`). A data set that cannot be read leaves the
-    cases unplanned; collection then stops with that usage error (raised from a collector it
-    would be a collection error, exit 2)."""
+    `_parametrize_cases`). The hook wraps every other one: a user who parametrizes
+    `banana_metric` in any of pytest's ways (a marker, an overriding fixture's params, their own
+    pytest_generate_tests) replaces the selection (banana_tests.session.metric_choice). A data
+    set that cannot be read leaves the cases unplanned; collection then stops with that usage
+    error (raised from a collector it would be a collection error, exit 2)."""
     names = metafunc.fixturenames
-    if not any(name in SUITE_FIXTURES for name in names):
-        return
-    state = _adopt_at_collection(metafunc.config)
+    state = _adopt_at_collection(metafunc.config) if any(n in SUITE_FIXTURES for n in names) else None
     if state is None:
-        return
+        return (yield)
     if CASE_FIXTURE in names:
         _parametrize_cases(metafunc, [p.key for p in state.try_collect()], CASE_FIXTURE)
     elif TREND_FIXTURE in names:
         state.try_collect()
         _parametrize_cases(metafunc, sorted(state.trends), TREND_FIXTURE)
-    elif METRIC_FIXTURE in names and not _parametrized_by_marker(metafunc, METRIC_FIXTURE):
-        metrics = list(state.metrics)
-        metafunc.parametrize(METRIC_FIXTURE, metrics, ids=metrics, indirect=True)
+    elif METRIC_FIXTURE in names:
+        from banana_tests.session.metric_choice import default_metrics
+
+        with default_metrics(metafunc, list(state.metrics)):
+            return (yield)
+    return (yield)
 
 
 def _parametrize_cases(metafunc: pytest.Metafunc, keys: Sequence[CaseKey | TrendKey], fixture: str) -> None:
@@ -176,17 +179,6 @@ def _adopt_at_collection(config: pytest.Config) -> SuiteState | None:
     except pytest.UsageError as exc:
         config.stash[USAGE_ERROR] = str(exc)
         return None
-
-
-def _parametrized_by_marker(metafunc: pytest.Metafunc, name: str) -> bool:
-    """The test chose its own values with `@pytest.mark.parametrize(name, ..., indirect=True)`."""
-    for mark in metafunc.definition.iter_markers("parametrize"):
-        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
-        if isinstance(names, str):
-            names = [n.strip() for n in names.split(",")]
-        if name in names:
-            return True
-    return False
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -222,6 +214,31 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     state.planning.select(key for item in session.items if isinstance(key := item_key(item), CaseKey))
     freeze_collected()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    """A test whose `banana_metric` (a user's override) is not the metric its id names errors at
+    setup (banana_tests.session.metric_choice.wrong_metric), never runs on the wrong metric."""
+    yield
+    state = adopted(item.config)
+    if state is None or METRIC_FIXTURE not in getattr(item, "fixturenames", ()):
+        return
+    from banana_tests.session.metric_choice import wrong_metric
+
+    reason = wrong_metric(item, tuple(state.metrics))
+    if reason is not None:
+        pytest.fail(reason, pytrace=False)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """What the run changed in its process (collector, allocator, torch's threads) is put back
+    (banana_tests.scoring.saved_state)."""
+    if adopted(config) is None:
+        return
+    from banana_tests.scoring.saved_state import SAVED
+
+    SAVED.restore()
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -22,6 +22,7 @@ from banana_tests.verdicts.baseline import (
     write_baseline,
 )
 from banana_tests.verdicts.matrix import Cell, Matrix
+from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord
 from banana_tests.verdicts.trend import TrendKey
 from metrics_under_test.table2 import PAPER_METRICS
@@ -37,11 +38,11 @@ PUBLISHED = {
 
 def test_write_baseline_keeps_only_failures_sorted_and_round_trips(tmp_path: Path) -> None:
     cells = [
-        Cell(CaseKey("piqe", "beta", 5), "failed", delta=0.0),
-        Cell(CaseKey("brisque", "alpha", 20, run=1), "failed", delta=2.5),
-        Cell(CaseKey("brisque", "alpha", 10), "passed", delta=-1.0),
-        Cell(CaseKey("brisque", "alpha", 5), "skipped"),
-        Cell(CaseKey("niqe", "alpha", 5), "failed"),  # no Δ: it never reached its verdict
+        Cell(CaseKey("piqe", "beta", 5), Outcome.FAILED, delta=0.0),
+        Cell(CaseKey("brisque", "alpha", 20, run=1), Outcome.FAILED, delta=2.5),
+        Cell(CaseKey("brisque", "alpha", 10), Outcome.PASSED, delta=-1.0),
+        Cell(CaseKey("brisque", "alpha", 5), Outcome.SKIPPED),
+        Cell(CaseKey("niqe", "alpha", 5), Outcome.FAILED),  # no Δ: it never reached its verdict
     ]
     path = tmp_path / "b.json"
     write_baseline(Matrix.of(cells), path)
@@ -89,7 +90,9 @@ def matrix_of(xml: Path) -> Matrix:
     cells = []
     for tc in ET.parse(xml).iter("testcase"):
         kids = {c.tag for c in tc}
-        outcome = "failed" if "failure" in kids else "skipped" if "skipped" in kids else "passed"
+        outcome = (
+            Outcome.FAILED if "failure" in kids else Outcome.SKIPPED if "skipped" in kids else Outcome.PASSED
+        )
         props = {p.get("name", ""): p.get("value", "") for p in tc.iter("property")}
         record = CaseRecord.read(props)
         assert record is not None, props

@@ -184,3 +184,20 @@ def test_the_projects_tests_and_the_suite_run_together(foreign: pytest.Pytester)
     suite = [line for line in alone.outlines if "::" in line]
     both = [line for line in together.outlines if "::" in line]
     assert suite and sorted(both) == sorted([*suite, "tests/test_mine.py::test_mine"])
+
+
+def test_no_alias_inside_another_plugins_namespace(pytester: pytest.Pytester) -> None:
+    """`--snapshot-dir` and `--snapshot-rtol` were aliases in syrupy's `--snapshot-*`: the day
+    syrupy added either, the flag would have configured syrupy instead. Only `--banana-` now."""
+    from banana_tests.session.options import FOREIGN_NAMESPACES, suite_options
+
+    ours = {o.short for o in suite_options()}
+    assert {"--snapshot-dir", "--snapshot-rtol"} <= ours
+    help_text = pytester.runpytest_subprocess("--help").stdout.str()
+    aliases = set(re.findall(r"^\s+(--[\w-]+)(?:=\S+)?\s+= --banana-", help_text, re.MULTILINE))
+    assert "--trend" in aliases  # a free short name is an alias
+    assert not {a for a in aliases if a.startswith(FOREIGN_NAMESPACES)}, aliases
+    assert "--banana-snapshot-dir=DIR" in help_text and "--banana-snapshot-rtol=RTOL" in help_text
+    unknown = pytester.runpytest_subprocess("--snapshot-rtol=0.2", "--co")
+    assert unknown.ret == pytest.ExitCode.USAGE_ERROR
+    unknown.stderr.fnmatch_lines(["*unrecognized arguments: --snapshot-rtol=0.2*"])

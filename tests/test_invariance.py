@@ -13,6 +13,7 @@ import pytest
 from banana_tests.cli import main
 from banana_tests.verdicts.baseline import dump_baseline, load_baseline
 from banana_tests.verdicts.invariance import InvarianceKey
+from banana_tests.verdicts.outcome import Outcome
 from tests.conftest import assert_outcomes, suite_folder
 
 METRICS = """
@@ -195,11 +196,13 @@ def test_the_invariance_table_has_a_row_per_metric_and_a_column_per_check() -> N
     from banana_tests.reports.invariance_table import InvarianceOutcome, invariance_markdown
 
     outcomes = [
-        InvarianceOutcome(InvarianceKey("piqe", "shift"), "failed", 7.25, 6.7),
-        InvarianceOutcome(InvarianceKey("niqe", "shift"), "passed", 0.174, 0.3),
-        InvarianceOutcome(InvarianceKey("niqe", "batch"), "passed", 0.0, 1e-6),
-        InvarianceOutcome(InvarianceKey("niqe", "rotate"), "passed", 0.5, 1.0),  # a newer version's check
-        InvarianceOutcome(InvarianceKey("piqe", "batch"), "skipped"),
+        InvarianceOutcome(InvarianceKey("piqe", "shift"), Outcome.FAILED, 7.25, 6.7),
+        InvarianceOutcome(InvarianceKey("niqe", "shift"), Outcome.PASSED, 0.174, 0.3),
+        InvarianceOutcome(InvarianceKey("niqe", "batch"), Outcome.PASSED, 0.0, 1e-6),
+        InvarianceOutcome(
+            InvarianceKey("niqe", "rotate"), Outcome.PASSED, 0.5, 1.0
+        ),  # a newer version's check
+        InvarianceOutcome(InvarianceKey("piqe", "batch"), Outcome.SKIPPED),
     ]
     assert invariance_markdown(outcomes).splitlines()[2:] == [
         "| metric | batch | shift | rotate |",

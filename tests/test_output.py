@@ -10,6 +10,7 @@ import pytest
 from banana_tests.cases import CaseKey
 from banana_tests.reports.junit import read_junit
 from banana_tests.verdicts.matrix import Cell, Matrix, TrendTally
+from banana_tests.verdicts.outcome import Outcome
 from metrics_under_test.probe import PROBE
 from tests.conftest import assert_outcomes, parse_matrix, suite_folder
 from tests.known_metrics import install_known_metrics
@@ -89,10 +90,77 @@ def pytest_terminal_summary(terminalreporter):
     assert_outcomes(result, missed=2)
 
 
+@pytest.mark.parametrize("tb", ["auto", "long", "short", "line", "native", "no"])
+def test_a_miss_is_missed_under_every_tb(suite: pytest.Pytester, tb: str) -> None:
+    """The word for a miss was "failed" under --tb=long, "missed" under the others."""
+    result = suite.runpytest_subprocess("--dataset=data", f"--metric={REVERSED}", "--steps=20", f"--tb={tb}")
+    assert_outcomes(result, missed=2)
+    assert "= FAILURES =" not in result.stdout.str()
+
+
 def test_tb_long_keeps_the_traceback(suite: pytest.Pytester) -> None:
+    """In the suite's own section, in place of the one line: pytest's FAILURES leaves misses out."""
     result = suite.runpytest_subprocess("--dataset=data", f"--metric={REVERSED}", "--steps=20", "--tb=long")
-    result.assert_outcomes(failed=2)  # a normal failure then, in pytest's FAILURES section
-    result.stdout.fnmatch_lines(["*FAILURES*", "*def test_detects_degradation*", "*Failed: *did not detect*"])
+    assert_outcomes(result, missed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*banana-tests: 2 failing verdicts*",
+            "*_ test_detects_degradation*",
+            "*def test_detects_degradation*",
+            "*Failed: *did not detect*",
+        ]
+    )
+
+
+def test_a_run_of_misses_alone_ends_red_and_rf_lists_them(suite: pytest.Pytester) -> None:
+    """It ended yellow while exiting 1, its misses absent from `-rf`; pytest's default `-r fE`."""
+    result = suite.runpytest_subprocess(
+        "--dataset=data", f"--metric={REVERSED}", "--steps=20", "--color=yes", "-p", "no:randomly"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    red, yellow, bold = "\x1b[31m", "\x1b[33m", "\x1b[1m"
+    final = result.outlines[-1]
+    assert final.startswith(red + "=") and f"{red}{bold}2 missed" in final and yellow not in final, repr(
+        final
+    )
+    summary = result.outlines[
+        next(i for i, line in enumerate(result.outlines) if "short test summary" in line) :
+    ]
+    missed = [line for line in summary if "MISSED" in line]
+    assert len(missed) == 2 and all(line.startswith(red + "MISSED") for line in missed), summary
+
+
+def test_rf_lists_misses_after_failures_and_leaves_pytests_stats_as_they_were(suite: pytest.Pytester) -> None:
+    suite.makepyfile(test_mine="def test_fails():\n    assert False\n")
+    suite.makeconftest(
+        """
+def pytest_unconfigure(config):
+    stats = config.pluginmanager.get_plugin("terminalreporter").stats
+    print("after:", sorted((k, len(v)) for k, v in stats.items() if k in ("failed", "missed")))
+"""
+    )
+    result = suite.runpytest_subprocess(
+        "test_suite.py",
+        "test_mine.py",
+        "--dataset=data",
+        f"--metric={REVERSED}",
+        "--steps=20",
+        "-rf",
+        "-vv",  # the message in full, not trimmed to the terminal's width
+        "-p",
+        "no:randomly",
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*short test summary info*",
+            "FAILED test_mine.py::test_fails - assert False",
+            "MISSED *::test_detects_degradation[[]noise_level_reversed-alpha-step20[]] - Failed: Δ20 = +*",
+            "MISSED *::test_detects_degradation[[]noise_level_reversed-beta-step20[]] - Failed: Δ20 = +*",
+            "*= 1 failed, 2 missed in *",
+            "after: [('failed', 1), ('missed', 2)]",
+        ],
+        consecutive=False,
+    )
 
 
 def test_a_metric_that_raises_keeps_its_traceback(suite: pytest.Pytester) -> None:
@@ -123,7 +191,7 @@ def test_help_names_the_group_banana_tests(pytester: pytest.Pytester) -> None:
 def cells(metrics: list[str], seeds: list[str], runs: list[int | None], steps: list[int]) -> Matrix:
     """Every case failing when its step is 20, passing otherwise."""
     return Matrix.of(
-        Cell(CaseKey(m, s, step, run), "failed" if step == 20 else "passed", delta=1.0)
+        Cell(CaseKey(m, s, step, run), Outcome.FAILED if step == 20 else Outcome.PASSED, delta=1.0)
         for m in metrics
         for s in seeds
         for run in runs
@@ -156,9 +224,13 @@ def test_wide_runs_fold_columns_and_long_runs_cap_rows() -> None:
 
 def test_the_trend_summary_gives_one_line_per_metric() -> None:
     tally = TrendTally()
-    for outcome, rho, first in [("passed", -0.9, "5"), ("passed", -0.5, "20"), ("failed", 0.3, "none")]:
+    for outcome, rho, first in [
+        (Outcome.PASSED, -0.9, "5"),
+        (Outcome.PASSED, -0.5, "20"),
+        (Outcome.FAILED, 0.3, "none"),
+    ]:
         tally.add("piqe", outcome, rho, first)
-    tally.add("brisque", "skipped", None, "")
+    tally.add("brisque", Outcome.SKIPPED, None, "")
     assert tally.lines() == [
         "brisque  falling (ρ < 0) on 0/0 seed images (1 skipped, 0 errors)",
         "piqe     falling (ρ < 0) on 2/3 seed images; ρ median -0.50 (-0.90 … +0.30); "

@@ -103,14 +103,15 @@ def test_xdist_gives_the_same_verdicts_as_a_serial_run(suite: pytest.Pytester) -
     assert (result.ret, serial_run.ret) == (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.TESTS_FAILED)
 
 
-def test_xdist_keeps_each_metric_on_one_worker(suite: pytest.Pytester) -> None:
+def test_xdist_keeps_each_seed_image_of_a_metric_on_one_worker(suite: pytest.Pytester) -> None:
+    """The scheduler's group is (metric, seed image): its steps share one reference image's score."""
     result = suite.runpytest_subprocess("--dataset=data", f"--metric={NOISE},{REVERSED}", "-n", "2", "-v")
-    workers: dict[str, set[str]] = {}
+    workers: dict[tuple[str, str], set[str]] = {}
     for line in result.outlines:
-        m = re.match(r"^\[(gw\d+)\].*test_detects_degradation\[(\w+)-", line)
+        m = re.match(r"^\[(gw\d+)\].*test_detects_degradation\[(\w+)-(\w+)-step", line)
         if m is not None:
-            workers.setdefault(m[2], set()).add(m[1])
-    assert set(workers) == {"noise_level", "noise_level_reversed"}
+            workers.setdefault((m[2], m[3]), set()).add(m[1])
+    assert {metric for metric, _ in workers} == {"noise_level", "noise_level_reversed"}
     assert all(len(w) == 1 for w in workers.values()), workers
 
 

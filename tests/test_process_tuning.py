@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 
 from banana_tests.scoring import process_tuning
 from banana_tests.scoring.process_tuning import fix_threads, keep_freed_memory, score_threads
+from banana_tests.scoring.saved_state import SavedState
 
 GLIBC = process_tuning._glibc() is not None
 
@@ -24,7 +26,9 @@ def test_torch_scores_on_one_thread_serial_or_under_xdist(
 ) -> None:
     """One thread whatever the worker count, so a Δ is the same; OMP_NUM_THREADS is torch's to obey."""
     calls: list[int] = []
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(set_num_threads=calls.append))
+    torch = types.SimpleNamespace(set_num_threads=calls.append, get_num_threads=lambda: 2)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(process_tuning, "SAVED", SavedState())  # this process's own is left alone
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", workers)
     if omp is None:
         monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -166,3 +170,72 @@ def test_a_suite_run_tunes_its_collector_after_collection(pytester: pytest.Pytes
     result = pytester.runpytest_subprocess("--metric=laplacian_variance", "-p", "no:randomly")
 
     result.assert_outcomes(passed=1)
+
+
+# A suite run inside a longer-lived process (pytest.main, as a notebook or an in-process pytester
+# would): the state it tunes, before and after, then glibc's handling of a 64 MiB buffer.
+AROUND_A_RUN = """
+import gc, json, sys
+import pytest
+import torch
+
+
+def subprocess_free_churn():
+    import ctypes, ctypes.util, resource
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.malloc.restype = ctypes.c_void_p
+    size = 64 * 2**20
+    start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(20):
+        p = libc.malloc(size)
+        ctypes.memset(p, 1, size)
+        libc.free(ctypes.c_void_p(p))
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start
+
+gc.unfreeze()
+gc.set_threshold(700, 10, 10)
+torch.set_num_threads(2)
+
+
+def state():
+    threads = torch.get_num_threads()
+    return {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count(), "threads": threads}
+
+
+class During:
+    def pytest_runtest_call(self, item):
+        self.state = state()
+
+
+before, during = state(), During()
+code = pytest.main(["test_suite.py", "--dataset=data", "--metric=known_metrics:noise_level", "-q", "-p",
+                    "no:randomly", "-p", "no:cacheprovider"], plugins=[during])
+after = state()
+faults = int(subprocess_free_churn()) if len(sys.argv) > 1 else None
+seen = {"code": int(code), "before": before, "during": during.state, "after": after, "faults": faults}
+print(json.dumps(seen))
+"""
+
+
+def test_a_suite_run_puts_back_what_it_tuned_in_its_process(suite: pytest.Pytester) -> None:
+    """gc.freeze, the collector's threshold, torch's threads and glibc's thresholds were changed
+    by a suite run and never put back."""
+    env = {k: v for k, v in os.environ.items() if k not in (*process_tuning.USER_SETTINGS, "OMP_NUM_THREADS")}
+    env["PYTEST_XDIST_WORKER_COUNT"] = "2"  # as in a worker: torch gets its share of the cores
+    run = subprocess.run(
+        [sys.executable, "-c", AROUND_A_RUN, *(["churn"] if GLIBC else [])],
+        cwd=suite.path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+
+    assert seen["code"] == pytest.ExitCode.OK
+    assert seen["during"]["threshold"][0] == process_tuning.YOUNG_COLLECTION  # it did tune them
+    assert seen["during"]["frozen"] > 10_000
+    assert seen["during"]["threads"] == max(1, (os.cpu_count() or 1) // 2)
+    assert seen["after"] == seen["before"] == {"threshold": [700, 10, 10], "frozen": 0, "threads": 2}
+    if GLIBC:  # no longer kept for reuse (as the run kept them): mapped and faulted in every round
+        assert seen["faults"] > 15 * (64 * 2**20 // 4096)

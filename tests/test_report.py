@@ -25,6 +25,7 @@ from banana_tests.reports.paper import PAPER_CSV, paper_cells
 from banana_tests.session.versions import package_versions
 from banana_tests.verdicts.baseline import load_baseline
 from banana_tests.verdicts.matrix import Cell, Matrix
+from banana_tests.verdicts.outcome import Outcome
 from tests.conftest import junit_cases, write_set
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -195,7 +196,7 @@ def test_compare_paper_matches_cells_and_lists_differences() -> None:
     run = Matrix.of(c for c in paper_cells() if c.key.metric == "brisque")
     key = CaseKey("brisque", "Dongpo", 5)
     flipped = run.cells[key]
-    run.add(type(flipped)(key, "passed", -1.0))
+    run.add(type(flipped)(key, Outcome.PASSED, -1.0))
     [brisque] = compare(run, paper)
     assert (brisque.matched, brisque.agree) == (36, 35)
     assert [d.key for d in brisque.differences] == [key]
@@ -258,12 +259,12 @@ def test_report_html_renders_in_headless_chromium(reports: dict[str, Path], tmp_
 
 def test_errors_show_beside_failures_in_every_matrix_label() -> None:
     outcomes = {
-        "alpha": ["failed"] * 5 + ["passed", "error"],
-        "beta": ["error", "skipped"],
-        "gamma": ["error"],
+        "alpha": [Outcome.FAILED] * 5 + [Outcome.PASSED, Outcome.ERROR],
+        "beta": [Outcome.ERROR, Outcome.SKIPPED],
+        "gamma": [Outcome.ERROR],
     }
     cells = [
-        Cell(CaseKey("piqe", seed, step), outcome, 1.0 if outcome == "failed" else -1.0)
+        Cell(CaseKey("piqe", seed, step), outcome, 1.0 if outcome is Outcome.FAILED else -1.0)
         for seed, group in outcomes.items()
         for step, outcome in enumerate(group, start=1)
     ]

@@ -31,6 +31,7 @@ from banana_tests.reports.figures import (
 from banana_tests.reports.html import html_chunks
 from banana_tests.reports.paper import paper_cells
 from banana_tests.verdicts.matrix import Cell, Matrix
+from banana_tests.verdicts.outcome import Outcome
 from tests.test_junit import case, junit
 
 METRICS = ("brisque", "niqe", "piqe")
@@ -124,7 +125,7 @@ def test_the_comparison_is_a_table_whose_differences_link_to_their_rows() -> Non
     paper = Matrix.of(paper_cells())
     run = Matrix.of(c for c in paper_cells() if c.key.metric == "brisque")
     key = CaseKey("brisque", "Dongpo", 5)
-    run.add(Cell(key, "passed", -1.23456))
+    run.add(Cell(key, Outcome.PASSED, -1.23456))
     html = "".join(html_chunks(run, [], {}, "t", comparisons=compare(run, paper)))
     part = section(html, "Compared with the paper (Figure 5)")
     assert "<pre>" not in part and "| metric |" not in part
@@ -155,8 +156,8 @@ def test_a_small_detected_gap_is_plainly_blue() -> None:
 
 def test_the_colour_scale_clips_no_gap() -> None:
     cells = [
-        Cell(CaseKey("brisque", "brick", 20), "failed", 16.8),
-        Cell(CaseKey("piqe", "rocket", 20), "passed", -26.4),
+        Cell(CaseKey("brisque", "brick", 20), Outcome.FAILED, 16.8),
+        Cell(CaseKey("piqe", "rocket", 20), Outcome.PASSED, -26.4),
     ]
     assert colour_limit(Matrix.of(cells)) >= 26.4
 
@@ -168,8 +169,8 @@ def test_a_matrix_without_cells_draws_no_figure(tmp_path: Path) -> None:
 
 
 def test_no_failure_is_neutral_in_failure_counts(tmp_path: Path) -> None:
-    cells = [Cell(CaseKey("niqe", "alpha", s), "passed", -1.0) for s in (5, 10, 20)]
-    cells += [Cell(CaseKey("piqe", "alpha", s), "failed", 1.0) for s in (5, 10, 20)]
+    cells = [Cell(CaseKey("niqe", "alpha", s), Outcome.PASSED, -1.0) for s in (5, 10, 20)]
+    cells += [Cell(CaseKey("piqe", "alpha", s), Outcome.FAILED, 1.0) for s in (5, 10, 20)]
     png = failure_counts(Matrix.of(cells), tmp_path / "counts")[0]
     pixels = np.asarray(Image.open(png).convert("RGB")).reshape(-1, 3)
     neutral = np.array([int(NO_FAILURE[i : i + 2], 16) for i in (1, 3, 5)])

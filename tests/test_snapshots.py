@@ -55,7 +55,7 @@ def test_a_drifted_score_fails_naming_the_image_step_and_amount(snapped: pytest.
         ]
     )
     assert "alpha/run0/step5" not in drifted.stdout.str()
-    tolerant = snapped.runpytest_subprocess("--dataset=data", "--metric=piqe", "--snapshot-rtol=0.2")
+    tolerant = snapped.runpytest_subprocess("--dataset=data", "--metric=piqe", "--banana-snapshot-rtol=0.2")
     tolerant.assert_outcomes(passed=1)
 
 

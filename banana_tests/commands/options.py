@@ -24,7 +24,8 @@ HEADER = """\
 
 Every option of a banana-tests run, as `pytest --help` lists them under "banana-tests". The
 `--banana-` spelling always works; a shorter spelling beside it is an alias, registered only in
-runs where no other plugin or conftest has claimed that name. Write an option that takes a path
+runs where no other plugin or conftest has claimed that name, and never inside another plugin's
+namespace (`--snapshot-*` is syrupy's). Write an option that takes a path
 with `=` (`--dataset=/data/b100`): pytest picks its rootdir before plugin options are known, so
 in `--dataset /data/b100` it takes the path for a test path.
 """

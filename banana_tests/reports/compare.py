@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 
 from banana_tests.cases import CaseKey, sort_key
 from banana_tests.verdicts.matrix import Cell, Matrix
-
-VERDICTS = ("passed", "failed")
+from banana_tests.verdicts.outcome import VERDICTS, Outcome
 
 
 @dataclass(frozen=True)
@@ -51,16 +50,16 @@ def compare(run: Matrix, paper: Matrix) -> list[MetricComparison]:
     for metric in sorted(set(run.metrics) & set(paper.metrics)):
         ours, theirs = _verdicts(run, metric), _verdicts(paper, metric)
         mc = MetricComparison(metric)
-        mc.run_failed = sum(c.outcome == "failed" for c in ours.values())
+        mc.run_failed = sum(c.outcome is Outcome.FAILED for c in ours.values())
         mc.run_verdicts = len(ours)
-        mc.paper_failed = sum(c.outcome == "failed" for c in theirs.values())
+        mc.paper_failed = sum(c.outcome is Outcome.FAILED for c in theirs.values())
         mc.paper_verdicts = len(theirs)
         for key in sorted(ours, key=sort_key):
             other = theirs.get(CaseKey(key.metric, key.seed_image, key.step))
             if other is None:
                 continue
             mc.matched += 1
-            if ours[key].outcome == other.outcome:
+            if ours[key].outcome is other.outcome:
                 mc.agree += 1
             else:
                 mc.differences.append(Difference(key, ours[key], other))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from banana_tests.verdicts.baseline import ControlKey
+from banana_tests.verdicts.outcome import Outcome
 
 CSV_HEADER = ("metric", "distortion", "outcome", "message")
 
@@ -23,19 +24,19 @@ class ControlOutcome:
     line of its failure or error message (`normalised 603.49 ≥ 19.39`), empty when it passed."""
 
     key: ControlKey
-    outcome: str
+    outcome: Outcome
     message: str = ""
 
     @classmethod
-    def of(cls, key: ControlKey, outcome: str, message: str) -> ControlOutcome:
+    def of(cls, key: ControlKey, outcome: Outcome, message: str) -> ControlOutcome:
         first = message.strip().splitlines()[0] if message.strip() else ""
         return cls(key, outcome, first.removeprefix("Failed: "))
 
     @property
     def text(self) -> str:
         """The cell: `pass`, or `FAIL` / the outcome with its message."""
-        word = {"passed": "pass", "failed": "FAIL"}.get(self.outcome, self.outcome)
-        return f"{word}: {self.message}" if self.message and self.outcome != "passed" else word
+        word = {Outcome.PASSED: "pass", Outcome.FAILED: "FAIL"}.get(self.outcome, self.outcome.value)
+        return f"{word}: {self.message}" if self.message and self.outcome is not Outcome.PASSED else word
 
 
 def control_rows(outcomes: Sequence[ControlOutcome]) -> tuple[list[str], list[list[str]]]:

@@ -18,6 +18,7 @@ from banana_tests.reports.oracle_table import ORACLE, OracleCell, oracle_cells
 from banana_tests.reports.tables import row_label
 from banana_tests.scoring.oracle import UNCHANGED_PSNR
 from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts
+from banana_tests.verdicts.outcome import VERDICTS, Outcome
 from banana_tests.verdicts.separability import Separability
 
 SKIPPED = "#d0d0d0"
@@ -188,16 +189,16 @@ def gap_heatmap(matrix: Matrix, step: int, stem: Path, limit: float | None = Non
         text = ""
         if cell is None:
             shown["missing"] = True
-        elif cell.outcome in ("skipped", "error", "unresolved", "invalid"):
+        elif cell.outcome in _OUTCOME_STYLE:
             colour, text = _OUTCOME_STYLE[cell.outcome]
-            shown[cell.outcome] = True
-            if cell.outcome == "unresolved" and cell.delta is not None:
+            shown[cell.outcome.value] = True
+            if cell.outcome is Outcome.UNRESOLVED and cell.delta is not None:
                 text = f"U {cell.delta:+.1f}"  # the run mean, whose sign the runs do not all share
         elif cell.delta is not None and math.isnan(cell.delta):
             colour, text, shown["nan"] = NAN, "nan", True
         elif cell.delta is not None:
             colour, text = cmap(norm(cell.delta)), f"{cell.delta:.1f}"
-        drawn.append((r, c, colour, text, cell is not None and cell.outcome == "failed"))
+        drawn.append((r, c, colour, text, cell is not None and cell.outcome is Outcome.FAILED))
     if oracle:
         drawn += _oracle_column(rows, len(cols), oracle, cmap)
         ax.axvline(len(cols) - 0.5, color=FRAME, lw=1.2)
@@ -225,11 +226,11 @@ def gap_heatmap(matrix: Matrix, step: int, stem: Path, limit: float | None = Non
         plt.close(fig)
 
 
-_OUTCOME_STYLE: dict[str, tuple[Colour, str]] = {
-    "skipped": (SKIPPED, "s"),
-    "error": (ERROR, "E"),
-    "unresolved": (UNRESOLVED, "U"),
-    "invalid": (INVALID, "I"),
+_OUTCOME_STYLE: dict[Outcome, tuple[Colour, str]] = {
+    Outcome.SKIPPED: (SKIPPED, "s"),
+    Outcome.ERROR: (ERROR, "E"),
+    Outcome.UNRESOLVED: (UNRESOLVED, "U"),
+    Outcome.INVALID: (INVALID, "I"),
 }
 """Cells without a Δ verdict: their fill and label. Unresolved is never a pass's blue."""
 ORACLE_CHANGED = "#d9e6f5"
@@ -263,7 +264,7 @@ def failure_counts(matrix: Matrix, stem: Path) -> list[Path]:
     rows, cols = _rows(matrix), matrix.metrics
     cmap = ListedColormap(colormaps["Reds"](np.linspace(0.25, 0.95, 256)), name="banana_failures")
     totals = matrix.tally()
-    groups: dict[tuple[str, str], list[str]] = {}
+    groups: dict[tuple[str, str], list[Outcome]] = {}
     for cell in matrix.cells.values():
         groups.setdefault((row_label(cell.key), cell.key.metric), []).append(cell.outcome)
     oracle = oracle_cells(matrix)
@@ -334,11 +335,11 @@ def step_summary(matrix: Matrix, stem: Path) -> list[Path]:
     colours = plt.get_cmap("tab10")
     groups: dict[str, dict[int, list[Cell]]] = {metric: {} for metric in matrix.metrics}
     for cell in matrix.cells.values():  # one pass for every metric
-        if cell.outcome in ("passed", "failed"):
+        if cell.outcome in VERDICTS:
             groups[cell.key.metric].setdefault(cell.key.step, []).append(cell)
     for i, (metric, by_step) in enumerate(groups.items()):
         steps = sorted(by_step)
-        rate = [100 * sum(c.outcome == "failed" for c in by_step[s]) / len(by_step[s]) for s in steps]
+        rate = [100 * sum(c.outcome is Outcome.FAILED for c in by_step[s]) / len(by_step[s]) for s in steps]
         mean = []
         for s in steps:
             finite = [c.delta for c in by_step[s] if c.delta is not None and math.isfinite(c.delta)]

@@ -23,6 +23,7 @@ from banana_tests.reports.separability_table import separabilities
 from banana_tests.reports.tables import sorted_cells, summarise
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL, UNCHANGED_PSNR
 from banana_tests.verdicts.matrix import Cell, Matrix
+from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.uncertainty import RunSpread, spread
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ _RIGHT = frozenset(
 )
 _SHORT = frozenset({"outcome", "run"})
 """Text columns of a few words that read badly broken ("mea|n"); numbers never break either."""
-SHOWN_OUTCOME = {"invalid": NOT_A_VALID_TRIAL}
+SHOWN_OUTCOME = {Outcome.INVALID: NOT_A_VALID_TRIAL}
 """An outcome as the page says it; matrix.csv keeps the short name."""
 
 

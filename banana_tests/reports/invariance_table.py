@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from banana_tests.cases import Field
 from banana_tests.verdicts.invariance import Invariance, InvarianceKey
+from banana_tests.verdicts.outcome import VERDICTS, Outcome
 from banana_tests.verdicts.record import CaseRecord
 
 
@@ -22,12 +23,12 @@ class InvarianceOutcome:
     skipped or error, with its change and tolerance in normalised points when it measured them."""
 
     key: InvarianceKey
-    outcome: str
+    outcome: Outcome
     change: float | None = None
     tolerance: float | None = None
 
     @classmethod
-    def of(cls, record: CaseRecord, outcome: str) -> InvarianceOutcome:
+    def of(cls, record: CaseRecord, outcome: Outcome) -> InvarianceOutcome:
         """From an invariance record (ValueError for another kind)."""
         if not isinstance(record.key, InvarianceKey):
             raise ValueError(f"a {record.kind.value} case is no invariance outcome")
@@ -37,10 +38,10 @@ class InvarianceOutcome:
     def text(self) -> str:
         """The cell: `pass 0.17 ≤ 0.3`, `FAIL 4.1 > 3.9`, or the bare outcome when nothing was measured."""
         if self.change is None or self.tolerance is None:
-            return self.outcome
-        word, sign = ("FAIL", ">") if self.outcome == "failed" else ("pass", "≤")
-        if self.outcome not in ("passed", "failed"):
-            word, sign = self.outcome, "vs"
+            return self.outcome.value
+        word, sign = ("FAIL", ">") if self.outcome is Outcome.FAILED else ("pass", "≤")
+        if self.outcome not in VERDICTS:
+            word, sign = self.outcome.value, "vs"
         return f"{word} {self.change:.3g} {sign} {self.tolerance:.3g}"
 
 

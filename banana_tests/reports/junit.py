@@ -24,6 +24,7 @@ from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.trends import TrendSeries
 from banana_tests.verdicts.baseline import ControlKey, Other
 from banana_tests.verdicts.matrix import Cell, Matrix
+from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
 
 LEGACY_PREFIXES = {
@@ -107,7 +108,7 @@ class SourcedOther:
     like `Sourced`."""
 
     key: Other
-    outcome: str
+    outcome: Outcome
     timestamp: datetime
     order: tuple[int, int]
     message: str = ""
@@ -138,14 +139,14 @@ class Reading:
     files: list[Path] = field(default_factory=list)
     repeated: list[Path] = field(default_factory=list)  # files given more than once, read once
     trends: list[TrendSeries] = field(default_factory=list)
-    others: dict[Other, str] = field(default_factory=dict)
+    others: dict[Other, Outcome] = field(default_factory=dict)
     invariance: list[InvarianceOutcome] = field(default_factory=list)
     controls: list[ControlOutcome] = field(default_factory=list)
 
     def failing_others(self) -> list[Other]:
         """Trend, control and invariance cases that failed (under a baseline: xfailed or still
         failing)."""
-        return [k for k, outcome in self.others.items() if outcome == "failed"]
+        return [k for k, outcome in self.others.items() if outcome is Outcome.FAILED]
 
 
 def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
@@ -320,7 +321,7 @@ def _case(
         # xfail (<skipped>) or strict XPASS (<failure>) under a baseline: the Δ decides
         return [(Sourced(record.cell(outcome, message).as_verdict(), path, stamp, order), meta)], legacy
     # The gate expects only a failed assertion (the verdict): any other failure is no verdict.
-    verdict = "error" if outcome == "failed" and not _asserted(case) else outcome
+    verdict = Outcome.ERROR if outcome is Outcome.FAILED and not _asserted(case) else outcome
     found: list[tuple[Item, dict[str, str]]] = [
         (SourcedOther(record.key, verdict, stamp, order, message), meta)
     ]
@@ -360,19 +361,19 @@ def _properties(node: ET.Element) -> dict[str, str]:
     return {p.get("name", ""): p.get("value", "") for p in found.findall("property")}
 
 
-def _outcome(case: ET.Element) -> tuple[str, str]:
+def _outcome(case: ET.Element) -> tuple[Outcome, str]:
     """passed/failed/skipped/error from the testcase's children, with the message if any. Under
     a baseline an xfail is a failure still there, and a strict XPASS a case that now passes."""
-    for tag, outcome in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
+    for tag, outcome in (("failure", Outcome.FAILED), ("error", Outcome.ERROR), ("skipped", Outcome.SKIPPED)):
         node = case.find(tag)
         if node is not None:
             message = node.get("message", "") or (node.text or "")
             if tag == "skipped" and node.get("type") == "pytest.xfail":
-                return "failed", message
+                return Outcome.FAILED, message
             if tag == "failure" and message.startswith("[XPASS(strict)]"):
-                return "passed", message
+                return Outcome.PASSED, message
             return outcome, message
-    return "passed", ""
+    return Outcome.PASSED, ""
 
 
 def _asserted(case: ET.Element) -> bool:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from banana_tests.cases import CaseKey, sort_key
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL, UNCHANGED_PSNR
 from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts
+from banana_tests.verdicts.outcome import Outcome
 
 ORACLE = "PSNR oracle"
 """The reference row's name; the space keeps it apart from any metric's name."""
@@ -34,8 +35,8 @@ class OracleCell:
         return any(p < UNCHANGED_PSNR for p in self.psnr)
 
     @property
-    def outcome(self) -> str:
-        return "passed" if self.detected else "failed"
+    def outcome(self) -> Outcome:
+        return Outcome.PASSED if self.detected else Outcome.FAILED
 
     @property
     def mean_psnr(self) -> float:
@@ -94,9 +95,8 @@ def oracle_steps(cells: list[OracleCell]) -> list[OracleStep]:
 
 def invalid_trials(matrix: Matrix) -> list[Cell]:
     """The metrics' cases on steps that did not change: no trial of the metric."""
-    return [
-        matrix.cells[k] for k in sorted(matrix.cells, key=sort_key) if matrix.cells[k].outcome == "invalid"
-    ]
+    cells = matrix.cells
+    return [cells[k] for k in sorted(cells, key=sort_key) if cells[k].outcome is Outcome.INVALID]
 
 
 def psnr_text(values: tuple[float, ...]) -> str:

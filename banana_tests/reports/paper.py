@@ -13,6 +13,7 @@ from pathlib import Path
 from banana_tests.cases import CaseKey
 from banana_tests.data import PAPER_CSV
 from banana_tests.verdicts.matrix import Cell
+from banana_tests.verdicts.outcome import Outcome
 from metrics_under_test.table2 import PAPER_METRICS
 
 PAPER_REFERENCE_STEP = 1
@@ -31,6 +32,6 @@ def paper_cells(path: Path = PAPER_CSV) -> list[Cell]:
                 delta = float(text)
             except (KeyError, ValueError) as exc:
                 raise ValueError(f"{path}:{line}: not a Figure 5 row {row} ({exc!r})") from exc
-            outcome = "failed" if delta >= 0 else "passed"
+            outcome = Outcome.FAILED if delta >= 0 else Outcome.PASSED
             cells.append(Cell(key, outcome, delta, reference_step=PAPER_REFERENCE_STEP))
     return cells

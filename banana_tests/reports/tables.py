@@ -12,6 +12,7 @@ from typing import TextIO
 from banana_tests.cases import CaseKey, sort_key
 from banana_tests.reports.oracle_table import ORACLE, OracleCell, oracle_cells, oracle_counts
 from banana_tests.verdicts.matrix import Cell, Matrix
+from banana_tests.verdicts.outcome import VERDICTS
 
 CSV_COLUMNS = (
     "metric",
@@ -103,7 +104,7 @@ def summarise(matrix: Matrix) -> list[MetricSummary]:
     tally = matrix.tally()
     by_metric: dict[str, list[float]] = {metric: [] for metric in matrix.metrics}
     for k, c in matrix.cells.items():
-        if c.delta is not None and c.outcome in ("passed", "failed"):
+        if c.delta is not None and c.outcome in VERDICTS:
             by_metric[k.metric].append(c.delta)
     out = []
     for metric, deltas in by_metric.items():

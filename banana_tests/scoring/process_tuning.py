@@ -4,7 +4,8 @@ collector, a quick exit.
 Only a suite run tunes its processes: the plugin freezes what its collection built, and
 banana_tests.session.suite loads its metrics through `tune_for_scoring`, once the first one is
 built. Another project's run in the same environment, and code that loads a metric itself, are
-left as they are.
+left as they are. Each setting is saved before its first change and put back when the run ends
+(banana_tests.scoring.saved_state).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import os
 import platform
 import sys
 from functools import cache
+
+from banana_tests.scoring.saved_state import SAVED
 
 M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
 M_MMAP_THRESHOLD = -3
@@ -50,6 +53,7 @@ def fix_threads() -> None:
     torch = sys.modules.get("torch")
     if torch is None or "OMP_NUM_THREADS" in os.environ:
         return
+    SAVED.before_threads_change(torch)
     torch.set_num_threads(SCORE_THREADS)
 
 
@@ -73,6 +77,7 @@ def keep_freed_memory(keep: bool = True) -> bool:
     libc = _glibc()
     if libc is None or any(name in os.environ for name in USER_SETTINGS):
         return False
+    SAVED.before_malloc_change()
     mmap, trim = (MMAP_THRESHOLD, TRIM_THRESHOLD) if keep else (GLIBC_MMAP_CEILING, 2 * GLIBC_MMAP_CEILING)
     return bool(libc.mallopt(M_MMAP_THRESHOLD, mmap)) and bool(libc.mallopt(M_TRIM_THRESHOLD, trim))
 
@@ -108,6 +113,7 @@ def freeze_collected() -> None:
     elements, matrix cells) grow with it: each full collection walked them all again. On 6,435
     cases of 64 px images the collector took 1.9-2.0 s CPU, 0.6-0.8 s now. A threshold the user
     chose (any but Python's 700) and a disabled collector are left alone."""
+    SAVED.before_gc_change()
     gc.freeze()
     young, middle, old = gc.get_threshold()
     if gc.isenabled() and young == PYTHON_YOUNG_COLLECTION:

@@ -4,7 +4,9 @@ They are written here by their short spelling (`--metric`), the suite's own voca
 CLI's. In pytest every option is registered as `--banana-metric` (dest `banana_metric`), as
 syrupy (`--snapshot-*`) and hypothesis (`--hypothesis-*`) do, so it can never clash with a
 user's conftest or another plugin; the short spelling is added as an alias only where nothing
-else in that run has claimed it (see `add_free_aliases`).
+else in that run has claimed it (see `add_free_aliases`), and never inside another plugin's
+namespace (FOREIGN_NAMESPACES): `--snapshot-dir` would silently configure syrupy the day syrupy
+added it.
 
 Why after the initial conftests, from a `pytest_load_initial_conftests` wrapper, rather than
 in a conftest.py shipped in the package: a package conftest is read only when the run's paths
@@ -39,6 +41,9 @@ PATH_OPTIONS = (
     "--snapshot-dir",
 )
 ALIAS_GROUP = "banana-tests short spellings"
+FOREIGN_NAMESPACES = ("--snapshot-", "--hypothesis-", "--cov", "--randomly-", "--reruns")
+"""Option prefixes other plugins own (syrupy, hypothesis, pytest-cov, pytest-randomly,
+pytest-rerunfailures): an option of ours there has its `--banana-` spelling only."""
 SNAPSHOT_DIR_INI = "banana_snapshot_dir"
 
 AddOption = Callable[..., Any]
@@ -95,7 +100,7 @@ def add_free_aliases(parser: Any, options: Iterable[SuiteOption]) -> tuple[str, 
     the same dest; return the spellings added. `parser` is pytest's Parser: its `_groups` are
     the only record of the names taken (pytest has no public listing)."""
     taken = claimed_names(parser._groups)
-    free = [o for o in options if o.short not in taken]
+    free = [o for o in options if o.short not in taken and not o.short.startswith(FOREIGN_NAMESPACES)]
     if free:
         group = parser.getgroup(ALIAS_GROUP, "banana-tests short spellings (where no other plugin uses them)")
         for option in free:

@@ -63,6 +63,7 @@ def adopt(config: pytest.Config) -> SuiteState:
     state = adopted(config)
     if state is not None:
         return state
+    from banana_tests.session.miss_summary import install_miss_summary
     from banana_tests.session.reporter import MatrixReporter
     from banana_tests.session.snapshot_selection import SnapshotSelection
     from banana_tests.session.suite import SuiteState
@@ -71,6 +72,7 @@ def adopt(config: pytest.Config) -> SuiteState:
     config.stash[STATE] = state
     plugins = config.pluginmanager
     plugins.register(MatrixReporter(state, config), "banana-tests-matrix")
+    install_miss_summary(config)
     plugins.register(SnapshotSelection(state.metrics), "banana-tests-snapshots")
     if state.settings.baseline is not None:
         from banana_tests.session.gating import BaselineGate

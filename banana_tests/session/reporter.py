@@ -17,23 +17,24 @@ from banana_tests.cases import CaseKind, Field
 from banana_tests.reports.separability_table import separability_lines
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL
 from banana_tests.session.gating import item_key
+from banana_tests.session.miss_summary import MISSED
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import SuiteState
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix, TrendTally
+from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError, figure_properties
 from banana_tests.verdicts.saturation import saturations, warn
 from banana_tests.verdicts.trend import Trend
-from banana_tests.verdicts.verdict import UNRESOLVED, VERDICT_LINE, Verdict
+from banana_tests.verdicts.verdict import UNRESOLVED, VERDICT_LINE, Verdict, keeps_traceback
 
 Measured = TypeVar("Measured", Verdict, Trend)
 Status = tuple[str, dict[str, bool]]  # a verbose word and its markup
 PYTEST_OUTCOMES = frozenset({"passed", "failed", "skipped"})  # a report's final outcomes
-MISSED = "missed"
-"""The terminal's category for a failing verdict: pytest counts it apart from "failed", so its
-FAILURES section (a header per failure and a scan of every passed report for each: seconds at
-5,940 failing cases) leaves it to the suite's own one-line-per-verdict section."""
+# MISSED, the terminal's category for a failing verdict: pytest counts it apart from "failed", so
+# its FAILURES section (a header per failure and a scan of every passed report for each: seconds
+# at 5,940 failing cases) leaves it to the suite's own section (banana_tests.session.miss_summary).
 
 
 def measured(request: pytest.FixtureRequest, record: CaseRecord, measure: Callable[[], Measured]) -> Measured:
@@ -130,6 +131,9 @@ class MatrixReporter:
         self.unreadable: list[str] = []  # "nodeid: why" of records that could not be read
         self.other_snapshots = 0  # snapshot cases of metrics not selected, deselected at collection
         self.verdict_lines: list[str] = []  # failing verdicts, printed one line each
+        # under --tb=long or --full-trace, their reports: printed with their tracebacks instead
+        self.verdict_reports: list[pytest.TestReport] = []
+        self.tracebacks = keeps_traceback(config)
         # an xdist worker's reports go to the controller, which builds the matrix it prints
         self.builds_matrix = not hasattr(config, "workerinput")
         self.worker_devices: dict[str, str] = {}  # xdist worker → the device it scored on
@@ -159,7 +163,7 @@ class MatrixReporter:
         """A failing verdict counts as `missed`, not `failed` (see MISSED): the hook pytest
         offers a plugin for its own outcomes; the exit status still says the run failed."""
         if report.when == "call" and report.failed and hasattr(report, VERDICT_LINE):
-            return MISSED, "F", ("FAILED", {"red": True})
+            return MISSED, "F", ("MISSED", {"red": True})
         if report.skipped and skip_reason(report).startswith(f"{UNRESOLVED}: "):
             return UNRESOLVED, "U", ("UNRESOLVED", {"yellow": True})
         if report.skipped and skip_reason(report).startswith(f"{NOT_A_VALID_TRIAL}: "):
@@ -190,9 +194,11 @@ class MatrixReporter:
         if record is None:
             return  # another test's case, whatever properties it records
         self.records += 1
-        outcome = "error" if report.when == "setup" and report.failed else report.outcome
-        if outcome == "failed" and hasattr(report, VERDICT_LINE):
+        outcome = Outcome.ERROR if report.when == "setup" and report.failed else Outcome(report.outcome)
+        if outcome is Outcome.FAILED and hasattr(report, VERDICT_LINE):
             self.verdict_lines.append(getattr(report, VERDICT_LINE))
+            if self.tracebacks:
+                self.verdict_reports.append(report)
         if record.kind is CaseKind.TREND:
             first = record.figures.get(Field.FIRST_DETECTION_STEP, "")
             self.trends.add(record.key.metric, outcome, record.number(Field.SPEARMAN), first)
@@ -223,8 +229,13 @@ class MatrixReporter:
         write = terminalreporter.write_line
         if self.verdict_lines and terminalreporter.config.option.tbstyle != "no":
             terminalreporter.section(f"banana-tests: {len(self.verdict_lines)} failing verdicts", red=True)
-            for line in self.verdict_lines:
-                write(line)
+            if self.verdict_reports:  # --tb=long or --full-trace: each with its traceback
+                for report in self.verdict_reports:
+                    terminalreporter.write_sep("_", report.head_line or report.nodeid, red=True)
+                    report.toterminal(terminalreporter.config.get_terminal_writer())
+            else:
+                for line in self.verdict_lines:
+                    write(line)
         lines = self.matrix.render(terminalreporter.config.get_terminal_writer().fullwidth)
         if lines:
             terminalreporter.section("banana-tests failure matrix")

@@ -1,11 +1,11 @@
 """Score snapshots: a metric's raw scores on the data set, compared within a per-metric
-tolerance in normalised points (or `--snapshot-rtol`, whichever is wider), so that they hold on
+tolerance in normalised points (or `--banana-snapshot-rtol`, whichever is wider), so that they hold on
 any machine: how far each metric moves between machines is measured in docs/snapshots.md.
 
 A pyiqa upgrade or a code change that moves scores then fails with the largest moves, how many
 more there are, and the command that re-records an intended change, instead of a wall of JSON.
 A run narrowed by the selection options compares only what it scored. Snapshots of an installed
-suite are written under the user's rootdir (`--snapshot-dir`), never into site-packages: the
+suite are written under the user's rootdir (`--banana-snapshot-dir`), never into site-packages: the
 shipped ones are read-only.
 """
 

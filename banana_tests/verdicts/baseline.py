@@ -18,6 +18,7 @@ from banana_tests.atomic import write_atomic
 from banana_tests.cases import CaseKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix
+from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.trend import TrendKey
 
 FORMAT = "banana-tests-baseline/2"
@@ -104,7 +105,7 @@ def write_baseline(matrix: Matrix, path: Path, others: Iterable[Other] = ()) -> 
     """The matrix's failing cells (Δ ≥ 0), and the failing trend, control and invariance cases,
     as a baseline.
     A cell that failed without a Δ (its metric named but not loadable) is no verdict to expect."""
-    cells = [k for k, cell in matrix.cells.items() if cell.outcome == "failed" and cell.delta is not None]
+    cells = [k for k, c in matrix.cells.items() if c.outcome is Outcome.FAILED and c.delta is not None]
     dump_baseline([*cells, *others], path)
 
 

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from banana_tests.cases import CaseKey
+from banana_tests.verdicts.outcome import VERDICTS, Outcome
 
-OUTCOMES = ("passed", "failed", "skipped", "error", "unresolved", "invalid")
-STRICT_OUTCOMES = {"detected": "passed", "missed": "failed", "unresolved": "unresolved"}
+STRICT_OUTCOMES = {"detected": Outcome.PASSED, "missed": Outcome.FAILED, "unresolved": Outcome.UNRESOLVED}
 """A cell's outcome from its strict verdict (--banana-strict-runs, verdicts.uncertainty)."""
 
 
@@ -24,7 +24,7 @@ class Cell:
     """One case's verdict. `failed` means Δ ≥ 0: the metric missed the degradation."""
 
     key: CaseKey
-    outcome: str
+    outcome: Outcome
     delta: float | None = None
     score_reference: float | None = None
     score_step: float | None = None
@@ -39,8 +39,8 @@ class Cell:
     ssim: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.outcome not in OUTCOMES:
-            raise ValueError(f"unknown outcome {self.outcome!r}")
+        if not isinstance(self.outcome, Outcome):
+            raise TypeError(f"a cell's outcome is an Outcome, not {self.outcome!r}")
         if self.strict is not None and self.strict not in STRICT_OUTCOMES:
             raise ValueError(f"unknown strict verdict {self.strict!r}")
 
@@ -51,13 +51,13 @@ class Cell:
         --banana-strict-runs the recorded strict verdict decides, `unresolved` included. A step
         that did not change is `invalid`, whatever its Δ: no trial of the metric."""
         if not self.valid_trial:
-            outcome = "invalid"
+            outcome = Outcome.INVALID
         elif self.strict is not None:
             outcome = STRICT_OUTCOMES[self.strict]
         elif self.delta is None:
             outcome = self.outcome
         else:
-            outcome = "passed" if self.delta < 0 else "failed"
+            outcome = Outcome.PASSED if self.delta < 0 else Outcome.FAILED
         return self if outcome == self.outcome else replace(self, outcome=outcome)
 
 
@@ -72,8 +72,8 @@ class OutcomeCounts:
     unresolved: int = 0
     invalid: int = 0
 
-    def add(self, outcome: str) -> None:
-        setattr(self, outcome, getattr(self, outcome) + 1)
+    def add(self, outcome: Outcome) -> None:
+        setattr(self, outcome.value, getattr(self, outcome.value) + 1)
 
     def label(self) -> str:
         """`failed/verdicts`, then `U<n>` for unresolved cells (--banana-strict-runs) and `E<n>` when
@@ -143,9 +143,9 @@ class Matrix:
             "normalised scores are higher-is-better, so Δ < 0 is detected; s = all skipped;",
             "E<n> = cases with errors, shown beside the failures",
         ]
-        if any(c.outcome == "unresolved" for c in self.cells.values()):
+        if any(c.outcome is Outcome.UNRESOLVED for c in self.cells.values()):
             lines.append("U<n> = unresolved cases: their runs' Δs disagree in sign (--banana-strict-runs)")
-        if any(c.outcome == "invalid" for c in self.cells.values()):
+        if any(c.outcome is Outcome.INVALID for c in self.cells.values()):
             lines.append("I<n> = not valid trials: the step did not measurably change from the reference")
         return lines
 
@@ -187,9 +187,9 @@ class TrendTally:
     """Trend cases (`--trend`) by metric, for one summary line each: on how many seed images the
     score falls (Spearman ρ < 0), the spread of ρ, and the first detection step."""
 
-    cases: dict[str, list[tuple[str, float, str]]] = field(default_factory=dict)
+    cases: dict[str, list[tuple[Outcome, float, str]]] = field(default_factory=dict)
 
-    def add(self, metric: str, outcome: str, spearman: float | None, first_detection_step: str) -> None:
+    def add(self, metric: str, outcome: Outcome, spearman: float | None, first_detection_step: str) -> None:
         """One trend case: its outcome, ρ (None before it was measured) and first detection step."""
         entry = (outcome, math.nan if spearman is None else spearman, first_detection_step)
         self.cases.setdefault(metric, []).append(entry)
@@ -199,8 +199,9 @@ class TrendTally:
         width = max((len(m) for m in self.cases), default=0)
         for metric in sorted(self.cases):
             cases = self.cases[metric]
-            verdicts = [c for c in cases if c[0] in ("passed", "failed")]
-            line = f"{metric.ljust(width)}  falling (ρ < 0) on {sum(c[0] == 'passed' for c in verdicts)}"
+            verdicts = [c for c in cases if c[0] in VERDICTS]
+            falling = sum(c[0] is Outcome.PASSED for c in verdicts)
+            line = f"{metric.ljust(width)}  falling (ρ < 0) on {falling}"
             line += f"/{len(verdicts)} seed images"
             rhos = [rho for _, rho, _ in verdicts if not math.isnan(rho)]
             if rhos:
@@ -213,7 +214,7 @@ class TrendTally:
                     line += f", none on {len(verdicts) - len(firsts)}"
             others = OutcomeCounts()
             for outcome, _, _ in cases:
-                if outcome not in ("passed", "failed"):
+                if outcome not in VERDICTS:
                     others.add(outcome)
             if others.skipped or others.error:
                 line += f" ({others.skipped} skipped, {others.error} errors)"

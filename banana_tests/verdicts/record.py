@@ -20,6 +20,7 @@ from banana_tests.scoring.oracle import valid_trial
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Cell
+from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.trend import TrendKey
 
 FIGURES = {
@@ -103,7 +104,7 @@ class CaseRecord:
         text = self.figures.get(name)
         return None if text in (None, "") else float(text)
 
-    def cell(self, outcome: str, message: str = "") -> Cell:
+    def cell(self, outcome: Outcome, message: str = "") -> Cell:
         """A Δ record with its test outcome, as a matrix cell (ValueError for another kind)."""
         if not isinstance(self.key, CaseKey):
             raise ValueError(f"a {self.kind.value} case is no matrix cell")
@@ -120,7 +121,7 @@ class CaseRecord:
         runs = self.figures.get(Field.RUNS)
         return Cell(
             self.key,
-            "passed",
+            Outcome.PASSED,
             self.number(Field.DELTA),
             self.number(Field.SCORE_REFERENCE),
             self.number(Field.SCORE_STEP),
@@ -196,7 +197,7 @@ class CaseRecord:
                 ) from None
         if kind is CaseKind.DELTA:
             try:
-                record.cell("passed")  # its figures parse as numbers
+                record.cell(Outcome.PASSED)  # its figures parse as numbers
             except ValueError as exc:
                 raise RecordError(f"a delta record with a malformed figure: {exc}") from None
         return record

@@ -16,17 +16,23 @@ VERDICT_LINE = "banana_verdict"
 its test report (where it travels under xdist) for the suite's summary section."""
 
 
+def keeps_traceback(config: pytest.Config) -> bool:
+    """`--tb=long` or `--full-trace`: a failing verdict keeps its traceback (see fail_verdict)."""
+    return bool(config.option.tbstyle == "long" or config.option.fulltrace)
+
+
 def fail_verdict(message: str, summary: str, config: pytest.Config) -> NoReturn:
     """Fail the running case with the one-line `message` (the suite's summary lists it) and
     `summary`, its figure (e.g. Δ), as pytest's failure text. Raised through `pytest.fail`
     without a traceback (one through the fixture says nothing and costs ~5 ms a case) unless
     `--tb=long` or `--full-trace` asks for one; JUnit gets the summary as its failure text and
-    the whole line once, in the failure message."""
-    traceback = config.option.tbstyle == "long" or config.option.fulltrace
+    the whole line once, in the failure message. The line rides on the exception under every
+    `--tb`: the terminal counts the case as missed by it (session.reporter.MISSED)."""
+    traceback = keeps_traceback(config)
     failure = pytest.fail.Exception(message if traceback else summary, pytrace=traceback)
     if not traceback:
         failure.add_note(message)
-        setattr(failure, VERDICT_LINE, message)
+    setattr(failure, VERDICT_LINE, message)
     raise failure
 
 
