@@ -7,6 +7,7 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -183,11 +184,10 @@ class ScoreBook:
                 self.pixel_hits.add((spec.name, d))
                 del todo[d]
         if todo:
-            metric = self._metric(spec)
             for chunk in batches(list(todo.items())):
-                batch = [img for _, img in chunk]
-                with self.watch.batch(spec.name, len(batch), f"item {positions[chunk[0][0]][0]}"):
-                    raw = metric(batch)
+                metric, batch = self._metric(spec), [img for _, img in chunk]
+                first = f"item {positions[chunk[0][0]][0]}"
+                raw = self.watch.run(spec.name, len(batch), first, partial(metric, batch), self._drop_model)
                 values = pixel_scores(spec.name, [positions[d] for d, _ in chunk], raw)
                 self._pixels.update(((spec.name, d), v) for (d, _), v in zip(chunk, values, strict=True))
             if self.cache is not None:
@@ -346,7 +346,7 @@ class ScoreBook:
         """Decode a window of images first, then score it in batches. Decoding between batches
         put each long-lived image array between the model's short-lived buffers on the heap, which
         then could not be reused: 6,000 small images held ~0.8 GB extra, now the peak stays flat."""
-        metric = self._metric(spec)
+        self._metric(spec)  # a metric that cannot be built fails before any image is decoded
         window: list[tuple[Record, Image]] = []
         size = 0
         for r in records:
@@ -358,21 +358,20 @@ class ScoreBook:
             window.append((r, image))
             size += image.nbytes
             if size >= WINDOW_BYTES:
-                self._score_window(spec, metric, window)
+                self._score_window(spec, window)
                 window, size = [], 0
-        self._score_window(spec, metric, window)
+        self._score_window(spec, window)
 
-    def _score_window(self, spec: MetricSpec, metric: Metric, window: list[tuple[Record, Image]]) -> None:
+    def _score_window(self, spec: MetricSpec, window: list[tuple[Record, Image]]) -> None:
         from metrics_under_test.vlm import UnscoredImages
 
         for chunk in batches(window):
             records = [r for r, _ in chunk]
             values: list[float | DataError]
             try:
-                with self.watch.batch(spec.name, len(chunk), f"{records[0].source} ({records[0].path})"):
-                    raw = metric([image for _, image in chunk])
-            except BatchTimeout as exc:
-                values = [UnscoredImage(f"{r.source} ({r.path}): {exc}") for r in records]
+                raw = self._watched(spec, chunk)
+            except BatchTimeout:
+                continue  # its images' errors are in
             except UnscoredImages as exc:  # a VLM answered without a score: those images fail alone
                 values = [
                     value
@@ -383,6 +382,25 @@ class ScoreBook:
             else:
                 values = record_scores(spec.name, records, raw)
             self._scores.update(((spec.name, r.path), v) for r, v in zip(records, values, strict=True))
+
+    def _watched(self, spec: MetricSpec, chunk: Sequence[tuple[Record, Image]]) -> Sequence[float]:
+        """The metric's scores of one batch of records under the watch (a model abandoned with a
+        batch is rebuilt for the next); an abandoned batch's records get its reason as their error."""
+        metric, images, (first, _) = self._metric(spec), [image for _, image in chunk], chunk[0]
+
+        def abandon(reason: str) -> None:
+            self._drop_model(reason)
+            self._scores.update(
+                ((spec.name, r.path), UnscoredImage(f"{r.source} ({r.path}): {reason}")) for r, _ in chunk
+            )
+
+        named = f"{first.source} ({first.path})"
+        return self.watch.run(spec.name, len(chunk), named, partial(metric, images), abandon)
+
+    def _drop_model(self, reason: str) -> None:
+        """Forget the current model, whatever the `reason`: an abandoned batch's thread may still
+        be inside it, so the next batch builds a new one."""
+        self._current = None
 
     def _metric(self, spec: MetricSpec) -> Metric:
         if spec.name in self._broken:
