@@ -132,6 +132,6 @@ class BatchWatch:
 def _interrupted(metric: str, size: int, exc: BaseException, start: float) -> str:
     why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return (
-        f"{metric}'s batch of {size} image(s) was stopped after {time.monotonic() - start:.0f} s "
+        f"{metric}'s batch of {size} image(s) was stopped after {time.monotonic() - start:.1f} s "
         f"by the case's interruption ({why})"
     )

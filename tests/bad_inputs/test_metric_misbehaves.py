@@ -286,31 +286,28 @@ def test_staging_into_a_refusing_folder_names_it_for_the_metric_that_needs_it(tm
 
 
 def test_a_batch_past_the_limit_is_abandoned_whatever_the_metric_does() -> None:
-    """The limit is kept by the waiting thread: a metric that catches Exception around its work
-    (it caught the old SIGALRM's) cannot hold it off; the next batch runs in a fresh thread."""
+    """The limit is kept by the waiting thread, never raised inside the metric (a metric that
+    caught Exception around its work caught the old SIGALRM's); the next batch gets a fresh thread."""
     import threading
     import time
 
     from banana_tests.scoring.batch_watch import WAIT_STEP, BatchTimeout, BatchWatch
 
-    def careless() -> None:
-        for _ in range(50):
-            try:
-                time.sleep(0.1)
-            except Exception:
-                pass
-
-    watch, reasons = BatchWatch(None, 0.2), []
+    watch, reasons = BatchWatch(None, 0.2), list[str]()
     started = time.monotonic()
     limit = re.escape("no score within --batch-timeout=0.2: m's batch of 3 image(s) was stopped after 0.2 s")
     with pytest.raises(BatchTimeout, match=limit):
-        watch.run("m", 3, "first", careless, reasons.append)
+        watch.run("m", 3, "first", lambda: time.sleep(5), reasons.append)
     assert time.monotonic() - started < 0.2 + WAIT_STEP
     assert len(reasons) == 1 and re.match(limit, reasons[0])
-    threads = []
-    assert watch.run("m", 1, "first", lambda: threads.append(threading.current_thread()) or 7, reasons.append) == 7
+    threads: list[threading.Thread] = []
+
+    def which() -> int:
+        threads.append(threading.current_thread())
+        return len(threads)
+
+    assert [watch.run("m", 1, "first", which, reasons.append) for _ in range(2)] == [1, 2]
     assert threads[0].name == "banana-scoring" and threads[0] is not threading.current_thread()
-    assert watch.run("m", 1, "first", lambda: threads.append(threading.current_thread()), reasons.append) is None
     assert threads[0] is threads[1]  # one thread for the batches that finish
 
 
@@ -346,8 +343,9 @@ def test_pytest_timeouts_signal_interrupts_a_batch_between_two_waits() -> None:
     assert [line.rsplit(", ", 1)[1] for line, _ in lines] == ["0 s so far"] * 3
     assert lines[0][0] == "banana-tests: m still scoring a batch of 1 image(s) (first), 0 s so far"
     assert {thread for _, thread in lines} == {threading.main_thread()}
-    assert reasons == ["m's batch of 1 image(s) was stopped after 0 s by the case's interruption "
-                       "(Timeout (>0.5s) from pytest-timeout.)"]  # fmt: skip
+    interrupted = r"m's batch of 1 image\(s\) was stopped after 0\.[5-7] s by the case's interruption "
+    why = r"\(Timeout \(>0\.5s\) from pytest-timeout\.\)"
+    assert len(reasons) == 1 and re.fullmatch(interrupted + why, reasons[0])
 
 
 def test_a_model_file_that_does_not_fit_errors_that_metrics_cases_naming_it(
