@@ -19,6 +19,7 @@ from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.protocol import Image, Metric, MetricError
 from metrics_under_test.spec import MetricSpec
+from metrics_under_test.weights import MissingWeights, UnwritableCache
 
 BATCH = 16
 # NIQE's largest buffer is ~400 B per pixel: this keeps it below process_tuning.MMAP_THRESHOLD.
@@ -32,8 +33,13 @@ Pair = tuple[Record, Record]  # (reference, step)
 K = TypeVar("K")
 
 
+# What a metric raises about itself, not about an image: the whole metric's cases error.
+METRIC_LEVEL = (MetricError, MissingWeights, UnwritableCache)
+
+
 class UnscoredImage(DataError):
-    """A record the metric gave no usable score: a non-finite one, or none within the time limit."""
+    """A record the metric gave no usable score: a non-finite one, none within the time limit, or
+    an exception the metric raised on that image alone."""
 
 
 def unscored(records: Sequence[Record], errors: dict[Path, DataError]) -> DataError | None:
@@ -111,6 +117,15 @@ def batches(window: list[tuple[K, Image]]) -> Iterator[list[tuple[K, Image]]]:
         pixels += shape[0] * shape[1]
     if batch:
         yield batch
+
+
+def smaller(chunk: Sequence[K], exc: Exception) -> list[Sequence[K]]:
+    """The batches to try a batch in after the metric raised `exc` on it: out of memory, its two
+    halves (each halved again if it runs out too); anything else, one image at a time."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":  # torch's CUDA one
+        half = (len(chunk) + 1) // 2
+        return [chunk[:half], chunk[half:]]
+    return [[item] for item in chunk]
 
 
 def pixel_digest(image: Image) -> str:
@@ -363,25 +378,39 @@ class ScoreBook:
         self._score_window(spec, window)
 
     def _score_window(self, spec: MetricSpec, window: list[tuple[Record, Image]]) -> None:
+        for chunk in batches(window):
+            self._score_batch(spec, chunk)
+
+    def _score_batch(self, spec: MetricSpec, chunk: Sequence[tuple[Record, Image]]) -> None:
+        """Score one batch. When the metric raises on it, the images are tried in smaller batches
+        (see `smaller`), so that only the image that makes it raise errors, with what it raised."""
         from metrics_under_test.vlm import UnscoredImages
 
-        for chunk in batches(window):
-            records = [r for r, _ in chunk]
-            values: list[float | DataError]
-            try:
-                raw = self._watched(spec, chunk)
-            except BatchTimeout:
-                continue  # its images' errors are in
-            except UnscoredImages as exc:  # a VLM answered without a score: those images fail alone
-                values = [
-                    value
-                    if value is not None
-                    else DataError(f"{r.path}: {spec.name} gave no score: {exc.reasons.get(i)}")
-                    for i, (r, value) in enumerate(zip(records, exc.scores, strict=True))
-                ]
-            else:
-                values = record_scores(spec.name, records, raw)
-            self._scores.update(((spec.name, r.path), v) for r, v in zip(records, values, strict=True))
+        records = [r for r, _ in chunk]
+        values: list[float | DataError]
+        try:
+            raw = self._watched(spec, chunk)
+        except BatchTimeout:
+            return  # its images' errors are in
+        except UnscoredImages as exc:  # a VLM answered without a score: those images fail alone
+            values = [
+                value
+                if value is not None
+                else DataError(f"{r.path}: {spec.name} gave no score: {exc.reasons.get(i)}")
+                for i, (r, value) in enumerate(zip(records, exc.scores, strict=True))
+            ]
+        except METRIC_LEVEL:
+            raise
+        except Exception as exc:  # the metric's own: an image it cannot take, or out of memory
+            if len(chunk) > 1:
+                for part in smaller(chunk, exc):
+                    self._score_batch(spec, part)
+                return
+            (record, _), what = chunk[0], " ".join(f"{type(exc).__name__}: {exc}".split())
+            values = [UnscoredImage(f"{record.source} ({record.path}): {spec.name} raised {what}")]
+        else:
+            values = record_scores(spec.name, records, raw)
+        self._scores.update(((spec.name, r.path), v) for r, v in zip(records, values, strict=True))
 
     def _watched(self, spec: MetricSpec, chunk: Sequence[tuple[Record, Image]]) -> Sequence[float]:
         """The metric's scores of one batch of records under the watch (a model abandoned with a

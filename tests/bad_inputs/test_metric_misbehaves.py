@@ -2,7 +2,8 @@
 
 Each row runs the shipped suite (`--pyargs banana_tests`) in a subprocess on a tiny set, with
 `misbehaving`, a numpy-only metric told by environment variables what to do: interrupt itself,
-call sys.exit, return NaN for or sleep on marked images (top-left pixel (1, 2, 3)). A stop must
+call sys.exit, return NaN for, sleep on or raise on marked images (top-left pixel (1, 2, 3)), or
+run out of memory on batches of more than 4 images. A stop must
 end the run with exit 2 in every family of cases; a bad score or a slow batch must error the
 cases of those images only, naming each image and record.
 """
@@ -43,6 +44,10 @@ def misbehaving(images):
             sys.exit(3)
     if act == "sleep" and any(marked):
         time.sleep(float(os.environ["SLEEP"]))
+    if act == "raise" and any(marked):
+        raise ValueError("cannot score a marked image")
+    if act == "oom" and (len(images) > 4 or any(marked)):
+        raise MemoryError("no room for this batch")
     scores = laplacian_variance(images)
     if act == "nan":
         return [math.nan if m else s for m, s in zip(marked, scores)]
@@ -179,6 +184,24 @@ ROWS = {
         errored=frozenset({f"misbehaving-beta-run1-step{s}" for s in (5, 10, 20)}),
         named=("beta/run1/step001.png",),
         says="image file is empty",
+    ),
+    # the exception landed, raw, on the case that first asked for the batch (alpha-step5's
+    # neighbours too: every image of a batch of 16 shared it); now the marked image's case alone
+    "an exception on one image of a batch": Row(
+        "raise",
+        marked=A5[:1],
+        errored=frozenset({"misbehaving-alpha-step5"}),
+        named=A5[:1],
+        says="misbehaving raised ValueError: cannot score a marked image",
+    ),
+    # out of memory on the batch of 16: smaller batches score the rest; the image that runs out
+    # of memory alone errors
+    "out of memory": Row(
+        "oom",
+        marked=A5[:1],
+        errored=frozenset({"misbehaving-alpha-step5"}),
+        named=A5[:1],
+        says="misbehaving raised MemoryError: no room for this batch",
     ),
     # a batch past --batch-timeout errors its images' cases; the other batch still scores
     "batch over the time limit": Row(
