@@ -1,36 +1,82 @@
-"""A batch that runs long: a line on the terminal every so often, and an optional time limit.
+"""A batch that runs long: a line on the terminal every so often, and an optional time limit,
+without taking a signal another plugin uses.
 
 A metric taking 30 s an image showed nothing for minutes, and a hung one held the run forever.
-Both use SIGALRM in the main thread, so the line and the limit also come while the metric is in
-Python or between torch operations (one single operation is not cut short). Any timer already set
-(pytest-timeout's signal method) is put back afterwards with the time it had left. Outside the main
-thread, or where there is no SIGALRM, batches run unwatched.
+The batch runs in a scoring thread while the calling thread waits for it in steps of at most
+WAIT_STEP seconds, printing the lines and keeping the limit itself. A signal meant for the caller
+(pytest-timeout's SIGALRM, Ctrl-C) is handled between two steps, never inside torch code, so
+pytest-timeout's `--timeout` bounds a case that waits on a batch. A batch stopped either way is
+abandoned: a thread cannot be killed, so it is left to finish on its own, and `on_abandon` drops
+what it is using (the model) so that nothing of it is used again.
 """
 
 from __future__ import annotations
 
-import signal
+import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from types import FrameType
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 HEARTBEAT_SECONDS = 30.0
-RETRY_SECONDS = 1.0  # a metric that swallowed the timeout meets it again this much later
+WAIT_STEP = 0.25  # the longest a signal for the calling thread waits to be handled
+
+T = TypeVar("T")
 
 
 class BatchTimeout(Exception):
-    """A batch ran past the time limit and was stopped; its images have no score."""
+    """A batch ran past the time limit and was abandoned; its images have no score."""
 
 
 def to_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-@dataclass(frozen=True)
+@dataclass
+class _Job(Generic[T]):
+    """One call for the scoring thread, and what came of it."""
+
+    call: Callable[[], T]
+    done: threading.Event = field(default_factory=threading.Event)
+    result: T | None = None
+    error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.call()
+        except BaseException as exc:  # the caller's to raise: sys.exit in a metric stops the run
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def outcome(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.result  # type: ignore[return-value]  # set when error is not
+
+
+class ScoringThread:
+    """A daemon thread running jobs one after another: torch and OpenMP keep their per-thread
+    state (thread pool, settings) from one batch to the next, as they did in the main thread."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_Job[object]] = queue.SimpleQueue()
+        self.abandoned = False
+        threading.Thread(target=self._serve, name="banana-scoring", daemon=True).start()
+
+    def submit(self, call: Callable[[], T]) -> _Job[T]:
+        job = _Job(call)
+        self._jobs.put(job)  # type: ignore[arg-type]  # the queue only runs jobs and sets their results
+        return job
+
+    def _serve(self) -> None:
+        while not self.abandoned:  # an abandoned thread ends after its job: its result is no one's
+            self._jobs.get().run()  # unnamed: no reference to a job (and its model) outlives it
+
+
+@dataclass
 class BatchWatch:
     """`heartbeat`: seconds between "still scoring" lines (None: none); `timeout`: seconds a batch
     may take (None: no limit); `say` writes one line where the user sees it."""
@@ -38,56 +84,54 @@ class BatchWatch:
     heartbeat: float | None = HEARTBEAT_SECONDS
     timeout: float | None = None
     say: Callable[[str], None] = to_stderr
+    _thread: ScoringThread | None = field(default=None, init=False, repr=False)
 
-    @contextmanager
-    def batch(self, metric: str, size: int, first: str) -> Iterator[None]:
-        """Watch one call of `metric` on `size` images, `first` naming the first of them."""
-        if not (self.heartbeat or self.timeout) or not _can_alarm():
-            yield
-            return
+    def run(
+        self, metric: str, size: int, first: str, call: Callable[[], T], on_abandon: Callable[[str], None]
+    ) -> T:
+        """`call()`, one call of `metric` on `size` images, `first` naming the first of them. Past
+        the time limit, or when the wait is interrupted (pytest-timeout, Ctrl-C), the batch is
+        abandoned: `on_abandon(reason)` is told why, then BatchTimeout or the interruption is raised."""
+        if self._thread is None:
+            self._thread = ScoringThread()
+        job = self._thread.submit(call)
         start = time.monotonic()
         beats = 0
-
-        def elapsed() -> float:
-            return time.monotonic() - start
-
-        def schedule() -> None:
-            waits = []
-            if self.heartbeat:
-                waits.append((beats + 1) * self.heartbeat - elapsed())
-            if self.timeout:
-                waits.append(self.timeout - elapsed())
-            signal.setitimer(signal.ITIMER_REAL, max(min(waits), 1e-3))
-
-        def on_alarm(signum: int, frame: FrameType | None) -> None:
-            nonlocal beats
-            if self.timeout and elapsed() >= self.timeout:
-                signal.setitimer(signal.ITIMER_REAL, RETRY_SECONDS)
-                raise BatchTimeout(
-                    f"no score within --batch-timeout={self.timeout:g}: {metric}'s batch of {size} "
-                    f"image(s) was stopped after {self.timeout:g} s; the other batches still run"
-                )
-            if self.heartbeat and elapsed() >= (beats + 1) * self.heartbeat:
-                beats = int(elapsed() // self.heartbeat)
-                more = f" and {size - 1} more" if size > 1 else ""
-                self.say(
-                    f"banana-tests: {metric} still scoring a batch of {size} image(s) ({first}{more}), "
-                    f"{elapsed():.0f} s so far"
-                )
-            schedule()
-
-        previous_handler = signal.signal(signal.SIGALRM, on_alarm)
-        previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, 0)
         try:
-            schedule()
-            yield
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous_handler)
-            if previous_delay:
-                left = max(previous_delay - elapsed(), 1e-3)  # one that fell due meanwhile fires now
-                signal.setitimer(signal.ITIMER_REAL, left, previous_interval)
+            while not job.done.wait(self._step(time.monotonic() - start, beats)):
+                elapsed = time.monotonic() - start
+                if self.timeout is not None and elapsed >= self.timeout:
+                    raise BatchTimeout(
+                        f"no score within --batch-timeout={self.timeout:g}: {metric}'s batch of {size} "
+                        f"image(s) was stopped after {self.timeout:g} s; the other batches still run"
+                    )
+                if self.heartbeat and elapsed >= (beats + 1) * self.heartbeat:
+                    beats = int(elapsed // self.heartbeat)
+                    more = f" and {size - 1} more" if size > 1 else ""
+                    self.say(
+                        f"banana-tests: {metric} still scoring a batch of {size} image(s) ({first}{more}), "
+                        f"{elapsed:.0f} s so far"
+                    )
+        except BaseException as exc:
+            self._thread.abandoned, self._thread = True, None
+            reason = str(exc) if isinstance(exc, BatchTimeout) else _interrupted(metric, size, exc, start)
+            on_abandon(reason)
+            raise
+        return job.outcome()
+
+    def _step(self, elapsed: float, beats: int) -> float:
+        """How long to wait next: WAIT_STEP, or less when a line or the limit falls due sooner."""
+        due = [WAIT_STEP]
+        if self.heartbeat:
+            due.append((beats + 1) * self.heartbeat - elapsed)
+        if self.timeout is not None:
+            due.append(self.timeout - elapsed)
+        return max(min(due), 0.0)
 
 
-def _can_alarm() -> bool:
-    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+def _interrupted(metric: str, size: int, exc: BaseException, start: float) -> str:
+    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return (
+        f"{metric}'s batch of {size} image(s) was stopped after {time.monotonic() - start:.1f} s "
+        f"by the case's interruption ({why})"
+    )

@@ -8,6 +8,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -31,11 +32,14 @@ ORACLE_CHUNK_BYTES = 4 * 2**20  # steps' luma per oracle pass; its float32 tempo
 Loader = Callable[[MetricSpec, str], Metric]
 Pair = tuple[Record, Record]  # (reference, step)
 K = TypeVar("K")
-KEPT = (MissingWeights, UnwritableCache, MetricError)  # load failures the suite's rules tell apart
+# Load failures the suite's rules tell apart, and what a metric raises about itself rather than
+# an image: the whole metric's cases error.
+KEPT = (MissingWeights, UnwritableCache, MetricError)
 
 
 class UnscoredImage(DataError):
-    """A record the metric gave no usable score: a non-finite one, or none within the time limit."""
+    """A record the metric gave no usable score: a non-finite one, none within the time limit, or
+    an exception the metric raised on that image alone."""
 
 
 def unscored(records: Sequence[Record], errors: dict[Path, DataError]) -> DataError | None:
@@ -135,6 +139,15 @@ def batches(window: list[tuple[K, Image]]) -> Iterator[list[tuple[K, Image]]]:
         yield batch
 
 
+def smaller(chunk: Sequence[K], exc: Exception) -> list[Sequence[K]]:
+    """The batches to try a batch in after the metric raised `exc` on it: out of memory, its two
+    halves (each halved again if it runs out too); anything else, one image at a time."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":  # torch's CUDA one
+        half = (len(chunk) + 1) // 2
+        return [chunk[:half], chunk[half:]]
+    return [[item] for item in chunk]
+
+
 def pixel_digest(image: Image) -> str:
     """A cache key for an in-memory image: its shape and pixels. The prefix keeps it apart from
     the files' sha256 in the same cache table."""
@@ -206,11 +219,10 @@ class ScoreBook:
                 self.pixel_hits.add((spec.name, d))
                 del todo[d]
         if todo:
-            metric = self._metric(spec)
             for chunk in batches(list(todo.items())):
-                batch = [img for _, img in chunk]
-                with self.watch.batch(spec.name, len(batch), f"item {positions[chunk[0][0]][0]}"):
-                    raw = metric(batch)
+                metric, batch = self._metric(spec), [img for _, img in chunk]
+                first = f"item {positions[chunk[0][0]][0]}"
+                raw = self.watch.run(spec.name, len(batch), first, partial(metric, batch), self._drop_model)
                 values = pixel_scores(spec.name, [positions[d] for d, _ in chunk], raw)
                 self._pixels.update(((spec.name, d), v) for (d, _), v in zip(chunk, values, strict=True))
             if self.cache is not None:
@@ -369,7 +381,7 @@ class ScoreBook:
         """Decode a window of images first, then score it in batches. Decoding between batches
         put each long-lived image array between the model's short-lived buffers on the heap, which
         then could not be reused: 6,000 small images held ~0.8 GB extra, now the peak stays flat."""
-        metric = self._metric(spec)
+        self._metric(spec)  # a metric that cannot be built fails before any image is decoded
         window: list[tuple[Record, Image]] = []
         size = 0
         for r in records:
@@ -381,31 +393,63 @@ class ScoreBook:
             window.append((r, image))
             size += image.nbytes
             if size >= WINDOW_BYTES:
-                self._score_window(spec, metric, window)
+                self._score_window(spec, window)
                 window, size = [], 0
-        self._score_window(spec, metric, window)
+        self._score_window(spec, window)
 
-    def _score_window(self, spec: MetricSpec, metric: Metric, window: list[tuple[Record, Image]]) -> None:
+    def _score_window(self, spec: MetricSpec, window: list[tuple[Record, Image]]) -> None:
+        for chunk in batches(window):
+            self._score_batch(spec, chunk)
+
+    def _score_batch(self, spec: MetricSpec, chunk: Sequence[tuple[Record, Image]]) -> None:
+        """Score one batch. When the metric raises on it, the images are tried in smaller batches
+        (see `smaller`), so that only the image that makes it raise errors, with what it raised."""
         from metrics_under_test.vlm import UnscoredImages
 
-        for chunk in batches(window):
-            records = [r for r, _ in chunk]
-            values: list[float | DataError]
-            try:
-                with self.watch.batch(spec.name, len(chunk), f"{records[0].source} ({records[0].path})"):
-                    raw = metric([image for _, image in chunk])
-            except BatchTimeout as exc:
-                values = [UnscoredImage(f"{r.source} ({r.path}): {exc}") for r in records]
-            except UnscoredImages as exc:  # a VLM answered without a score: those images fail alone
-                values = [
-                    value
-                    if value is not None
-                    else DataError(f"{r.path}: {spec.name} gave no score: {exc.reasons.get(i)}")
-                    for i, (r, value) in enumerate(zip(records, exc.scores, strict=True))
-                ]
-            else:
-                values = record_scores(spec.name, records, raw)
-            self._scores.update(((spec.name, r.path), v) for r, v in zip(records, values, strict=True))
+        records = [r for r, _ in chunk]
+        values: list[float | DataError]
+        try:
+            raw = self._watched(spec, chunk)
+        except BatchTimeout:
+            return  # its images' errors are in
+        except UnscoredImages as exc:  # a VLM answered without a score: those images fail alone
+            values = [
+                value
+                if value is not None
+                else DataError(f"{r.path}: {spec.name} gave no score: {exc.reasons.get(i)}")
+                for i, (r, value) in enumerate(zip(records, exc.scores, strict=True))
+            ]
+        except KEPT:
+            raise
+        except Exception as exc:  # the metric's own: an image it cannot take, or out of memory
+            if len(chunk) > 1:
+                for part in smaller(chunk, exc):
+                    self._score_batch(spec, part)
+                return
+            (record, _), what = chunk[0], " ".join(f"{type(exc).__name__}: {exc}".split())
+            values = [UnscoredImage(f"{record.source} ({record.path}): {spec.name} raised {what}")]
+        else:
+            values = record_scores(spec.name, records, raw)
+        self._scores.update(((spec.name, r.path), v) for r, v in zip(records, values, strict=True))
+
+    def _watched(self, spec: MetricSpec, chunk: Sequence[tuple[Record, Image]]) -> Sequence[float]:
+        """The metric's scores of one batch of records under the watch (a model abandoned with a
+        batch is rebuilt for the next); an abandoned batch's records get its reason as their error."""
+        metric, images, (first, _) = self._metric(spec), [image for _, image in chunk], chunk[0]
+
+        def abandon(reason: str) -> None:
+            self._drop_model(reason)
+            self._scores.update(
+                ((spec.name, r.path), UnscoredImage(f"{r.source} ({r.path}): {reason}")) for r, _ in chunk
+            )
+
+        named = f"{first.source} ({first.path})"
+        return self.watch.run(spec.name, len(chunk), named, partial(metric, images), abandon)
+
+    def _drop_model(self, reason: str) -> None:
+        """Forget the current model, whatever the `reason`: an abandoned batch's thread may still
+        be inside it, so the next batch builds a new one."""
+        self._current = None
 
     def _metric(self, spec: MetricSpec) -> Metric:
         """The metric's model. One that failed to load fails again without building, as a fresh

@@ -2,7 +2,8 @@
 
 Each row runs the shipped suite (`--pyargs banana_tests`) in a subprocess on a tiny set, with
 `misbehaving`, a numpy-only metric told by environment variables what to do: interrupt itself,
-call sys.exit, return NaN for or sleep on marked images (top-left pixel (1, 2, 3)). A stop must
+call sys.exit, return NaN for, sleep on or raise on marked images (top-left pixel (1, 2, 3)), or
+run out of memory on batches of more than 4 images. A stop must
 end the run with exit 2 in every family of cases; a bad score or a slow batch must error the
 cases of those images only, naming each image and record.
 """
@@ -44,6 +45,10 @@ def misbehaving(images):
             sys.exit(3)
     if act == "sleep" and any(marked):
         time.sleep(float(os.environ["SLEEP"]))
+    if act == "raise" and any(marked):
+        raise ValueError("cannot score a marked image")
+    if act == "oom" and (len(images) > 4 or any(marked)):
+        raise MemoryError("no room for this batch")
     scores = laplacian_variance(images)
     if act == "nan":
         return [math.nan if m else s for m, s in zip(marked, scores)]
@@ -182,6 +187,24 @@ ROWS = {
         named=("beta/run1/step001.png",),
         says="image file is empty",
     ),
+    # the exception landed, raw, on the case that first asked for the batch (alpha-step5's
+    # neighbours too: every image of a batch of 16 shared it); now the marked image's case alone
+    "an exception on one image of a batch": Row(
+        "raise",
+        marked=A5[:1],
+        errored=frozenset({"misbehaving-alpha-step5"}),
+        named=A5[:1],
+        says="misbehaving raised ValueError: cannot score a marked image",
+    ),
+    # out of memory on the batch of 16: smaller batches score the rest; the image that runs out
+    # of memory alone errors
+    "out of memory": Row(
+        "oom",
+        marked=A5[:1],
+        errored=frozenset({"misbehaving-alpha-step5"}),
+        named=A5[:1],
+        says="misbehaving raised MemoryError: no room for this batch",
+    ),
     # a batch past --batch-timeout errors its images' cases; the other batch still scores
     "batch over the time limit": Row(
         "sleep",
@@ -287,49 +310,67 @@ def test_staging_into_a_refusing_folder_names_it_for_the_metric_that_needs_it(tm
         REFUSED.pop(refused, None)
 
 
-def test_a_metric_that_swallows_the_time_limit_meets_it_again() -> None:
-    """A metric that catches Exception around its work caught the limit once; it comes back a
-    second later, and the batch still stops."""
+def test_a_batch_past_the_limit_is_abandoned_whatever_the_metric_does() -> None:
+    """The limit is kept by the waiting thread, never raised inside the metric (a metric that
+    caught Exception around its work caught the old SIGALRM's); the next batch gets a fresh thread."""
+    import threading
     import time
 
-    from banana_tests.scoring.batch_watch import RETRY_SECONDS, BatchTimeout, BatchWatch
+    from banana_tests.scoring.batch_watch import WAIT_STEP, BatchTimeout, BatchWatch
 
-    swallowed = []
+    watch, reasons = BatchWatch(None, 0.2), list[str]()
     started = time.monotonic()
-    limit = re.escape("no score within --batch-timeout=0.2: m's batch of 3 image(s)")
-    with pytest.raises(BatchTimeout, match=limit), BatchWatch(None, 0.2).batch("m", 3, "first"):
-        try:
-            time.sleep(5)
-        except Exception as exc:  # what a careless metric does
-            swallowed.append(exc)
-        time.sleep(5)
-    assert len(swallowed) == 1 and time.monotonic() - started < 0.2 + RETRY_SECONDS + 1
+    limit = re.escape("no score within --batch-timeout=0.2: m's batch of 3 image(s) was stopped after 0.2 s")
+    with pytest.raises(BatchTimeout, match=limit):
+        watch.run("m", 3, "first", lambda: time.sleep(5), reasons.append)
+    assert time.monotonic() - started < 0.2 + WAIT_STEP
+    assert len(reasons) == 1 and re.match(limit, reasons[0])
+    threads: list[threading.Thread] = []
+
+    def which() -> int:
+        threads.append(threading.current_thread())
+        return len(threads)
+
+    assert [watch.run("m", 1, "first", which, reasons.append) for _ in range(2)] == [1, 2]
+    assert threads[0].name == "banana-scoring" and threads[0] is not threading.current_thread()
+    assert threads[0] is threads[1]  # one thread for the batches that finish
 
 
-def test_a_timer_set_before_the_batch_is_put_back_with_the_time_it_had_left() -> None:
-    """pytest-timeout's signal method keeps its SIGALRM handler and timer across a watched batch."""
+def test_pytest_timeouts_signal_interrupts_a_batch_between_two_waits() -> None:
+    """pytest-timeout's signal method (a SIGALRM timer set before the batch) fires during it,
+    within WAIT_STEP of its time; the heartbeat's lines come from the waiting thread meanwhile."""
     import signal
+    import threading
     import time
 
-    from banana_tests.scoring.batch_watch import BatchWatch
+    from banana_tests.scoring.batch_watch import WAIT_STEP, BatchWatch
+
+    class Timeout(Exception):
+        pass
 
     def theirs(signum: int, frame: object) -> None:
-        raise AssertionError("the earlier timer fired during the batch")
+        raise Timeout("Timeout (>0.5s) from pytest-timeout.")
 
-    lines: list[str] = []
+    lines: list[tuple[str, threading.Thread]] = []
+    reasons: list[str] = []
     previous = signal.signal(signal.SIGALRM, theirs)
-    signal.setitimer(signal.ITIMER_REAL, 3.0)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    started = time.monotonic()
     try:
-        with BatchWatch(0.1, None, lines.append).batch("m", 1, "first"):
-            time.sleep(0.35)
-        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        with pytest.raises(Timeout):
+            say = lambda line: lines.append((line, threading.current_thread()))  # noqa: E731
+            BatchWatch(0.15, None, say).run("m", 1, "first", lambda: time.sleep(5), reasons.append)
+        assert time.monotonic() - started < 0.5 + WAIT_STEP
         assert signal.getsignal(signal.SIGALRM) is theirs
-        assert 2.0 < left < 2.7
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    assert [line.rsplit(", ", 1)[1] for line in lines] == ["0 s so far"] * 3
-    assert lines[0] == "banana-tests: m still scoring a batch of 1 image(s) (first), 0 s so far"
+    assert [line.rsplit(", ", 1)[1] for line, _ in lines] == ["0 s so far"] * 3
+    assert lines[0][0] == "banana-tests: m still scoring a batch of 1 image(s) (first), 0 s so far"
+    assert {thread for _, thread in lines} == {threading.main_thread()}
+    interrupted = r"m's batch of 1 image\(s\) was stopped after 0\.[5-7] s by the case's interruption "
+    why = r"\(Timeout \(>0\.5s\) from pytest-timeout\.\)"
+    assert len(reasons) == 1 and re.fullmatch(interrupted + why, reasons[0])
 
 
 def test_a_model_file_that_does_not_fit_errors_that_metrics_cases_naming_it(
@@ -358,4 +399,34 @@ def test_a_model_file_that_does_not_fit_errors_that_metrics_cases_naming_it(
     for seed in ("alpha", "beta"):
         message = cases[f"rali-{seed}-step5"][1]
         assert "RALI/ckpt.pt does not match the model: missing ['scorer.logit_scale']" in message
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_pytest_timeout_stops_a_sleeping_batch_and_the_run_goes_on(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under pytest-timeout's `--timeout=20` a metric asleep in a batch was still scoring after
+    270 s: the heartbeat's SIGALRM suspended pytest-timeout's timer. Now the case that waits on
+    the batch fails for its time, the image's other cases error naming it, and the rest get verdicts."""
+    import time
+
+    mark(suite.path / "data", A5[0], (64, 48))
+    monkeypatch.setenv("MISBEHAVE", "sleep")
+    monkeypatch.setenv("SLEEP", "600")
+
+    started = time.monotonic()
+    result = suite.runpytest_subprocess(
+        "--pyargs", "banana_tests", "--dataset=data", METRIC, "--no-cache", "-p", "no:randomly",
+        "-k", "test_detects_degradation", "--timeout=10", "--junitxml=j.xml", timeout=120,
+    )  # fmt: skip
+    took = time.monotonic() - started
+
+    assert took < 30, took
+    cases = outcomes(suite.path / "j.xml")
+    timed_out = {case for case, (outcome, message) in cases.items() if "Timeout (>10.0s)" in message}
+    assert len(timed_out) == 1, result.stdout.str()[-3000:]
+    assert cases["misbehaving-alpha-step5"][0] != "passed"
+    verdicts = {case: outcome for case, (outcome, _) in cases.items() if case not in timed_out}
+    verdicts.pop("misbehaving-alpha-step5", None)
+    assert len(verdicts) >= 5 and set(verdicts.values()) <= {"passed", "failure"}, verdicts
     assert result.ret == pytest.ExitCode.TESTS_FAILED
