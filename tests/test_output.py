@@ -164,7 +164,8 @@ def pytest_unconfigure(config):
 
 
 def test_a_metric_that_raises_keeps_its_traceback(suite: pytest.Pytester) -> None:
-    """Only the suite's verdicts are shortened: a real error shows where it came from."""
+    """A metric's exception is each image's error in one line (tests/bad_inputs/test_metric_raises.py),
+    and the line says where the metric raised it."""
     (suite.path / "broken_metric.py").write_text(
         "from metrics_under_test.protocol import metric\n\n\n"
         '@metric("broken", lower_better=False, score_range=(0.0, 1.0))\n'
@@ -177,8 +178,9 @@ def test_a_metric_that_raises_keeps_its_traceback(suite: pytest.Pytester) -> Non
     )
     result = suite.runpytest_subprocess("--dataset=data", "--metric=broken_metric:broken", "--steps=20")
     result.assert_outcomes(errors=2)
+    where = f"{suite.path / 'broken_metric.py'}:8 in broken"
     result.stdout.fnmatch_lines(
-        ["*ERRORS*", "*raise ZeroDivisionError*", "*E*ZeroDivisionError: scoring blew up"]
+        ["*ERRORS*", f"*broken raised ZeroDivisionError: scoring blew up (at {where})"]
     )
 
 

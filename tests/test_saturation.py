@@ -6,6 +6,7 @@ import pytest
 
 from banana_tests.cases import CaseKey
 from banana_tests.verdicts.matrix import Cell, Matrix
+from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.saturation import SHARE, saturations
 from tests.conftest import suite_folder
 
@@ -24,7 +25,7 @@ def clipped_sharpness(images):
 """
 
 
-def cell(seed: str, step: int, reference: float, degraded: float, outcome: str = "passed") -> Cell:
+def cell(seed: str, step: int, reference: float, degraded: float, outcome: Outcome = Outcome.PASSED) -> Cell:
     return Cell(
         CaseKey("m", seed, step),
         outcome,
@@ -64,7 +65,10 @@ def test_ties_ends_and_zero_deltas_each_saturate_a_metric() -> None:
 
 
 def test_cases_without_a_verdict_are_left_out() -> None:
-    skipped = [cell(s, 5, 60.0, 60.0, outcome) for s, outcome in zip("ab", ["skipped", "error"], strict=True)]
+    skipped = [
+        cell(s, 5, 60.0, 60.0, outcome)
+        for s, outcome in zip("ab", [Outcome.SKIPPED, Outcome.ERROR], strict=True)
+    ]
     assert saturations(Matrix.of(skipped)) == []
 
 

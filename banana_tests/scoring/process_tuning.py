@@ -77,7 +77,7 @@ def keep_freed_memory(keep: bool = True) -> bool:
     libc = _glibc()
     if libc is None or any(name in os.environ for name in USER_SETTINGS):
         return False
-    SAVED.before_malloc_change()
+    SAVED.before_malloc_change(lambda: keep_freed_memory(False))
     mmap, trim = (MMAP_THRESHOLD, TRIM_THRESHOLD) if keep else (GLIBC_MMAP_CEILING, 2 * GLIBC_MMAP_CEILING)
     return bool(libc.mallopt(M_MMAP_THRESHOLD, mmap)) and bool(libc.mallopt(M_TRIM_THRESHOLD, trim))
 

@@ -20,6 +20,7 @@ exits, and spares it the teardown's full collections.
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from types import ModuleType
 
@@ -32,7 +33,7 @@ class SavedState:
     unfreeze: bool = False  # the run froze objects, and none were frozen before
     torch_threads: int | None = None
     torch: ModuleType | None = None
-    malloc_tuned: bool = False
+    malloc_undo: Callable[[], object] | None = None
 
     def before_gc_change(self) -> None:
         if self.gc_threshold is None:
@@ -44,21 +45,21 @@ class SavedState:
         if self.torch is None:
             self.torch, self.torch_threads = torch, int(torch.get_num_threads())
 
-    def before_malloc_change(self) -> None:
-        self.malloc_tuned = True
+    def before_malloc_change(self, undo: Callable[[], object]) -> None:
+        """`undo` puts malloc back: glibc cannot be asked its settings, so the tuner says how."""
+        if self.malloc_undo is None:
+            self.malloc_undo = undo
 
     def restore(self) -> None:
         """Put back what was changed, and forget it: a later run saves afresh."""
-        from banana_tests.scoring.process_tuning import keep_freed_memory
-
         if self.gc_threshold is not None:
             gc.set_threshold(*self.gc_threshold)
             if self.unfreeze:
                 gc.unfreeze()
         if self.torch is not None and self.torch_threads is not None:
             self.torch.set_num_threads(self.torch_threads)
-        if self.malloc_tuned:
-            keep_freed_memory(False)
+        if self.malloc_undo is not None:
+            self.malloc_undo()
         for each in fields(self):
             setattr(self, each.name, each.default)
 

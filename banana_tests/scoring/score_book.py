@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import math
+import traceback
 from collections import Counter
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -146,6 +147,16 @@ def smaller(chunk: Sequence[K], exc: Exception) -> list[Sequence[K]]:
         half = (len(chunk) + 1) // 2
         return [chunk[:half], chunk[half:]]
     return [[item] for item in chunk]
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where `exc` was raised, as ` (at file:line in function)`: the one-line error keeps no
+    traceback (it would hold the batch's frames and tensors), but a metric's bug must show where."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    inner = frames[-1]
+    return f" (at {inner.filename}:{inner.lineno} in {inner.name})"
 
 
 def pixel_digest(image: Image) -> str:
@@ -427,7 +438,9 @@ class ScoreBook:
                     self._score_batch(spec, part)
                 return
             (record, _), what = chunk[0], " ".join(f"{type(exc).__name__}: {exc}".split())
-            values = [UnscoredImage(f"{record.source} ({record.path}): {spec.name} raised {what}")]
+            values = [
+                UnscoredImage(f"{record.source} ({record.path}): {spec.name} raised {what}{raised_at(exc)}")
+            ]
         else:
             values = record_scores(spec.name, records, raw)
         self._scores.update(((spec.name, r.path), v) for r, v in zip(records, values, strict=True))

@@ -15,12 +15,12 @@ from collections import Counter
 from dataclasses import dataclass
 
 from banana_tests.verdicts.matrix import Matrix
+from banana_tests.verdicts.outcome import VERDICTS
 
 SHARE = 0.5
 """More than this share of a metric's scored images with one identical score, or at an end of
 its score_range (normalised exactly 0 or 100: clipped by the metric), saturates it; so does any
 Δ of exactly 0. Scores beyond the range are not at an end: they still tell images apart."""
-VERDICTS = frozenset({"passed", "failed"})
 
 
 class BananaSaturationWarning(UserWarning):

@@ -160,7 +160,11 @@ def test_a_batch_that_raises_is_scored_one_image_at_a_time_and_the_rest_cached(t
     with pytest.raises(DataError) as raised:
         book.scores(SPEC, [rows[2]])
     black = f"{rows[2].source} ({rows[2].path})"
-    assert str(raised.value) == f"{black}: picky raised ValueError: too dark to score"
+    line = next(
+        n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if "raise self.error" in text
+    )
+    raised_in = f"{Path(__file__)}:{line} in __call__"
+    assert str(raised.value) == f"{black}: picky raised ValueError: too dark to score (at {raised_in})"
     again = book_of(Picky(ValueError("never called")), tmp_path)
     assert again.scores(SPEC, [r for i, r in enumerate(rows) if i != 2]) == good
     assert again.cached(SPEC, rows) == [True, True, False, True, True, True]
@@ -175,7 +179,9 @@ def test_out_of_memory_halves_the_batch_before_it_blames_an_image(tmp_path: Path
 
     assert len(good) == 5
     assert metric.calls == [6, 3, 2, 1, 3, 2, 1]  # 6 → 3 + 3, each 3 → 2 + 1: the black image alone
-    with pytest.raises(DataError, match=r"picky raised MemoryError: no room$"):
+    with pytest.raises(
+        DataError, match=r"picky raised MemoryError: no room \(at .*test_metric_raises.py:\d+ in __call__\)$"
+    ):
         book.scores(SPEC, [rows[2]])
 
 
