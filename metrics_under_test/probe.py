@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metrics_under_test.protocol import Image, MetricError
+from metrics_under_test.weights import MissingWeights
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ def probe(name: str, metric: Callable[[Sequence[Image]], Sequence[float]]) -> No
         where = " and ".join(map(str, batch))
         try:
             raw = metric([image.pixels() for image in batch])  # fresh: a metric may write into them
+        except MissingWeights:
+            raise  # weights fetched at the first call: the missing-weights rule, not a probe failure
         except Exception as exc:
             raise _failed(name, where, f"it raised {type(exc).__name__}: {exc}") from exc
         problem = _problem(batch, raw)

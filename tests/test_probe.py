@@ -14,6 +14,7 @@ from metrics_under_test import custom
 from metrics_under_test.probe import PROBE
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import resolve
+from metrics_under_test.weights import MissingWeights
 from tests.conftest import suite_folder
 
 # NaN on what no case scores: an image under 64 px a side, or a synthetic pattern of a few grey
@@ -107,6 +108,19 @@ def test_a_probe_failure_names_the_probe_image_and_what_came_back(module, call: 
     )
     (spec,) = resolve(f"{mod}:M")
     with pytest.raises(MetricError, match=error):
+        custom.build(spec, "cpu")
+
+
+def test_weights_missing_at_the_first_call_are_missing_weights_not_a_probe_failure(module) -> None:  # type: ignore[no-untyped-def]
+    """A model that fetches its weights when first called: the missing-weights rule (a skip, or
+    a failure when named with --metric) names the file, the probe does not swallow it."""
+    mod = module(
+        "from metrics_under_test.weights import MissingWeights\n\n"
+        "class M:\n    name = 'x'\n    lower_better = True\n    score_range = (0, 1)\n"
+        "    def __call__(self, images):\n        raise MissingWeights('x: no file m.pth in the cache')\n"
+    )
+    (spec,) = resolve(f"{mod}:M")
+    with pytest.raises(MissingWeights, match=r"^x: no file m.pth in the cache$"):
         custom.build(spec, "cpu")
 
 
