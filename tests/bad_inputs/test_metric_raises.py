@@ -199,3 +199,55 @@ def test_a_protocol_breach_fails_the_whole_batch_untried(tmp_path: Path) -> None
     with pytest.raises(MetricError, match="metric 'picky' returned 5 scores for 6 images"):
         book_of(metric, tmp_path).scores(SPEC, rows)
     assert metric.calls == [6]
+
+
+# ---- a real address-space limit, not a raised MemoryError ----
+
+HUNGRY = """
+import numpy as np
+from metrics_under_test.examples import laplacian_variance
+from metrics_under_test.protocol import metric
+
+
+@metric("hungry", lower_better=False, score_range=(0.0, 2000.0))
+def hungry(images):
+    work = np.ones((len(images), {per_image}), np.uint8)  # a model's activations, per image
+    del work
+    return laplacian_variance(images)
+"""
+PER_IMAGE = 256 * 2**20
+
+
+def test_under_an_address_space_limit_a_batch_too_big_is_split_and_every_case_written(tmp_path: Path) -> None:
+    """Under `RLIMIT_AS` (prlimit --as) a seed image's batch of 8 (two runs × four steps) needs 2 GiB
+    and cannot be had; its halves fit. Every planned case gets its verdict and the JUnit file holds
+    each one. Before, both step-5 cases (the ones that asked for the batch) errored with numpy's
+    raw `_ArrayMemoryError`."""
+    import resource
+
+    data = write_set(tmp_path / "data", seeds=("alpha", "beta"), steps=(1, 5, 10, 20))
+    (tmp_path / "hungry.py").write_text(HUNGRY.format(per_image=PER_IMAGE))
+    cmd = [
+        sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "--pyargs",
+        "banana_tests", f"--dataset={data}", "--metric=hungry:hungry", "--no-cache",
+        "-k", "test_detects_degradation", "--junitxml=j.xml",
+    ]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_HOME": str(tmp_path / "torch")}
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+    done = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, preexec_fn=limit
+    )
+    output = done.stdout + done.stderr
+    assert "INTERNALERROR" not in output and "MemoryError" not in output, output[-3000:]
+    assert done.returncode in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), output[-3000:]
+    outcomes = {}
+    for case in ET.parse(tmp_path / "j.xml").iter("testcase"):
+        kid = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
+        outcomes[str(case.get("name"))] = kid
+    assert len(outcomes) == 6 and set(outcomes.values()) <= {"passed", "failure"}, outcomes
+
+
+LIMIT = 2 * 2**30  # the process's own address space, and room for a batch of 4 images, not of 8
