@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from metrics_under_test.protocol import Image, MetricError
+from metrics_under_test.protocol import Image, MetricError, raised_at
 from metrics_under_test.weights import MissingWeights
 
 
@@ -57,7 +57,7 @@ def probe(name: str, metric: Callable[[Sequence[Image]], Sequence[float]]) -> No
         except MissingWeights:
             raise  # weights fetched at the first call: the missing-weights rule, not a probe failure
         except Exception as exc:
-            raise _failed(name, where, f"it raised {type(exc).__name__}: {exc}") from exc
+            raise _failed(name, where, f"it raised {type(exc).__name__}: {exc}{raised_at(exc)}") from exc
         problem = _problem(batch, raw)
         if problem:
             raise _failed(name, where, problem)

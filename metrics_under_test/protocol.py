@@ -6,6 +6,7 @@ A metric returns one finite float per image.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar, runtime_checkable
 
@@ -48,3 +49,13 @@ def metric(
         return fn
 
     return mark
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where `exc` was raised, as ` (at file:line in function)`: the one-line error keeps no
+    traceback (it would hold the batch's frames and tensors), but a metric's bug must show where."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    inner = frames[-1]
+    return f" (at {inner.filename}:{inner.lineno} in {inner.name})"

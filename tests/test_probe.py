@@ -95,7 +95,8 @@ def test_a_metric_that_is_nan_only_on_degenerate_images_loads(module) -> None:  
         (
             "raise ValueError('expected a square image')",
             r"metric 'x' failed the load-time probe \(its scores on astronaut.png \(256×256 crop\) and "
-            r"brick.png \(256×256 crop\)\): it raised ValueError: expected a square image$",
+            r"brick.png \(256×256 crop\)\): it raised ValueError: expected a square image "
+            r"\(at .*probed_\w+\.py:6 in __call__\)$",
         ),
         ("return 'good'", r"it returned 'good', not one float per image$"),
         ("return None", r"it returned None, not one float per image$"),

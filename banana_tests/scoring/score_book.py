@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import math
-import traceback
 from collections import Counter
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from banana_tests.scoring.oracle import ORACLE_KEY, Change, Reference
 from banana_tests.scoring.process_tuning import release_freed_memory
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record
-from metrics_under_test.protocol import Image, Metric, MetricError
+from metrics_under_test.protocol import Image, Metric, MetricError, raised_at
 from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import MissingWeights, UnwritableCache
 
@@ -147,16 +146,6 @@ def smaller(chunk: Sequence[K], exc: Exception) -> list[Sequence[K]]:
         half = (len(chunk) + 1) // 2
         return [chunk[:half], chunk[half:]]
     return [[item] for item in chunk]
-
-
-def raised_at(exc: BaseException) -> str:
-    """Where `exc` was raised, as ` (at file:line in function)`: the one-line error keeps no
-    traceback (it would hold the batch's frames and tensors), but a metric's bug must show where."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return ""
-    inner = frames[-1]
-    return f" (at {inner.filename}:{inner.lineno} in {inner.name})"
 
 
 def pixel_digest(image: Image) -> str:
