@@ -39,8 +39,8 @@ RUN_PROPERTIES = frozenset({"variant", "dataset", "versions", "libraries", "devi
 """The run's facts: testsuite properties; in schema 1, on the first case of each process (a trend
 case may be that one) or on every case in older files."""
 MAX_INPUT_MB = 64
-"""Default cap on one file's size: about 63,000 failing or 84,000 passing cases (the suite writes ~1.05 and
-~0.8 KB a case; benchmarks/bench_scale.py); raise it (`--max-input-mb`) for bigger single files."""
+"""Default cap on one file's size: about 51,000 failing or 65,000 passing cases (the suite writes ~1.3 and
+~1.0 KB a case; benchmarks/bench_scale.py); raise it (`--max-input-mb`) for bigger single files."""
 MAX_ATTRIBUTE = 1 << 20
 """Cap on one attribute value (property value, message): the suite writes at most a few KiB."""
 _OLDEST = datetime.min.replace(tzinfo=UTC)
