@@ -30,6 +30,7 @@ STATE = pytest.StashKey["SuiteState"]()
 """The run's suite, once the run is the suite's (see `adopt`)."""
 SHARDS = "banana-tests-shards"
 """The name of the run's ShardSelection plugin, which holds its plan."""
+SNAPSHOTS = "banana-tests-snapshots"
 GIVEN = pytest.StashKey[tuple[str, ...]]()
 """The suite options given in this run (command line and addopts), by the spellings it owns."""
 
@@ -76,9 +77,8 @@ def adopt(config: pytest.Config) -> SuiteState:
     plugins = config.pluginmanager
     plugins.register(MatrixReporter(state, config), "banana-tests-matrix")
     install_miss_summary(config)
-    shards = ShardSelection(state.settings.shard, tuple(state.metrics))
-    plugins.register(shards, SHARDS)  # before the snapshot selection: see shard_selection
-    plugins.register(SnapshotSelection(state.metrics), "banana-tests-snapshots")
+    plugins.register(SnapshotSelection(state.metrics), SNAPSHOTS)
+    plugins.register(ShardSelection(state.settings.shard, tuple(state.metrics)), SHARDS)
     if state.settings.baseline is not None:
         from banana_tests.session.gating import BaselineGate
 

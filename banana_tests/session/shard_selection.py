@@ -1,11 +1,10 @@
 """`--shard=K/N` at collection, and the run's plan for `banana-tests report`'s completeness check.
 
-Registered before the snapshot selection, so both run after pytest's own `-k`/`-m` and the
-snapshot selection drops other metrics' snapshots first (trylast hooks run last-registered
-first), and before any CI splitter registered earlier (pytest-split's group): what this hook
-sees is the run before it is split. The tests this run leaves to other jobs, `--shard`'s or a
-splitter's, are recorded as split off (banana_tests.reports.completeness), so merged files show
-a case that no job ran.
+The split runs in the plugin's late collection hook (banana_tests.plugin.pytest_collection_split): after
+pytest's own `-k`/`-m` and the snapshot selection, and before a CI splitter's (pytest-split's
+group, whose plugin is registered after the plugin module), so what it sees is the run before it
+is split. The tests this run leaves to other jobs, `--shard`'s or a splitter's, are recorded as
+split off (banana_tests.reports.completeness), so merged files show a case that no job ran.
 """
 
 from __future__ import annotations
@@ -43,8 +42,8 @@ class ShardSelection:
         prefix = getattr(config.option, "junitprefix", None)
         return [junit_id(item.nodeid, prefix) for item in items]
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def split(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """From the plugin's late collection hook (banana_tests.plugin.pytest_collection_split)."""
         self.plan.before_split = self.ids(config, items)
         if self.shard is None:
             return
