@@ -180,6 +180,11 @@ def _completeness(ledger: Ledger, notes: list[tuple[str, str]]) -> bool:
             for line in lines:
                 print(f"  {line}", file=sys.stderr)
             notes.append((title, "\n".join(lines)))
+    if ledger.repeated:
+        print(
+            f"{len(ledger.repeated)} case(s) ran more than once, with the same outcome each time",
+            file=sys.stderr,
+        )
     return not ledger.complete
 
 

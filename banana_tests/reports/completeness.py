@@ -101,5 +101,14 @@ class Ledger:
         ]
 
     @property
+    def repeated(self) -> list[str]:
+        """Cases in more than one testcase, each time with the same outcome: a note, no error."""
+        return sorted(
+            case
+            for case, seen in self.outcomes.items()
+            if len(seen) == 1 and len(next(iter(seen.values()))) > 1
+        )
+
+    @property
     def complete(self) -> bool:
         return not self.missing and not self.conflicts
