@@ -41,7 +41,7 @@ def junit_id(nodeid: str, prefix: str | None = None) -> str:
     return f"{classname}::{names[-1]}"
 
 
-def testcase_id(classname: str, name: str) -> str:
+def id_of_testcase(classname: str, name: str) -> str:
     """A JUnit testcase's id, as `junit_id` spells the test's (xdist's `@group` dropped)."""
     return f"{classname}::{strip_xdist_group(name)}"
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
-from banana_tests.reports.completeness import PLAN_PROPERTIES, Ledger, testcase_id
+from banana_tests.reports.completeness import PLAN_PROPERTIES, Ledger, id_of_testcase
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.trends import TrendSeries
@@ -283,7 +283,7 @@ def _read_file(
                 planned = ledger.plan(listed) or planned
                 suite_props = {k: v for k, v in listed if k not in PLAN_PROPERTIES}
             elif node.tag == "testcase":
-                case_id = testcase_id(node.get("classname", ""), node.get("name", ""))
+                case_id = id_of_testcase(node.get("classname", ""), node.get("name", ""))
                 ledger.saw(case_id, _outcome(node)[0], path)
                 found, legacy = _case(path, node, suite_props, stamp, (index, position))
                 for item, meta in found:
