@@ -71,6 +71,7 @@ class Ledger:
 
     expected: set[str] = field(default_factory=set)  # planned or split off by any run
     planless: list[Path] = field(default_factory=list)  # files written before runs recorded plans
+    with_plan: list[Path] = field(default_factory=list)
     outcomes: dict[str, dict[Outcome, list[Path]]] = field(default_factory=dict)
 
     def plan(self, properties: Iterable[tuple[str, str]]) -> bool:

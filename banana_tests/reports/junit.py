@@ -295,8 +295,7 @@ def _read_file(
         raise JUnitError(f"{path}: not a readable JUnit XML file ({exc})") from exc
     except OSError as exc:
         raise JUnitError(f"{path}: cannot read this file ({exc})") from exc
-    if not planned:
-        ledger.planless.append(path)
+    (ledger.with_plan if planned else ledger.planless).append(path)
 
 
 def _check_attributes(path: Path, node: ET.Element) -> None:
