@@ -137,11 +137,10 @@ def test_pytest_split_with_random_order_is_complete_or_says_what_is_not(
 ) -> None:
     """pytest-split's groups, each job in its own random order (pytest-randomly's seed): its
     groups then need not add up. The report lists exactly the cases no group ran."""
-    dataset = next(p.get("value") for p in ET.parse(runs["whole"]).iterfind("testsuite/properties/property")
-                   if p.get("name") == "dataset")  # fmt: skip
+    dataset = Path(suite_property(runs["whole"], "dataset")[0])
     groups = [
         suite_run(
-            Path(str(dataset)),
+            dataset,
             tmp_path / f"group{g}.xml",
             "-p",
             "randomly",
