@@ -202,6 +202,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(state.usage_error)
 
 
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_split(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Late in collection: other metrics' snapshot cases are deselected, then `--shard`'s part
+    of the run is kept and the run's plan noted (banana_tests.session.shard_selection). Late
+    hooks run in the order their plugins were registered: this module's comes after pytest's
+    `-k` and syrupy's, and before pytest-split's, whose plugin is registered at configure.
+    (pytest reads a hook only from a name that starts with `pytest_`: hence `specname`.)"""
+    if adopted(config) is None:
+        return
+    from banana_tests.session.ownership import SHARDS, SNAPSHOTS
+    from banana_tests.session.shard_selection import ShardSelection
+    from banana_tests.session.snapshot_selection import SnapshotSelection
+
+    snapshots, shards = (config.pluginmanager.get_plugin(name) for name in (SNAPSHOTS, SHARDS))
+    assert isinstance(snapshots, SnapshotSelection) and isinstance(shards, ShardSelection)
+    snapshots.select(config, items)
+    shards.split(config, items)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The cases that will run, after `-k`, `--lf` and every other deselection: scoring plans
     for them alone. What collection built lives to the end of the session: frozen for the

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from banana_tests.reports.completeness import INCOMPLETE_EXIT, Ledger
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, describe_replacements, read_junit
 from banana_tests.reports.trends import TrendSeries
@@ -58,6 +59,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help=f"refuse a JUnit XML file larger than this (default: {MAX_INPUT_MB} MiB)",
     )
     p.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help=f"exit 0 even when a case some run planned is in none of the files, or a case has two "
+        f"different outcomes (default: both are listed and the exit code is {INCOMPLETE_EXIT})",
+    )
+    p.add_argument(
         "--judgments",
         type=Path,
         metavar="FILE",
@@ -83,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     failing_others: list[Other] = []
     checked = ""  # the invariance table, when the run had invariance cases
     controls: list[ControlOutcome] = []
+    incomplete = False
     if args.paper_only:
         matrix = Matrix.of(paper_cells())
         metadata = {
@@ -109,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             for line in lines:
                 print(f"  {line}", file=sys.stderr)
             notes.append(("Cases seen twice (newest kept)", "\n".join(lines)))
+        incomplete = _completeness(reading.ledger, notes)
     metadata = {**metadata, **_shape(matrix), "report tool": package_versions((*RUN_PACKAGES, "matplotlib"))}
     for section in summary_sections(matrix):  # separability and the oracle, also in summary.md
         print(section)
@@ -152,7 +161,31 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {len(written)} files to {args.out}")  # the report's own, each once
     if args.write_baseline:
         print(f"wrote the baseline to {args.write_baseline}")
-    return 0
+    return INCOMPLETE_EXIT if incomplete and not args.allow_incomplete else 0
+
+
+def _completeness(ledger: Ledger, notes: list[tuple[str, str]]) -> bool:
+    """Say which planned cases no file holds and which have two outcomes (stderr and the
+    summary's notes); whether there are any."""
+    if ledger.planless and ledger.with_plan:  # only files of earlier versions: nothing to check
+        names = ", ".join(map(str, ledger.planless))
+        print(f"{names}: no plan recorded (written before banana-tests recorded one)", file=sys.stderr)
+    sections = (
+        ("planned case(s) are in none of the files", "Planned cases missing", ledger.missing),
+        ("case(s) have different outcomes", "Cases with different outcomes", ledger.conflicts),
+    )
+    for says, title, lines in sections:
+        if lines:
+            print(f"{len(lines)} {says}:", file=sys.stderr)
+            for line in lines:
+                print(f"  {line}", file=sys.stderr)
+            notes.append((title, "\n".join(lines)))
+    if ledger.repeated:
+        print(
+            f"{len(ledger.repeated)} case(s) ran more than once, with the same outcome each time",
+            file=sys.stderr,
+        )
+    return not ledger.complete
 
 
 def _judgments(path: Path) -> str | None:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
+from banana_tests.reports.completeness import PLAN_PROPERTIES, Ledger, id_of_testcase
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.trends import TrendSeries
@@ -142,6 +143,7 @@ class Reading:
     others: dict[Other, Outcome] = field(default_factory=dict)
     invariance: list[InvarianceOutcome] = field(default_factory=list)
     controls: list[ControlOutcome] = field(default_factory=list)
+    ledger: Ledger = field(default_factory=Ledger)  # the runs' plans against the testcases read
 
     def failing_others(self) -> list[Other]:
         """Trend, control and invariance cases that failed (under a baseline: xfailed or still
@@ -161,9 +163,10 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
     invariance: list[SourcedInvariance] = []
     metadata: dict[str, set[str]] = {}
     files, repeated = _distinct(paths)
+    ledger = Ledger()
     for index, path in enumerate(files):
         found: dict[bool, list[tuple[Item, dict[str, str]]]] = {True: [], False: []}  # by legacy
-        for item, props, legacy in _read_file(path, index, max_mb):
+        for item, props, legacy in _read_file(path, index, max_mb, ledger):
             found[legacy].append((item, props))
         # A file with records is this version's: a legacy-looking testcase in it is another test.
         for item, props in found[False] or found[True]:
@@ -188,7 +191,7 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
     if dates:  # the newest run's start, from its testsuite timestamp
         metadata["date"] = {max(dates).isoformat(sep=" ", timespec="seconds")}
     reading = Reading(Matrix(), metadata={k: sorted(v) for k, v in sorted(metadata.items())})
-    reading.files, reading.repeated = files, repeated
+    reading.files, reading.repeated, reading.ledger = files, repeated, ledger
     newest = {(t.series.metric, t.series.seed_image): t.series for t in sorted(trends, key=_when)}
     reading.trends = [newest[k] for k in sorted(newest)]
     newest_others = {o.key: o for o in sorted(others, key=_when)}
@@ -240,11 +243,14 @@ def _when(item: Item) -> tuple[datetime, tuple[int, int]]:
     return item.timestamp, item.order
 
 
-def _read_file(path: Path, index: int, max_mb: float) -> Iterator[tuple[Item, dict[str, str], bool]]:
-    """Each suite case in one file, with the run metadata it carries (the testsuite's properties;
-    in schema 1 also the run facts of the cases that held them) and whether schema 1's rules
-    found it. The file is parsed incrementally, each testcase dropped once read, so memory
-    follows the cases, not the XML."""
+def _read_file(
+    path: Path, index: int, max_mb: float, ledger: Ledger
+) -> Iterator[tuple[Item, dict[str, str], bool]]:
+    """Each suite case in one file, with the run metadata it carries (the testsuite's properties
+    but the plan; in schema 1 also the run facts of the cases that held them) and whether schema
+    1's rules found it. Every testcase's outcome and each testsuite's plan go to `ledger`. The
+    file is parsed incrementally, each testcase dropped once read, so memory follows the cases,
+    not the XML."""
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -257,6 +263,7 @@ def _read_file(path: Path, index: int, max_mb: float) -> Iterator[tuple[Item, di
     stack: list[ET.Element] = []
     stamp, position = _OLDEST, 0
     suite_props: dict[str, str] = {}
+    planned = False
     try:
         for event, node in ET.iterparse(path, events=("start", "end")):
             if event == "start":
@@ -272,8 +279,12 @@ def _read_file(path: Path, index: int, max_mb: float) -> Iterator[tuple[Item, di
             stack.pop()
             parent = stack[-1] if stack else None
             if node.tag == "properties" and parent is not None and parent.tag == "testsuite":
-                suite_props = _properties(parent)
+                listed = [(p.get("name", ""), p.get("value", "")) for p in node.findall("property")]
+                planned = ledger.plan(listed) or planned
+                suite_props = {k: v for k, v in listed if k not in PLAN_PROPERTIES}
             elif node.tag == "testcase":
+                case_id = id_of_testcase(node.get("classname", ""), node.get("name", ""))
+                ledger.saw(case_id, _outcome(node)[0], path)
                 found, legacy = _case(path, node, suite_props, stamp, (index, position))
                 for item, meta in found:
                     yield item, meta, legacy
@@ -284,6 +295,7 @@ def _read_file(path: Path, index: int, max_mb: float) -> Iterator[tuple[Item, di
         raise JUnitError(f"{path}: not a readable JUnit XML file ({exc})") from exc
     except OSError as exc:
         raise JUnitError(f"{path}: cannot read this file ({exc})") from exc
+    (ledger.with_plan if planned else ledger.planless).append(path)
 
 
 def _check_attributes(path: Path, node: ET.Element) -> None:

@@ -220,6 +220,14 @@ def add_data_options(addoption: AddOption) -> None:
         help="the step Δ is measured against (default: 1; the first output, as in the paper)",
     )
     addoption(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="run shard K of N (1 <= K <= N): every N-th (metric, seed image) group, a metric's "
+        "controls, invariance and snapshot cases in one shard only; merge the JUnit files with "
+        "`banana-tests report`, which checks that every planned case ran once",
+    )
+    addoption(
         "--aggregate",
         choices=("mean", "per-run"),
         default="mean",

@@ -10,8 +10,8 @@ is the suite's when
 - a collected test requests one of the suite's fixtures (`banana_metric`, `banana_case`, ...),
   which also covers the suite's own modules; this is known at collection.
 
-Then `adopt` builds the run's `SuiteState` once and registers the reporter, the snapshot
-selection and the baseline gate.
+Then `adopt` builds the run's `SuiteState` once and registers the reporter, the shard and
+snapshot selections and the baseline gate.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 SUITE_DIR = Path(__file__).resolve().parent.parent
 STATE = pytest.StashKey["SuiteState"]()
 """The run's suite, once the run is the suite's (see `adopt`)."""
+SHARDS = "banana-tests-shards"
+"""The name of the run's ShardSelection plugin, which holds its plan."""
+SNAPSHOTS = "banana-tests-snapshots"
 GIVEN = pytest.StashKey[tuple[str, ...]]()
 """The suite options given in this run (command line and addopts), by the spellings it owns."""
 
@@ -65,6 +68,7 @@ def adopt(config: pytest.Config) -> SuiteState:
         return state
     from banana_tests.session.miss_summary import install_miss_summary
     from banana_tests.session.reporter import MatrixReporter
+    from banana_tests.session.shard_selection import ShardSelection
     from banana_tests.session.snapshot_selection import SnapshotSelection
     from banana_tests.session.suite import SuiteState
 
@@ -73,7 +77,8 @@ def adopt(config: pytest.Config) -> SuiteState:
     plugins = config.pluginmanager
     plugins.register(MatrixReporter(state, config), "banana-tests-matrix")
     install_miss_summary(config)
-    plugins.register(SnapshotSelection(state.metrics), "banana-tests-snapshots")
+    plugins.register(SnapshotSelection(state.metrics), SNAPSHOTS)
+    plugins.register(ShardSelection(state.settings.shard, tuple(state.metrics)), SHARDS)
     if state.settings.baseline is not None:
         from banana_tests.session.gating import BaselineGate
 

@@ -69,6 +69,8 @@ def skip_reason(report: pytest.TestReport) -> str:
 
 WORKER_DEVICE = "banana_device"
 """The device an xdist worker scored on, in its `workeroutput` for the controller's run facts."""
+WORKER_PLAN = "banana_plan"
+"""An xdist worker's plan (planned, split off): every worker collects the same tests."""
 
 
 def device_of(state: SuiteState) -> str:
@@ -137,6 +139,7 @@ class MatrixReporter:
         # an xdist worker's reports go to the controller, which builds the matrix it prints
         self.builds_matrix = not hasattr(config, "workerinput")
         self.worker_devices: dict[str, str] = {}  # xdist worker → the device it scored on
+        self.worker_plan: tuple[list[str], list[str]] | None = None  # the first worker's
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """A control or invariance case's identity is known from its parameters: recorded now,
@@ -211,18 +214,37 @@ class MatrixReporter:
         output = getattr(node, "workeroutput", None) or {}
         if WORKER_DEVICE in output:
             self.worker_devices[str(node.gateway.id)] = output[WORKER_DEVICE]
+        if WORKER_PLAN in output and self.worker_plan is None:
+            planned, split_off = output[WORKER_PLAN]
+            self.worker_plan = (list(planned), list(split_off))
+
+    def plan(self) -> tuple[list[str], list[str]]:
+        """This run's plan (planned, split off): its own, or under xdist its first worker's."""
+        if self.worker_plan is not None:
+            return self.worker_plan
+        from banana_tests.session.ownership import SHARDS
+        from banana_tests.session.shard_selection import ShardSelection
+
+        selection = self.config.pluginmanager.get_plugin(SHARDS)
+        if not isinstance(selection, ShardSelection):
+            return [], []
+        return selection.plan.planned, selection.plan.split_off
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """The run's facts as testsuite properties, before pytest's JUnit writer writes the file;
-        only when the run had suite cases. An xdist worker hands its device to the controller."""
+        with the tests it planned and split off (banana_tests.reports.completeness); only when the
+        run had suite cases. An xdist worker hands its device and plan to the controller."""
         output = getattr(session.config, "workeroutput", None)
         if output is not None:
             output[WORKER_DEVICE] = device_of(self.state)
+            output[WORKER_PLAN] = self.plan()
             return
         add = junit_suite_property(session.config) if self.records else None
         if add is not None:
-            for name, value in run_facts(self.state, self.worker_devices):
+            from banana_tests.reports.completeness import plan_properties
+
+            for name, value in [*run_facts(self.state, self.worker_devices), *plan_properties(*self.plan())]:
                 add(name, value)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from banana_tests.data import EMBEDDED
+from banana_tests.scheduler.shards import Shard, parse_shard
 from banana_tests.session.devices import DeviceChoice, parse_device
 from banana_tests.session.options import DEFAULT_STEPS, SNAPSHOT_DIR_INI, dest_of, suite_options
 from banana_tests.trajectories.mapping import parse_map
@@ -61,6 +62,7 @@ class Settings:
     snapshot_rtol: float
     heartbeat: float | None  # seconds between "still scoring" lines of a long batch; None: never
     batch_timeout: float | None  # seconds a batch may take; None: no limit
+    shard: Shard | None  # this job's part of the suite (--shard=K/N); None: all of it
     narrowed: tuple[str, ...]  # the selection options, as typed, that keep only part of the data set
     import_dirs: tuple[Path, ...]  # where `module:callable` metrics import from (cwd, rootdir)
     command: str  # the run's command line, as the report's Run table shows it
@@ -163,6 +165,7 @@ class Settings:
             snapshot_rtol=value("snapshot-rtol"),
             heartbeat=heartbeat or None,
             batch_timeout=batch_timeout,
+            shard=parse_shard(value("shard")),
             narrowed=narrowing_options(value),
             import_dirs=tuple(dict.fromkeys((invocation_dir, rootdir))),
             command=shlex.join(["pytest", *args]),

@@ -43,8 +43,8 @@ class SnapshotSelection:
     def __init__(self, selected: Collection[str]) -> None:
         self.selected = set(selected)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def select(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """From the plugin's late collection hook (banana_tests.plugin.pytest_collection_split)."""
         keep: list[pytest.Item] = []
         drop: list[pytest.Item] = []
         snapshots = False

@@ -56,6 +56,18 @@ ROWS: dict[str, tuple[list[str], str]] = {
         ["--junitxml=data/metadata.jsonl/j.xml"],
         "data/metadata.jsonl/j.xml: cannot write the report there: ",
     ),
+    "shard-zero": (
+        ["--shard=0/2"],
+        "--shard takes K/N, shard K of N jobs with 1 <= K <= N (e.g. 1/3), got '0/2'",
+    ),
+    "shard-beyond": (
+        ["--shard=3/2"],
+        "--shard takes K/N, shard K of N jobs with 1 <= K <= N (e.g. 1/3), got '3/2'",
+    ),
+    "shard-not-k-of-n": (
+        ["--shard=x"],
+        "--shard takes K/N, shard K of N jobs with 1 <= K <= N (e.g. 1/3), got 'x'",
+    ),
     "batch-timeout-zero": (["--batch-timeout=0"], "--batch-timeout takes a positive number of seconds"),
 }
 

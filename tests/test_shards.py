@@ -1,0 +1,194 @@
+"""`--shard=K/N` and `banana-tests report`'s completeness check, on runs of the whole suite in
+fresh processes (as CI jobs run it) with the known metrics on a tiny set."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from banana_tests.reports.completeness import INCOMPLETE_EXIT, PLANNED, SPLIT_OFF, chunks, id_of_testcase
+from banana_tests.scheduler.metric_groups import group_of
+from banana_tests.scheduler.shards import Shard, parse_shard
+from tests.conftest import write_set
+
+PROJECT = Path(__file__).resolve().parent.parent
+METRICS = ("noise_level", "noise_level_reversed")
+TARGETS = ",".join(f"tests.known_metrics:{m}" for m in METRICS)
+DELTA_TESTS = ("::test_detects_degradation[", "::test_trend_detects_degradation[")
+
+
+def suite_run(dataset: Path, xml: Path, *extra: str) -> Path:
+    """The installed suite's tests in a fresh process, with no score cache; its JUnit XML."""
+    cmd = [sys.executable, "-m", "pytest", "banana_tests", "-q", "-p", "no:cacheprovider"]
+    cmd += [f"--dataset={dataset}", f"--metric={TARGETS}", f"--junitxml={xml}", "--no-cache", *extra]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(cmd, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr  # noise_level_reversed misses every step
+    return xml
+
+
+def report(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "banana_tests.cli", "report", *map(str, args)]
+    return subprocess.run(cmd, cwd=PROJECT, capture_output=True, text=True, timeout=300)
+
+
+def cases_in(xml: Path) -> list[str]:
+    return [
+        id_of_testcase(tc.get("classname", ""), tc.get("name", "")) for tc in ET.parse(xml).iter("testcase")
+    ]
+
+
+def suite_property(xml: Path, name: str) -> list[str]:
+    values = [p.get("value", "") for p in ET.parse(xml).iterfind("testsuite/properties/property")
+              if p.get("name") == name]  # fmt: skip
+    return [line for value in values for line in value.split("\n") if line]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The whole suite unsharded, as shards 1/2 and 2/2, shard 1/2 under `-n 2`, and as three shards."""
+    root = tmp_path_factory.mktemp("shards")
+    data = write_set(root / "set")
+    return {
+        "whole": suite_run(data, root / "whole.xml", "-p", "no:randomly"),
+        "1/2": suite_run(data, root / "shard1.xml", "-p", "no:randomly", "--shard=1/2"),
+        "2/2": suite_run(data, root / "shard2.xml", "-p", "no:randomly", "--banana-shard=2/2"),
+        "1/2 -n 2": suite_run(data, root / "shard1-xdist.xml", "-p", "no:randomly", "--shard=1/2", "-n", "2"),
+        **{
+            f"{k}/3": suite_run(data, root / f"third{k}.xml", "-p", "no:randomly", f"--shard={k}/3")
+            for k in (1, 2, 3)
+        },
+    }
+
+
+def test_two_shards_run_every_case_exactly_once(runs: dict[str, Path]) -> None:
+    first, second, whole = (cases_in(runs[k]) for k in ("1/2", "2/2", "whole"))
+    assert Counter(first + second) == Counter(whole)
+    assert first and second and not set(first) & set(second)
+    # a (metric, seed image) group, or a metric's controls, invariance and snapshots, in one shard
+    groups = {k: {group_of(case, METRICS) for case in cases_in(runs[k])} for k in ("1/2", "2/2")}
+    assert not groups["1/2"] & groups["2/2"]
+    non_delta = [c for c in whole if not any(t in c for t in DELTA_TESTS)]
+    for family in (
+        "::test_detects_control_degradation[",
+        "::test_score_is_invariant[",
+        "::test_scores_match",
+    ):
+        assert any(family in c for c in non_delta), family
+    assert all((c in first) != (c in second) for c in non_delta)
+
+
+def test_three_shards_merge_to_the_unsharded_matrix_byte_for_byte(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    thirds = [cases_in(runs[f"{k}/3"]) for k in (1, 2, 3)]
+    assert all(thirds) and Counter(c for third in thirds for c in third) == Counter(cases_in(runs["whole"]))
+    merged = report(*(runs[f"{k}/3"] for k in (1, 2, 3)), "--out", tmp_path / "merged")
+    whole = report(runs["whole"], "--out", tmp_path / "whole")
+    assert merged.returncode == 0 == whole.returncode, merged.stderr + whole.stderr
+    assert (tmp_path / "merged" / "matrix.csv").read_bytes() == (
+        tmp_path / "whole" / "matrix.csv"
+    ).read_bytes()
+
+
+def test_each_run_records_its_plan(runs: dict[str, Path]) -> None:
+    for key in ("1/2", "2/2", "whole"):
+        assert suite_property(runs[key], PLANNED) == cases_in(runs[key]), key
+    assert suite_property(runs["whole"], SPLIT_OFF) == []
+    assert set(suite_property(runs["1/2"], SPLIT_OFF)) == set(cases_in(runs["2/2"]))
+    # under xdist the workers' plan reaches the controller's file: the same split
+    assert sorted(suite_property(runs["1/2 -n 2"], PLANNED)) == sorted(suite_property(runs["1/2"], PLANNED))
+    assert Counter(cases_in(runs["1/2 -n 2"])) == Counter(cases_in(runs["1/2"]))
+
+
+def test_merged_shards_give_the_unsharded_matrix_and_exit_0(runs: dict[str, Path], tmp_path: Path) -> None:
+    merged, whole = (
+        report(runs["1/2"], runs["2/2"], "--out", tmp_path / "merged"),
+        report(runs["whole"], "--out", tmp_path / "whole"),
+    )
+    assert merged.returncode == 0 == whole.returncode, merged.stderr + whole.stderr
+    assert (tmp_path / "merged" / "matrix.csv").read_bytes() == (
+        tmp_path / "whole" / "matrix.csv"
+    ).read_bytes()
+    assert "in none of the files" not in merged.stderr
+
+
+def test_one_shard_alone_lists_every_missing_case(runs: dict[str, Path], tmp_path: Path) -> None:
+    done = report(runs["1/2"], "--out", tmp_path / "out")
+    assert done.returncode == INCOMPLETE_EXIT, done.stderr
+    missing = cases_in(runs["2/2"])
+    assert f"{len(missing)} planned case(s) are in none of the files:" in done.stderr
+    listed = [line.strip() for line in done.stderr.splitlines() if line.startswith("  ")]
+    assert sorted(listed) == sorted(missing)
+    assert "Planned cases missing" in (tmp_path / "out" / "report.html").read_text()
+    relaxed = report(runs["1/2"], "--out", tmp_path / "relaxed", "--allow-incomplete")
+    assert relaxed.returncode == 0, relaxed.stderr
+
+
+def test_a_case_with_two_outcomes_fails_the_merge(runs: dict[str, Path], tmp_path: Path) -> None:
+    """A rerun of shard 1 in which one passing case now fails (written into a copy of its file)."""
+    rerun = shutil.copy(runs["1/2"], tmp_path / "rerun.xml")
+    tree = ET.parse(rerun)
+    case = next(tc for tc in tree.iter("testcase") if not len(tc.findall("failure") + tc.findall("skipped")))
+    ET.SubElement(case, "failure", message="AssertionError: now it fails")
+    tree.write(rerun)
+    done = report(runs["1/2"], rerun, runs["2/2"], "--out", tmp_path / "out")
+    assert done.returncode == INCOMPLETE_EXIT, done.stderr
+    name = id_of_testcase(case.get("classname", ""), case.get("name", ""))
+    assert "1 case(s) have different outcomes:" in done.stderr
+    assert f"  {name}: passed in {runs['1/2']}, failed in {rerun}" in done.stderr
+    same = report(runs["1/2"], runs["1/2 -n 2"], runs["2/2"], "--out", tmp_path / "same")
+    assert same.returncode == 0, same.stderr  # the same outcomes twice: a note
+    assert f"{len(cases_in(runs['1/2']))} case(s) ran more than once, with the same outcome" in same.stderr
+
+
+def test_pytest_split_with_random_order_is_complete_or_says_what_is_not(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """pytest-split's groups, each job in its own random order (pytest-randomly's seed): its
+    groups then need not add up. The report lists exactly the cases no group ran."""
+    dataset = Path(suite_property(runs["whole"], "dataset")[0])
+    groups = [
+        suite_run(
+            dataset,
+            tmp_path / f"group{g}.xml",
+            "-p",
+            "randomly",
+            f"--randomly-seed={seed}",
+            "--splits=2",
+            f"--group={g}",
+        )
+        for g, seed in ((1, 7), (2, 14))
+    ]
+    ran = Counter(case for g in groups for case in cases_in(g))
+    missing = sorted(set(cases_in(runs["whole"])) - ran.keys())
+    twice = sorted(case for case, n in ran.items() if n > 1)
+    assert missing, "these seeds split the run into groups that do not add up"
+    done = report(*groups, "--out", tmp_path / "out")
+    assert done.returncode == INCOMPLETE_EXIT, done.stderr
+    listed = [line.strip() for line in done.stderr.splitlines() if line.startswith("  ") and "::" in line]
+    assert sorted(listed) == missing
+    assert f"{len(twice)} case(s) ran more than once, with the same outcome each time" in done.stderr
+
+
+def test_shards_deal_out_sorted_groups_in_turn() -> None:
+    ids = [f"t.py::test_detects_degradation[m-{seed}-step5]" for seed in "dcba"] + ["t.py::test_x[m-blur]"]
+    kept = [Shard(k, 2).keeps(ids, ("m",)) for k in (1, 2)]
+    # sorted scopes: metric:m, metric:m/a, metric:m/b, metric:m/c, metric:m/d
+    assert kept[0] == [True, False, True, False, True]  # d, b and the controls: places 4, 2, 0
+    assert kept[1] == [not k for k in kept[0]]
+    assert parse_shard("2/3") == Shard(2, 3) and parse_shard(None) is None
+
+
+def test_long_plans_are_cut_into_bounded_values() -> None:
+    ids = [f"m.test::t[{i:06d}]" for i in range(50_000)]
+    values = list(chunks(ids))
+    assert len(values) > 1 and max(map(len, values)) <= 256 * 1024
+    assert [line for v in values for line in v.split("\n")] == ids
