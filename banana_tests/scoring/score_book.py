@@ -338,6 +338,11 @@ class ScoreBook:
         """Whether each record's score came from the persistent cache."""
         return [(spec.name, r.path) in self.hits for r in records]
 
+    def failures(self, spec: MetricSpec, records: Sequence[Record]) -> dict[Path, DataError]:
+        """The error of each record of `records` that was tried and got no score, by path."""
+        found = ((r.path, self._scores.get((spec.name, r.path))) for r in records)
+        return {path: value for path, value in found if isinstance(value, DataError)}
+
     def _recall(self, spec: MetricSpec, todo: dict[Path, Record]) -> None:
         """Move every record the cache knows out of `todo` and into the scores. Each record is
         checked first, as decoding would (sha256 against its metadata, pixel limit, mode): a
