@@ -245,6 +245,6 @@ def score_oracle(state: SuiteState, plans: Sequence[CasePlan]) -> None:
             continue
         seen.add(plan.pairs)
         try:
-            state.scoring.book.changes(plan.pairs, state.planning.companions)
+            state.scoring.oracle.changes(plan.pairs, state.planning.companions)
         except DataError:
             continue
