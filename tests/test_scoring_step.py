@@ -4,6 +4,7 @@ the result builds no model, scores nothing and gives the Δs of a run that score
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -77,3 +78,61 @@ def test_the_api_fills_a_cache_the_verdict_pass_only_reads(suite: pytest.Pyteste
     found = verdict_pass(suite, "c", "verdicts.xml")
     assert {cached for _, cached in found.values()} == {"true"}
     assert {name: delta for name, (delta, _) in found.items()} == unsharded(suite)
+
+
+def cli(folder: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return folder.run(sys.executable, "-m", "banana_tests.cli", *args)
+
+
+def test_score_on_two_machines_then_merge_gives_the_unsharded_verdicts(suite: pytest.Pytester) -> None:
+    shards = {"a": ["--seed-image=alpha"], "b": ["--seed-image=beta", "--seed-image=gamma"]}
+    for cache, seeds in shards.items():
+        result = cli(suite, "score", "--dataset=data", METRIC, *seeds, f"--cache-dir={cache}", "--device=cpu")
+        assert result.ret == 0, result.stderr.str()
+        result.stderr.fnmatch_lines(["banana-tests score: [[]1/*[]] first *: 8 images (*s)"])
+    assert len(builds(suite)) == 4  # each metric once per machine
+
+    merged = cli(suite, "cache", "merge", "a", "b", "--into=merged")
+    assert merged.ret == 0, merged.stderr.str()
+    again = cli(suite, "cache", "merge", "a", "b", "--into=merged")
+    assert again.outlines == [f"0 new scores into merged ({merged.outlines[0].split()[0]} already there)"]
+
+    found = verdict_pass(suite, "merged", "verdicts.xml")
+    assert {cached for _, cached in found.values()} == {"true"}
+    assert {name: delta for name, (delta, _) in found.items()} == unsharded(suite)
+
+
+def test_a_conflicting_score_is_refused_by_key_and_nothing_is_written(suite: pytest.Pytester) -> None:
+    for cache, seed in (("a", "alpha"), ("b", "alpha")):
+        cli(
+            suite,
+            "score",
+            "--dataset=data",
+            "--metric=countmetric:First",
+            f"--seed-image={seed}",
+            f"--cache-dir={cache}",
+        )
+    with sqlite3.connect(suite.path / "b" / "scores.sqlite") as db:
+        image, metric = db.execute("SELECT image, metric FROM scores ORDER BY image LIMIT 1").fetchone()
+        db.execute("UPDATE scores SET score = score + 1 WHERE image = ? AND metric = ?", (image, metric))
+    cli(suite, "cache", "merge", "a", "--into=existing")
+    before = (suite.path / "existing" / "scores.sqlite").read_bytes()
+
+    for into in ("fresh", "existing"):
+        result = cli(suite, "cache", "merge", "a", "b", f"--into={into}")
+        assert result.ret == 1
+        message = result.stderr.str()
+        assert f"conflict for image {image}, metric 'first' (identity {metric})" in message
+        assert str(Path("a", "scores.sqlite")) in message and str(Path("b", "scores.sqlite")) in message
+    assert not (suite.path / "fresh" / "scores.sqlite").exists()
+    assert (suite.path / "existing" / "scores.sqlite").read_bytes() == before
+
+
+def test_usage_errors_exit_2(suite: pytest.Pytester) -> None:
+    (suite.path / "notacache").write_text("hello")
+    merged = cli(suite, "cache", "merge", "notacache", "--into=m")
+    assert merged.ret == 2
+    assert "notacache: not a score cache" in merged.stderr.str()
+    scored = cli(suite, "score", "--dataset=data", "--metric=countmetric:First", "--steps=1")
+    assert scored.ret == 2
+    assert "--steps=1 includes the reference step 1" in scored.stderr.str()
