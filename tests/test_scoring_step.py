@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_outcomes, suite_folder
+from tests.conftest import assert_outcomes, junit_cases, suite_folder
 from tests.known_metrics import install_known_metrics
+from tests.test_promises import IMPORTS_PLUGIN, niqe_parameters
 from tests.test_throughput import COUNTING
 
 METRIC = "--metric=countmetric:First,countmetric:Second"
@@ -136,3 +137,20 @@ def test_usage_errors_exit_2(suite: pytest.Pytester) -> None:
     scored = cli(suite, "score", "--dataset=data", "--metric=countmetric:First", "--steps=1")
     assert scored.ret == 2
     assert "--steps=1 includes the reference step 1" in scored.stderr.str()
+
+
+def test_a_verdict_pass_after_score_imports_no_torch(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pyiqa metric scored by `banana-tests score`: the verdict pass reads every score and the
+    oracle's figures from the cache, importing none of torch, pyiqa and numpy (docs/speed.md)."""
+    niqe_parameters(suite, monkeypatch)
+    selection = ("--dataset=data", "--metric=niqe", "--seed-image=alpha", "--steps=5")
+    scored = cli(suite, "score", *selection)
+    assert scored.ret == 0, scored.stderr.str()
+    assert scored.outlines[0] == "niqe: 4 images, 0 from the cache, 4 scored"  # 2 runs × steps 1 and 5
+    suite.makeconftest(IMPORTS_PLUGIN)
+    result = suite.runpytest_subprocess(*selection, "--junitxml=j.xml", "-s")
+    assert "HEAVY MODULES: none" in result.outlines
+    [(_, props)] = junit_cases(suite.path / "j.xml").values()
+    assert props["score_cached"] == "true"
