@@ -157,6 +157,15 @@ def score_selection(
         raise ScoreSetupError("--no-cache: scoring without the score cache keeps nothing")
     start = time.perf_counter()
     state = suite_state(settings, say)
+    try:
+        return _score(state, progress, start)
+    finally:  # its WAL is folded into the file: a task can ship or merge the file as it is
+        cache = state.scoring.book.cache
+        if cache is not None:
+            cache.close()
+
+
+def _score(state: SuiteState, progress: Callable[[Progress], None] | None, start: float) -> ScoreSummary:
     plans = list(state.plans.values())
     state.planning.select(plan.key for plan in plans)
     firsts, needs = first_cases(plans), state.planning.needs
@@ -174,7 +183,9 @@ def score_selection(
         records = list(dict.fromkeys(r for g, found in needs.items() if g[0] == metric for r in found))
         summaries.append(summarise(state, metric, records, failures.get(metric)))
     score_oracle(state, plans)
-    return ScoreSummary(tuple(summaries), settings.cache_dir / "scores.sqlite", time.perf_counter() - start)
+    cache = state.scoring.book.cache
+    assert cache is not None  # score_selection refuses --no-cache
+    return ScoreSummary(tuple(summaries), cache.path, time.perf_counter() - start)
 
 
 def suite_state(settings: Settings, say: Callable[[str], None]) -> SuiteState:

@@ -154,3 +154,24 @@ def test_a_verdict_pass_after_score_imports_no_torch(
     assert "HEAVY MODULES: none" in result.outlines
     [(_, props)] = junit_cases(suite.path / "j.xml").values()
     assert props["score_cached"] == "true"
+
+
+def test_the_ray_example_scores_merges_and_the_verdict_pass_scores_nothing(suite: pytest.Pytester) -> None:
+    """examples/ray/ray_score.py on a local Ray cluster of 2 CPUs (skipped where Ray is not installed)."""
+    pytest.importorskip("ray")
+    example = Path(__file__).parents[1] / "examples" / "ray" / "ray_score.py"
+    metrics = METRIC.split("=", 1)[1]
+    result = suite.run(
+        sys.executable,
+        example,
+        "--dataset=data",
+        f"--metric={metrics}",
+        "--out=work",
+        "--num-cpus=2",
+        timeout=300,
+    )
+    assert result.ret == 0, result.stderr.str()[-3000:]
+    assert sum(line.startswith(("alpha-cpu:", "beta-cpu:", "gamma-cpu:")) for line in result.outlines) == 3
+    found = verdict_pass(suite, "work/merged", "verdicts.xml")
+    assert {cached for _, cached in found.values()} == {"true"}
+    assert {name: delta for name, (delta, _) in found.items()} == unsharded(suite)
