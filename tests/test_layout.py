@@ -28,6 +28,7 @@ STAGES = {
     "banana_tests.reports": 4,
     "banana_tests.session": 5,
     "banana_tests.scheduler": 5,
+    "banana_tests.api": 5,  # the public scoring step, over the session's planning and scoring
     "banana_tests.commands": 6,
 }
 TOP = 7  # the plugin, the CLI and the shipped test modules sit above every stage

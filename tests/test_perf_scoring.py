@@ -1,4 +1,5 @@
-"""How ScoreBook spends memory: windows decoded before scoring."""
+"""How ScoreBook and the oracle spend memory: windows decoded before scoring, references kept
+while they fit."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
+from banana_tests.scoring import oracle_figures
 from banana_tests.scoring import score_book as scoring
 from banana_tests.scoring.oracle import change
+from banana_tests.scoring.oracle_figures import OracleFigures
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record, read_imagefolder
@@ -90,7 +93,7 @@ def test_batches_hold_one_image_size_and_a_bounded_number_of_pixels(monkeypatch:
     assert sorted(r.step for batch in scoring.batches(window) for r, _ in batch) == list(range(13))
 
 
-class CountedReference(scoring.Reference):
+class CountedReference(oracle_figures.Reference):
     built = 0
     passes: ClassVar[list[int]] = []  # steps per call of `changes`
 
@@ -105,7 +108,7 @@ class CountedReference(scoring.Reference):
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> type[CountedReference]:
-    monkeypatch.setattr(scoring, "Reference", CountedReference)
+    monkeypatch.setattr(oracle_figures, "Reference", CountedReference)
     monkeypatch.setattr(CountedReference, "built", 0)
     monkeypatch.setattr(CountedReference, "passes", [])
     return CountedReference
@@ -124,8 +127,8 @@ def test_the_oracle_builds_a_references_statistics_once_while_they_fit(  # type:
     pairs = oracle_pairs(make_set(seeds=("a", "b"), runs=(0, 1), steps=(1, 5, 10)))
     pairs = pairs[::2] + pairs[1::2]  # each reference comes back after the others
     if budget is not None:
-        monkeypatch.setattr(scoring, "REFERENCE_BYTES", budget)
-    book = ScoreBook("cpu", ImageStore(), loader=lambda spec, device: Recorder(ImageStore()))
+        monkeypatch.setattr(oracle_figures, "REFERENCE_BYTES", budget)
+    book = OracleFigures(ImageStore())
 
     found = [book.changes([pair])[0] for pair in pairs]  # a case at a time, as the cases ask
 
@@ -143,7 +146,7 @@ def test_a_runs_first_oracle_figure_brings_its_companions_in_one_pass(  # type: 
         companions.setdefault(ref, []).append(step)
     broken = pairs[2][1]  # run 0's step 5: a companion that cannot be decoded
     broken.path.write_bytes(broken.path.read_bytes()[:60])
-    book = ScoreBook("cpu", ImageStore(), loader=lambda spec, device: Recorder(ImageStore()))
+    book = OracleFigures(ImageStore())
 
     found = [book.changes([pair], companions)[0] for pair in pairs if pair[1] is not broken]
 

@@ -29,7 +29,10 @@ class Shard:
 
     def keeps(self, nodeids: Sequence[str], metrics: tuple[str, ...]) -> list[bool]:
         """For each test, whether this shard runs it: its unit's place among the sorted units."""
-        scopes = [_scope(nodeid, metrics) for nodeid in nodeids]
+        return self.deals([_scope(nodeid, metrics) for nodeid in nodeids])
+
+    def deals(self, scopes: Sequence[str]) -> list[bool]:
+        """For each unit's scope (repeats allowed), whether it falls to this shard."""
         place = {scope: i for i, scope in enumerate(sorted(set(scopes)))}
         return [place[scope] % self.count == self.index - 1 for scope in scopes]
 

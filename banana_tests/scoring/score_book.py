@@ -1,4 +1,5 @@
-"""Scores: each image scored once per metric, one metric model held per worker at a time."""
+"""Scores: each image scored once per metric, one metric model held per worker at a time. The
+degradation oracle's figures, which need no model, are banana_tests.scoring.oracle_figures."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import gc
 import hashlib
 import math
 from collections import Counter
-from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -14,7 +15,6 @@ from typing import TypeVar
 
 from banana_tests.scoring.batch_watch import BatchTimeout, BatchWatch
 from banana_tests.scoring.cache import ScoreCache, identity, identity_key
-from banana_tests.scoring.oracle import ORACLE_KEY, Change, Reference
 from banana_tests.scoring.process_tuning import release_freed_memory
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record
@@ -26,11 +26,8 @@ BATCH = 16
 # NIQE's largest buffer is ~400 B per pixel: this keeps it below process_tuning.MMAP_THRESHOLD.
 BATCH_PIXELS = 2**19
 WINDOW_BYTES = 64 * 2**20  # decoded images per window, scored after the whole window is decoded
-REFERENCE_BYTES = 64 * 2**20  # the oracle's latest references (a 64 px one is 96 KiB, a 2K one 100 MB)
-ORACLE_CHUNK_BYTES = 4 * 2**20  # steps' luma per oracle pass; its float32 temporaries are a few times that
 
 Loader = Callable[[MetricSpec, str], Metric]
-Pair = tuple[Record, Record]  # (reference, step)
 K = TypeVar("K")
 # Load failures the suite's rules tell apart, and what a metric raises about itself rather than
 # an image: the whole metric's cases error.
@@ -181,10 +178,6 @@ class ScoreBook:
         self._scores: dict[tuple[str, Path], float | DataError] = {}
         self._pixels: dict[tuple[str, str], float] = {}
         self.pixel_hits: set[tuple[str, str]] = set()
-        self._changes: dict[str, Change] = {}  # the oracle's, by 'reference sha256>step sha256'
-        self._pair_changes: dict[Pair, Change] = {}  # the same, by the records checked for them
-        self._references: dict[str, Reference] = {}  # the latest first-used last, by sha256
-        self._reference_bytes = 0
 
     def scores(
         self, spec: MetricSpec, records: Sequence[Record], upcoming: Sequence[Record] = ()
@@ -230,91 +223,6 @@ class ScoreBook:
                 self.cache.put(key, {d: self._pixels[(spec.name, d)] for d in todo}, description)
         return [self._pixels[(spec.name, d)] for d in digests]
 
-    def changes(
-        self, pairs: Sequence[Pair], companions: Mapping[Record, Sequence[Record]] | None = None
-    ) -> list[Change]:
-        """The degradation oracle's figures for (reference, step) record pairs. `companions` maps
-        a reference record to every step the process will compare with it: a pair's figures
-        come with theirs, in one pass over each reference's steps (a companion that cannot be
-        read is left to its own case to report). Kept in the persistent cache under both files'
-        sha256, so a fully cached run decodes no image for them either; the images are decoded
-        through the store, with the suite's checks."""
-        known = [c for pair in pairs if (c := self._pair_changes.get(pair)) is not None]
-        if len(known) == len(pairs):  # the run's first case brought them: no digest or key to build
-            return known
-        digests = [(self.images.check(ref), self.images.check(step)) for ref, step in pairs]
-        keys = [f"{ref}>{step}" for ref, step in digests]
-        own = {k: pair for k, pair in zip(keys, pairs, strict=True) if k not in self._changes}
-        todo = {**self._companions(own, companions or {}), **own}
-        if todo and self.cache is not None:
-            psnr, ssim = (self.cache.get(f"{ORACLE_KEY}/{name}", todo) for name in ("psnr", "ssim"))
-            self._changes.update({k: Change(psnr[k], ssim[k]) for k in todo if k in psnr and k in ssim})
-        by_reference: dict[Record, list[tuple[str, Record]]] = {}
-        for key, (ref, step) in todo.items():
-            if key not in self._changes:
-                by_reference.setdefault(ref, []).append((key, step))
-        for ref, steps in by_reference.items():
-            fresh = self._measure(ref, steps, own)
-            self._changes.update(fresh)
-            if self.cache is not None and fresh:
-                for name in ("psnr", "ssim"):
-                    values = {k: float(getattr(c, name)) for k, c in fresh.items()}
-                    self.cache.put(f"{ORACLE_KEY}/{name}", values, {"oracle": ORACLE_KEY})
-        found = [self._changes[k] for k in keys]
-        self._pair_changes.update(zip(pairs, found, strict=True))  # also pairs known by their bytes
-        self._pair_changes.update((pair, self._changes[k]) for k, pair in todo.items() if k in self._changes)
-        return found
-
-    def _companions(
-        self, own: Mapping[str, Pair], companions: Mapping[Record, Sequence[Record]]
-    ) -> dict[str, Pair]:
-        """The other steps of the references in `own` whose figures are not known yet, by key."""
-        found = {}
-        for ref in dict.fromkeys(ref for ref, _ in own.values()):
-            ref_digest = self.images.check(ref)
-            for step in companions.get(ref, ()):
-                try:
-                    key = f"{ref_digest}>{self.images.check(step)}"
-                except DataError:
-                    continue
-                if key not in self._changes:
-                    found[key] = (ref, step)
-        return found
-
-    def _measure(
-        self, ref: Record, steps: Sequence[tuple[str, Record]], own: Container[str]
-    ) -> dict[str, Change]:
-        """The figures of one reference's steps, ORACLE_CHUNK_BYTES of luma at a time. A step of
-        `own` that cannot be decoded raises its DataError; any other is left out."""
-        reference = self._reference(self.images.check(ref), ref)
-        per_chunk = max(1, ORACLE_CHUNK_BYTES // reference.luma.nbytes)
-        fresh: dict[str, Change] = {}
-        for start in range(0, len(steps), per_chunk):
-            keys, images = [], []
-            for key, step in steps[start : start + per_chunk]:
-                try:
-                    images.append(self.images.get(step))
-                except DataError:
-                    if key in own:
-                        raise
-                    continue
-                keys.append(key)
-            fresh.update(zip(keys, reference.changes(images), strict=True))
-        return fresh
-
-    def _reference(self, digest: str, record: Record) -> Reference:
-        """The oracle's statistics of a reference image, kept while they fit REFERENCE_BYTES: the
-        cases of one run follow each other, so most steps find theirs."""
-        found = self._references.pop(digest, None)
-        if found is None:
-            found = Reference.of(self.images.get(record))
-            self._reference_bytes += found.nbytes
-        self._references[digest] = found
-        while len(self._references) > 1 and self._reference_bytes > REFERENCE_BYTES:
-            oldest = next(iter(self._references))  # the least recently used
-            self._reference_bytes -= self._references.pop(oldest).nbytes
-        return found
-
     def figure(self, spec: MetricSpec, name: str, measure: Callable[[], float]) -> tuple[float, bool]:
         """A figure measured on the metric (an invariance check's change), kept in the persistent
         cache under the metric's identity and `name`, so a rerun builds no model for it and any
@@ -337,6 +245,11 @@ class ScoreBook:
     def cached(self, spec: MetricSpec, records: Sequence[Record]) -> list[bool]:
         """Whether each record's score came from the persistent cache."""
         return [(spec.name, r.path) in self.hits for r in records]
+
+    def failures(self, spec: MetricSpec, records: Sequence[Record]) -> dict[Path, DataError]:
+        """The error of each record of `records` that was tried and got no score, by path."""
+        found = ((r.path, self._scores.get((spec.name, r.path))) for r in records)
+        return {path: value for path, value in found if isinstance(value, DataError)}
 
     def _recall(self, spec: MetricSpec, todo: dict[Path, Record]) -> None:
         """Move every record the cache knows out of `todo` and into the scores. Each record is

@@ -32,6 +32,7 @@ from metrics_under_test.weights import stage
 
 if TYPE_CHECKING:
     from banana_tests.scoring.oracle import Change
+    from banana_tests.scoring.oracle_figures import OracleFigures
     from banana_tests.scoring.score_book import ScoreBook
     from banana_tests.session.scorer import Scorer
     from banana_tests.trajectories.view import Trajectories
@@ -132,6 +133,7 @@ class Scoring:
     named: frozenset[str]  # metrics the user named, not chosen by `offline` or `all`
     say: Callable[[str], None] = to_stderr  # a line on the terminal from a running test
     _book: ScoreBook | None = None
+    _oracle: OracleFigures | None = None
     _scorers: dict[str, Scorer] = field(default_factory=dict)
     _prepared: bool = False
 
@@ -165,6 +167,15 @@ class Scoring:
                 resolve_device(settings.device), images, loader=tuned_load, cache=cache, watch=watch
             )
         return self._book
+
+    @property
+    def oracle(self) -> OracleFigures:
+        """The degradation oracle's figures, over the book's images and cache."""
+        if self._oracle is None:
+            from banana_tests.scoring.oracle_figures import OracleFigures
+
+            self._oracle = OracleFigures(self.book.images, self.book.cache)
+        return self._oracle
 
     def scorer(self, metric: str) -> Scorer:
         """The public fixtures' Scorer of a selected metric, one per process over this book."""
@@ -325,7 +336,7 @@ class SuiteState:
 
     def changes(self, key: CaseKey) -> list[Change]:
         """The degradation oracle's figures for the case's pairs, one per run."""
-        return self.scoring.book.changes(self.plans[key].pairs, self.planning.companions)
+        return self.scoring.oracle.changes(self.plans[key].pairs, self.planning.companions)
 
 
 SELECTED = pytest.StashKey[list[MetricSpec]]()

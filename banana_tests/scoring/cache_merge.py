@@ -1,0 +1,126 @@
+"""Merging score caches: one SQLite file per machine or task, joined into one before the verdict
+pass. Scores are keyed by image sha256 and metric identity, so the same key must carry the same
+score; a key with two different scores is a conflict and nothing is written. The file-hash memo
+(paths and inodes of one machine) is not copied: the merged cache rebuilds its own."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from banana_tests.scoring.cache import BUSY_MS, FILE, SCHEMA, CacheWarning, ScoreCache
+
+
+class MergeError(Exception):
+    """A source that is no score cache, or a cache that cannot be written: nothing is written."""
+
+
+class MergeConflict(MergeError):
+    """The same (image, metric identity) with two different scores: nothing is written."""
+
+
+@dataclass(frozen=True)
+class Merged:
+    into: Path
+    added: int  # scores new to `into`
+    known: int  # scores `into` already held with the same value
+
+
+def cache_file(path: Path) -> Path:
+    """A cache folder (as --cache-dir names it) means its scores.sqlite; a file is itself."""
+    return path / FILE if path.is_dir() else path
+
+
+def merge(sources: Sequence[Path], into: Path) -> Merged:
+    """Copy every score of `sources` (cache folders or files) into the cache folder `into`
+    (created if missing), in one transaction: a conflict or an unreadable source leaves `into`
+    as it was. Running it again adds nothing."""
+    files = [cache_file(s) for s in sources]
+    for f in files:
+        if not f.is_file():
+            raise MergeError(f"{f}: no such score cache")
+    target = into / FILE
+    created = not target.exists()
+    try:
+        return _merge(files, target)
+    except BaseException:
+        if created:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{target}{suffix}").unlink(missing_ok=True)
+        raise
+
+
+def _merge(files: Sequence[Path], target: Path) -> Merged:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)  # a cache set aside or off is an error here
+        try:
+            ScoreCache(target.parent).close()  # created, checked or migrated as a run would
+        except CacheWarning as exc:
+            raise MergeError(str(exc)) from exc
+    db = sqlite3.connect(target.resolve().as_uri(), timeout=BUSY_MS / 1000, isolation_level=None, uri=True)
+    try:
+        for i, f in enumerate(files):
+            _attach(db, f"src{i}", f)
+        db.execute(
+            "CREATE TEMP TABLE origin (image TEXT, metric TEXT, file TEXT, PRIMARY KEY (image, metric))"
+        )
+        db.execute("BEGIN IMMEDIATE")
+        before = db.execute("SELECT COUNT(*) FROM main.scores").fetchone()[0]
+        known = 0
+        for i, f in enumerate(files):
+            src = f"src{i}"
+            _refuse_conflict(db, src, f, target)
+            known += db.execute(
+                f"SELECT COUNT(*) FROM {src}.scores s JOIN main.scores m USING (image, metric)"
+            ).fetchone()[0]
+            db.execute(
+                f"INSERT OR IGNORE INTO temp.origin SELECT image, metric, ? FROM {src}.scores", (str(f),)
+            )
+            db.execute(f"INSERT OR IGNORE INTO main.identities SELECT * FROM {src}.identities")
+            db.execute(f"INSERT OR IGNORE INTO main.scores SELECT * FROM {src}.scores")
+        added = db.execute("SELECT COUNT(*) FROM main.scores").fetchone()[0] - before
+        db.execute("COMMIT")
+        return Merged(target.parent, added, known)
+    except sqlite3.DatabaseError as exc:
+        raise MergeError(f"{target}: {exc}") from exc
+    finally:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        db.close()
+
+
+def _attach(db: sqlite3.Connection, src: str, file: Path) -> None:
+    """Attach a source read-only as `src`, checked to be a score cache of this version."""
+    try:
+        db.execute(f"ATTACH DATABASE ? AS {src}", (f"{file.resolve().as_uri()}?mode=ro",))
+        tables = dict(
+            db.execute(f"SELECT name, sql FROM {src}.sqlite_master WHERE type = 'table'").fetchall()
+        )
+    except sqlite3.DatabaseError as exc:
+        raise MergeError(f"{file}: not a score cache ({exc})") from exc
+    for name in ("scores", "identities"):
+        if tables.get(name) != SCHEMA[name]:
+            raise MergeError(
+                f"{file}: not a score cache of this version (table {name!r} differs or is missing)"
+            )
+
+
+def _refuse_conflict(db: sqlite3.Connection, src: str, file: Path, target: Path) -> None:
+    row = db.execute(
+        f"SELECT s.image, s.metric, s.score, m.score, o.file FROM {src}.scores s "
+        "JOIN main.scores m USING (image, metric) "
+        "LEFT JOIN temp.origin o USING (image, metric) WHERE s.score != m.score LIMIT 1"
+    ).fetchone()
+    if row is None:
+        return
+    image, metric, theirs, ours, origin = row
+    found = db.execute(f"SELECT description FROM {src}.identities WHERE metric = ?", (metric,)).fetchone()
+    name = json.loads(found[0]).get("name", "?") if found else "?"
+    raise MergeConflict(
+        f"conflict for image {image}, metric {name!r} (identity {metric}): {ours!r} in {origin or target}, "
+        f"{theirs!r} in {file}; nothing was merged"
+    )
