@@ -56,7 +56,7 @@ def test_ties_ends_and_zero_deltas_each_saturate_a_metric() -> None:
     assert "67% sit at an end of its score_range" in saturations(Matrix.of(ended))[0].message()
     beyond = [cell(s, k, 101.0 + i, -5.0 - k - i) for i, s in enumerate("abc") for k in (5, 10)]
     assert saturations(Matrix.of(beyond)) == []  # out of range, yet every image told apart
-    one_zero = [*spread, cell("d", 5, 60.0, 60.0, "failed")]
+    one_zero = [*spread, cell("d", 5, 60.0, 60.0, Outcome.FAILED)]
     assert (
         saturations(Matrix.of(one_zero))[0]
         .message()

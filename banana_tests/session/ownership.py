@@ -75,10 +75,11 @@ def adopt(config: pytest.Config) -> SuiteState:
     state = SuiteState.from_config(config)
     config.stash[STATE] = state
     plugins = config.pluginmanager
-    plugins.register(MatrixReporter(state, config), "banana-tests-matrix")
+    shards = ShardSelection(state.settings.shard, tuple(state.metrics))
+    plugins.register(MatrixReporter(state, config, shards), "banana-tests-matrix")
     install_miss_summary(config)
     plugins.register(SnapshotSelection(state.metrics), SNAPSHOTS)
-    plugins.register(ShardSelection(state.settings.shard, tuple(state.metrics)), SHARDS)
+    plugins.register(shards, SHARDS)
     if state.settings.baseline is not None:
         from banana_tests.session.gating import BaselineGate
 

@@ -18,6 +18,7 @@ from banana_tests.reports.separability_table import separability_lines
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL
 from banana_tests.session.gating import item_key
 from banana_tests.session.miss_summary import MISSED
+from banana_tests.session.shard_selection import ShardSelection
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import SuiteState
 from banana_tests.verdicts.baseline import ControlKey
@@ -124,8 +125,9 @@ class MatrixReporter:
     """Builds the matrix and the trend summary from the cases' records and prints them, with
     what a run's header and deselections need explained."""
 
-    def __init__(self, state: SuiteState, config: pytest.Config) -> None:
+    def __init__(self, state: SuiteState, config: pytest.Config, shards: ShardSelection) -> None:
         self.state = state
+        self.shards = shards  # holds the run's plan
         self.config = config
         self.matrix = Matrix()
         self.trends = TrendTally()
@@ -222,13 +224,7 @@ class MatrixReporter:
         """This run's plan (planned, split off): its own, or under xdist its first worker's."""
         if self.worker_plan is not None:
             return self.worker_plan
-        from banana_tests.session.ownership import SHARDS
-        from banana_tests.session.shard_selection import ShardSelection
-
-        selection = self.config.pluginmanager.get_plugin(SHARDS)
-        if not isinstance(selection, ShardSelection):
-            return [], []
-        return selection.plan.planned, selection.plan.split_off
+        return self.shards.plan.planned, self.shards.plan.split_off
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
