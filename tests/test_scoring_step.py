@@ -11,23 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_outcomes, junit_cases, suite_folder
-from tests.known_metrics import install_known_metrics
+from tests import test_throughput
+from tests.conftest import assert_outcomes, junit_cases
 from tests.test_promises import IMPORTS_PLUGIN, niqe_parameters
-from tests.test_throughput import COUNTING
 
+suite = test_throughput.suite  # the fixture: 3 seed images, countmetric logging its builds
 METRIC = "--metric=countmetric:First,countmetric:Second"
 JUNIT = ("-o", "junit_family=xunit1")
-
-
-@pytest.fixture
-def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    suite_folder(pytester, monkeypatch, seeds=("alpha", "beta", "gamma"), runs=(0, 1), steps=(1, 5, 10, 20))
-    install_known_metrics(pytester.path)
-    pytester.makepyfile(countmetric=COUNTING)
-    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
-    monkeypatch.setenv("BUILD_LOG", str(pytester.path / "builds.log"))
-    return pytester
 
 
 def builds(folder: pytest.Pytester) -> list[str]:
