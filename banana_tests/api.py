@@ -32,7 +32,15 @@ from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric, resolve
 from metrics_under_test.weights import MissingWeights
 
-__all__ = ["MetricSummary", "Progress", "ScoreSetupError", "ScoreSummary", "score", "score_selection"]
+__all__ = [
+    "MetricSummary",
+    "Progress",
+    "ScoreSetupError",
+    "ScoreSummary",
+    "records_to_score",
+    "score",
+    "score_selection",
+]
 
 Group = tuple[str, str]  # (metric, seed image): the suite's scheduling group
 
@@ -165,7 +173,9 @@ def score_selection(
             cache.close()
 
 
-def _score(state: SuiteState, progress: Callable[[Progress], None] | None, start: float) -> ScoreSummary:
+def selected_plans(state: SuiteState) -> list[CasePlan]:
+    """The Δ cases of the selection, `--shard`'s part of them, selected in the state's planning
+    (whose `needs` then holds each (metric, seed image) group's records)."""
     plans = list(state.plans.values())
     shard = state.settings.shard
     if shard is not None:  # its part of the (metric, seed image) units, dealt as the suite deals them
@@ -174,6 +184,19 @@ def _score(state: SuiteState, progress: Callable[[Progress], None] | None, start
         scopes = [Unit(plan.key.metric, plan.key.seed_image).scope for plan in plans]
         plans = [plan for plan, kept in zip(plans, shard.deals(scopes), strict=True) if kept]
     state.planning.select(plan.key for plan in plans)
+    return plans
+
+
+def records_to_score(settings: Settings) -> dict[Group, list[Record]]:
+    """Each (metric, seed image) group's records that `score` would score for `settings`, found
+    without building a metric, importing torch or opening a cache."""
+    state = suite_state(settings, to_stderr)
+    selected_plans(state)
+    return {group: list(dict.fromkeys(found)) for group, found in state.planning.needs.items()}
+
+
+def _score(state: SuiteState, progress: Callable[[Progress], None] | None, start: float) -> ScoreSummary:
+    plans = selected_plans(state)
     firsts, needs = first_cases(plans), state.planning.needs
     failures: dict[str, Exception] = {}
     for done, group in enumerate(needs, 1):  # a metric's groups follow each other: one model at a time

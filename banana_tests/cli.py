@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
-COMMANDS = ("metrics", "report", "generate", "fixtures", "options", "judge", "score", "cache")
+COMMANDS = ("metrics", "report", "generate", "fixtures", "options", "judge", "score", "plan", "cache")
 
 
 def parser() -> argparse.ArgumentParser:
