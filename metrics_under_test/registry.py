@@ -102,12 +102,31 @@ def lookup(name: str) -> MetricSpec:
     installed = {n.lower(): (n, t) for n, t in custom.entry_points().items()}
     if key in installed:
         return custom.entry_point_spec(*installed[key])
+    for entry_point, target in installed.values():  # one name per metric: say whose it is
+        if _declared_name(target) == key:
+            raise UnknownMetric(
+                f"unknown metric {name!r}: entry point {entry_point!r} -> {target} declares name "
+                f"{key!r}; rename one so they agree"
+            )
     valid = sorted([*catalog(), *installed])
     raise UnknownMetric(
         f"unknown metric {name!r}.{_did_you_mean(key, installed)} Valid names: {', '.join(SPECIAL)}, "
         + ", ".join(valid)
         + "; or package.module:attr for your own metric"
     )
+
+
+def _declared_name(target: str) -> str | None:
+    """The `name` an entry point's target declares without being built (a class, an instance or
+    an `@metric` function); None for a factory or a target that does not import. Only asked on
+    the way to an unknown-metric error."""
+    from metrics_under_test import custom
+
+    try:
+        declared = getattr(custom.import_target(target), "name", None)
+    except Exception:  # a broken entry point is its own error when it is named
+        return None
+    return declared.lower() if isinstance(declared, str) else None
 
 
 def _did_you_mean(key: str, installed: Iterable[str]) -> str:
