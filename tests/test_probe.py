@@ -3,8 +3,6 @@ fails to build, errors each of its cases in one short line (issue 33, item 2).""
 
 from __future__ import annotations
 
-import textwrap
-import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from metrics_under_test.probe import PROBE
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import resolve
 from metrics_under_test.weights import MissingWeights
+from tests import test_custom_metrics
 from tests.conftest import suite_folder
 
 # NaN on what no case scores: an image under 64 px a side, or a synthetic pattern of a few grey
@@ -56,16 +55,7 @@ class Crashing:
 """
 
 
-@pytest.fixture
-def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def write(source: str) -> str:
-        name = f"probed_{uuid.uuid4().hex}"
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-        return name
-
-    return write
+module = test_custom_metrics.module  # the fixture: writes a source as an importable module
 
 
 def test_the_probe_scores_seed_crops_of_two_shapes() -> None:
@@ -96,7 +86,7 @@ def test_a_metric_that_is_nan_only_on_degenerate_images_loads(module) -> None:  
             "raise ValueError('expected a square image')",
             r"metric 'x' failed the load-time probe \(its scores on astronaut.png \(256×256 crop\) and "
             r"brick.png \(256×256 crop\)\): it raised ValueError: expected a square image "
-            r"\(at .*probed_\w+\.py:6 in __call__\)$",
+            r"\(at .*usermetric_\w+\.py:6 in __call__\)$",
         ),
         ("return 'good'", r"it returned 'good', not one float per image$"),
         ("return None", r"it returned None, not one float per image$"),

@@ -11,8 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.commands.score import scoring_options
+from banana_tests.session.options import SuiteOption
 
 _SIZE = re.compile(r"^(?P<w>[1-9]\d*)x(?P<h>[1-9]\d*)$")
+
+
+def selection_options() -> list[SuiteOption]:
+    """`score`'s options but the cache: a plan opens none."""
+    return [o for o in scoring_options() if o.name != "cache-dir"]
 
 
 def add_parser(subparsers: Any) -> None:
@@ -24,9 +30,8 @@ def add_parser(subparsers: Any) -> None:
         "pixels), and the fewest --shard=K/N jobs of --job-cores cores whose slowest fits --job-hours. "
         "Exit 0, or 2 for bad options or data set.",
     )
-    for option in scoring_options():
-        if option.name != "cache-dir":
-            p.add_argument(option.short, dest=option.dest, **option.attrs)
+    for option in selection_options():
+        p.add_argument(option.short, dest=option.dest, **option.attrs)
     p.add_argument("--job-hours", type=float, default=6.0, help="a job's time limit in hours (default 6)")
     p.add_argument("--job-cores", type=int, default=2, help="cores, so xdist workers, per job (default 2)")
     p.add_argument(
@@ -42,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from banana_tests.commands.metrics import CPU_SECONDS_2K
     from banana_tests.scheduler.cost_plan import Unit, plan_cost
 
-    values = {o.name: getattr(args, o.dest) for o in scoring_options() if o.name != "cache-dir"}
+    values = {o.name: getattr(args, o.dest) for o in selection_options()}
     try:
         if args.job_hours <= 0 or args.job_cores < 1:
             raise ScoreSetupError("--job-hours must be above 0 and --job-cores at least 1")
