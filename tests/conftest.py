@@ -100,12 +100,20 @@ def suite_folder(
     return pytester
 
 
+CI_VARIABLES = ("CI", "BUILD_NUMBER")  # pytest's running_on_ci
+
+
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytester, whose runs keep pytest-randomly (a dev dependency for tests/test_beside_plugins.py,
     which turns it back on with `-p randomly`) out: it would shuffle, reseed and import numpy in
-    every run these tests start. pytester clears PYTEST_ADDOPTS when it is made, so it is set after."""
+    every run these tests start. pytester clears PYTEST_ADDOPTS when it is made, so it is set after.
+    Its runs also lay their terminal out as off CI: on CI (`CI` or `BUILD_NUMBER` set) pytest's short
+    summary prints each failure's whole message, which the tests of the terminal count line by line
+    (tests/test_output.py pins the CI layout)."""
     monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+    for name in CI_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     return pytester
 
 

@@ -57,6 +57,24 @@ def test_a_failing_verdict_is_one_line_without_a_traceback(suite: pytest.Pyteste
     assert {c.outcome for c in reading.matrix.cells.values()} == {"failed"}  # verdicts, not errors
 
 
+def test_on_ci_the_short_summary_carries_each_miss_whole(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On CI pytest prints each failure's whole message in its short summary: a miss's is its
+    figure and its verdict line, so the verdict reads once in the suite's section and once there."""
+    monkeypatch.setenv("CI", "true")
+    result = suite.runpytest_subprocess("--dataset=data", f"--metric={REVERSED}", "--steps=5")
+    assert_outcomes(result, missed=2)
+    out = result.stdout.str()
+    section, summary = out.split("short test summary info")
+    assert section.count("noise_level_reversed did not detect") == 2 and "= FAILURES =" not in section
+    lines = summary.splitlines()
+    for seed in ("alpha", "beta"):
+        at = next(i for i, line in enumerate(lines) if line.startswith("MISSED ") and f"-{seed}-" in line)
+        assert " - Failed: Δ5 = +" in lines[at]
+        assert lines[at + 1].startswith(FAILING_LINE.format(seed=seed, step=5))
+
+
 def test_the_suite_adds_its_own_sections_and_leaves_pytests_stats_alone(suite: pytest.Pytester) -> None:
     """Failing verdicts are filed by pytest itself under their own category (the public
     pytest_report_teststatus hook), so no plugin's stats are taken apart and put back."""
