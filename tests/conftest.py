@@ -183,6 +183,7 @@ TOOL_CACHES = {
     ".hypothesis",
     "build",
     ".tox",
+    ".ci-cache",  # .ci/run's TORCH_HOME: the suite stages pyiqa's weights there, as it should
 }
 
 
