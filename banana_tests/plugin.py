@@ -252,8 +252,9 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """What the run changed in its process (collector, allocator, torch's threads) is put back
-    (banana_tests.scoring.saved_state)."""
-    if adopted(config) is None:
+    (banana_tests.scoring.saved_state), except in an xdist worker, whose process ends with the
+    session: unfreezing there handed its exit a full collection (0.1-0.2 s a worker)."""
+    if adopted(config) is None or hasattr(config, "workerinput"):
         return
     from banana_tests.scoring.saved_state import SAVED
 

@@ -172,6 +172,28 @@ def test_a_suite_run_tunes_its_collector_after_collection(pytester: pytest.Pytes
     result.assert_outcomes(passed=1)
 
 
+def test_an_xdist_worker_keeps_its_tuning_to_its_exit(pytester: pytest.Pytester) -> None:
+    """A worker's process ends with its session: nothing to hand back, and unfreezing there gave
+    its exit a full collection over every object the run froze (docs/speed.md)."""
+    pytester.makeconftest(
+        """
+        import gc
+        import pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_unconfigure(config):
+            if hasattr(config, "workerinput"):
+                print("frozen at the worker's end:", gc.get_freeze_count(), file=open("seen.txt", "w"))
+        """
+    )
+    pytester.makepyfile(test_own="def test_collector(banana_metric):\n    pass\n")
+    result = pytester.runpytest_subprocess("--metric=laplacian_variance", "-n", "1")
+
+    result.assert_outcomes(passed=1)
+    frozen = int((pytester.path / "seen.txt").read_text().split(":")[1])
+    assert frozen > 10_000
+
+
 # A suite run inside a longer-lived process (pytest.main, as a notebook or an in-process pytester
 # would): the state it tunes, before and after, then glibc's handling of a 64 MiB buffer.
 AROUND_A_RUN = """

@@ -13,7 +13,8 @@ notebook, an in-process pytester run) hands it back as it found it:
   asked its settings, and once set they no longer move with the allocations, so this is the
   nearest to where the dynamic thresholds settle.
 
-The at-exit freeze (process_tuning.freeze_heap_at_exit) stays: it acts only as the interpreter
+An xdist worker is not restored: its process ends with the session. The at-exit freeze
+(process_tuning.freeze_heap_at_exit) stays: it acts only as the interpreter
 exits, and spares it the teardown's full collections.
 """
 
