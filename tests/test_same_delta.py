@@ -44,5 +44,17 @@ def test_serial_and_two_workers_write_the_same_scores_and_deltas(tmp_path: Path)
     deltas = {name: props["delta"] for name, (_, props) in serial.items() if "delta" in props}
     assert len(deltas) == 16, sorted(serial)  # 8 seed images × steps 5 and 10
     assert sorted(parallel) == sorted(serial)
-    differing = {name: (serial[name], parallel[name]) for name in serial if serial[name] != parallel[name]}
-    assert not differing  # outcome and every property: delta, both raw scores, normalised scores
+    differing = [
+        what_differs(name, serial[name], parallel[name]) for name in serial if serial[name] != parallel[name]
+    ]
+    assert not differing, "\n".join(differing)  # outcome and every property: delta, raw and normalised scores
+
+
+def what_differs(name: str, serial: tuple[str, dict[str, str]], parallel: tuple[str, dict[str, str]]) -> str:
+    """One line a case: the outcomes and each property whose values differ, serial → -n 2."""
+    parts = [f"outcome {serial[0]} → {parallel[0]}"] if serial[0] != parallel[0] else []
+    for prop in sorted(serial[1].keys() | parallel[1].keys()):
+        before, after = serial[1].get(prop), parallel[1].get(prop)
+        if before != after:
+            parts.append(f"{prop} {before} → {after}")
+    return f"{name}: " + "; ".join(parts)
