@@ -9,9 +9,12 @@ serial and `-n 2`, each with a fresh score cache, and prints the wall times and 
 against the floor FLOOR (`-n 2` / serial ≤ 0.70 where scoring outweighs start-up). Then the same
 for the embedded set's 24 PIQE Δ cases, where `-n 2` must not be slower than serial. Every pair
 of runs must write the same JUnit Δs to every digit. The runs alternate, so a burst of load hits
-both kinds alike; with --repeat N the fastest of each counts. OMP_NUM_THREADS is left unset:
-the suite's thread policy decides (docs/speed.md). The load average is printed, because the
-figures depend on it. Exits 1 when a Δ differs.
+both kinds alike; with --repeat N the fastest of each counts. Bytecode is kept in a prefix in
+--work and written by an untimed run first: without it every process compiles pytest's
+assertion-rewritten copies of hypothesis and the suite again (PYTHONDONTWRITEBYTECODE, as set on
+this project's machine), 1 s more per process, which `-n 2` pays three times. OMP_NUM_THREADS
+is left unset: the suite's thread policy decides (docs/speed.md). The load average is printed,
+because the figures depend on it. Exits 1 when a Δ differs.
 """
 
 from __future__ import annotations
@@ -119,6 +122,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="runs-", dir=work) as tmp:
         env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
         env |= {"HF_HUB_OFFLINE": "1", "TORCH_HOME": f"{tmp}/torch", "BANANA_WEIGHTS_DIR": args.weights_dir}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode kept, as a user's machine keeps it
+        env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+        suite_run(settings[-1], 0, Path(tmp) / "warm-up", env)  # untimed: writes that bytecode
         before = os.getloadavg()
         print(f"{os.cpu_count()} CPUs, {len(os.sched_getaffinity(0))} usable; fastest of {args.repeat}")
         print(f"{'set':<26} {'cases':>5} {'serial':>10} {'-n 2':>10} {'ratio':>6}  bound  met  Δs")
