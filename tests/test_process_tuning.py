@@ -178,12 +178,13 @@ def test_an_xdist_worker_keeps_its_tuning_to_its_exit(pytester: pytest.Pytester)
     pytester.makeconftest(
         """
         import gc
+        from pathlib import Path
         import pytest
 
         @pytest.hookimpl(trylast=True)
         def pytest_unconfigure(config):
             if hasattr(config, "workerinput"):
-                print("frozen at the worker's end:", gc.get_freeze_count(), file=open("seen.txt", "w"))
+                Path("seen.txt").write_text(f"frozen at the worker's end: {gc.get_freeze_count()}")
         """
     )
     pytester.makepyfile(test_own="def test_collector(banana_metric):\n    pass\n")

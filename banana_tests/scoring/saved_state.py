@@ -14,8 +14,8 @@ notebook, an in-process pytester run) hands it back as it found it:
   nearest to where the dynamic thresholds settle.
 
 An xdist worker is not restored: its process ends with the session. The at-exit freeze
-(process_tuning.freeze_heap_at_exit) stays: it acts only as the interpreter
-exits, and spares it the teardown's full collections.
+(process_tuning.freeze_heap_at_exit) stays: it acts only as the interpreter exits, and spares it
+the teardown's full collections.
 """
 
 from __future__ import annotations
