@@ -328,7 +328,7 @@ def test_a_named_metric_that_cannot_load_fails_as_the_shipped_cases_do(suite: py
         "test_detects_degradation[cnniqa-alpha-step5]",
         "test_detects_degradation[cnniqa-beta-step5]",
     }
-    named = "cnniqa was named with --metric but cannot load: "
+    named = "cnniqa is on trial but cannot load: "
     # a setup error quotes the message: failed on setup with "Failed: ..."
     reasons = {m[m.index(named) :].rstrip('"') for ms in messages.values() for m in ms if m and named in m}
     assert len(reasons) == 1 and "CNNIQA_koniq10k-e6f14c91.pth" in reasons.pop(), messages
@@ -344,7 +344,7 @@ def test_a_metric_that_offline_or_all_chose_skips_with_the_loading_message() -> 
     with pytest.raises(pytest.skip.Exception, match=r"^brisque: no brisque_svm_weights.pth$"):
         load_or_skip("brisque", False, load)
     with pytest.raises(
-        pytest.fail.Exception, match=r"^brisque was named with --metric but cannot load: brisque"
+        pytest.fail.Exception, match=r"^brisque is on trial but cannot load: brisque"
     ):
         load_or_skip("brisque", True, load)
 
