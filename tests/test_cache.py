@@ -199,7 +199,9 @@ def test_installed_libraries_are_keyed_by_version_and_only_real_files_are_hashed
     description = identity(spec, "cpu")
     libraries = description["libraries"]
     assert isinstance(libraries, dict)
-    assert {dist: metadata.version(dist) for dist in ("piq", "scikit-image", "torch")}.items() <= libraries.items()
+    assert {
+        dist: metadata.version(dist) for dist in ("piq", "scikit-image", "torch")
+    }.items() <= libraries.items()
     assert isinstance(description["sources"], dict)
     assert description["sources"].keys() == {f"libuser_{tag}", f"{names['namespace']}.helper"}
 

@@ -54,8 +54,20 @@ def wheel(folder: Path, name: str, version: str, source: str, requires: tuple[st
 
 def pip_install(target: Path, wheel_file: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--upgrade"]
-        + ["--disable-pip-version-check", "--target", str(target), str(wheel_file)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--upgrade",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(wheel_file),
+        ],
         check=True,
         capture_output=True,
     )

@@ -35,6 +35,8 @@ def test_the_default_metrics_without_their_files_print_hints_that_run(suite: pyt
 
     if MIRROR is None:
         unavailable("no pyiqa weights mirror")
-    given = suite.runpytest_subprocess("--dataset=data", "--steps=5", "--weights-dir=FOLDER".replace("FOLDER", str(MIRROR)))
+    given = suite.runpytest_subprocess(
+        "--dataset=data", "--steps=5", "--weights-dir=FOLDER".replace("FOLDER", str(MIRROR))
+    )
     outcomes = given.parseoutcomes()
     assert not {"errors", "error"} & outcomes.keys() and outcomes.get("passed"), given.stdout.str()[-2000:]

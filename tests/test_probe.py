@@ -99,12 +99,30 @@ def test_a_metric_that_is_nan_only_on_degenerate_images_loads(module) -> None:  
         ("return None", r"it returned None, not one float per image$"),
         # float() takes each of these; on 3466396 they loaded (text, booleans) or escaped the probe
         # as a RuntimeError traceback (complex and meta tensors)
-        ("return ['0.5'] * len(images)", r"it returned '0.5', text, not a number: return one float per image$"),
-        ("return [True] * len(images)", r"it returned True, a boolean, not a score: return one float per image$"),
-        ("return [1 + 2j] * len(images)", r"it returned \(1\+2j\), a complex number, not a score: return one"),
-        ("return np.ones(len(images), bool)", r"it returned np.True_, a boolean, not a score: return one float"),
-        ("return torch.ones(len(images), dtype=torch.complex64)", r", a complex number \(torch.complex64\), not a score"),
-        ("return torch.ones(len(images), device='meta')", r"it returned a tensor on the meta device \(torch.float32\), which holds no value"),
+        (
+            "return ['0.5'] * len(images)",
+            r"it returned '0.5', text, not a number: return one float per image$",
+        ),
+        (
+            "return [True] * len(images)",
+            r"it returned True, a boolean, not a score: return one float per image$",
+        ),
+        (
+            "return [1 + 2j] * len(images)",
+            r"it returned \(1\+2j\), a complex number, not a score: return one",
+        ),
+        (
+            "return np.ones(len(images), bool)",
+            r"it returned np.True_, a boolean, not a score: return one float",
+        ),
+        (
+            "return torch.ones(len(images), dtype=torch.complex64)",
+            r", a complex number \(torch.complex64\), not a score",
+        ),
+        (
+            "return torch.ones(len(images), device='meta')",
+            r"it returned a tensor on the meta device \(torch.float32\), which holds no value",
+        ),
         ("return torch.ones(len(images), 2)", r"it returned tensor\(\[1., 1.\]\), 2 values where one is due"),
         ("return torch.tensor(0.5)", r"it returned tensor\(0.5000\), not one float per image \(TypeError: "),
     ],

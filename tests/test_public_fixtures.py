@@ -343,9 +343,7 @@ def test_a_metric_that_offline_or_all_chose_skips_with_the_loading_message() -> 
 
     with pytest.raises(pytest.skip.Exception, match=r"^brisque: no brisque_svm_weights.pth$"):
         load_or_skip("brisque", False, load)
-    with pytest.raises(
-        pytest.fail.Exception, match=r"^brisque is on trial but cannot load: brisque"
-    ):
+    with pytest.raises(pytest.fail.Exception, match=r"^brisque is on trial but cannot load: brisque"):
         load_or_skip("brisque", True, load)
 
 

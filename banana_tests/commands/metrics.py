@@ -163,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
     _print_paper_metrics(table)
     missing = [r for r in table if not r.get("available", True)]
     print(f"\n{len(table) - len(missing)} of {len(table)} metrics can run here. To provide parameter files:")
-    print(f"  put them in {pyiqa_cache_dir()} or in a folder passed as --weights-dir=FOLDER / $BANANA_WEIGHTS_DIR;")
+    print(f"  put them in {pyiqa_cache_dir()} or in a folder passed as --weights-dir=FOLDER")
+    print("  or $BANANA_WEIGHTS_DIR;")
     print("  `banana-tests metrics --json` gives each file's URL and path.")
     print("s/2K: CPU seconds per 2048x1152 image measured on the project's 2-core machine (docs/metrics.md).")
     return 0

@@ -230,9 +230,9 @@ def identity(
 ) -> dict[str, object]:
     """What produces a metric's scores; a change to any part is a cache miss. A custom metric's
     part is all the code of its own it runs, the installed distributions (name and version) that
-    code imports with every distribution they require, and the files it declares (`own_code`); a VLM's, the adapters' code and the hub
-    commit its files come from. The device is its kind (`cuda`, not `cuda:1`), so xdist workers
-    on different GPUs share their scores."""
+    code imports with every distribution they require, and the files it declares (`own_code`);
+    a VLM's, the adapters' code and the hub commit its files come from. The device is its kind
+    (`cuda`, not `cuda:1`), so xdist workers on different GPUs share their scores."""
     from importlib import metadata
 
     description: dict[str, object] = {"name": spec.name, "backend": spec.backend}

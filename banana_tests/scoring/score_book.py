@@ -74,7 +74,9 @@ def _record_score(name: str, record: Record, value: object) -> float | DataError
         return UnscoredImage(f"{record.source} ({record.path}): metric {name!r} returned {exc}")
     if math.isfinite(score):
         return score
-    return UnscoredImage(f"{record.source} ({record.path}): metric {name!r} scored it {score!r}, not a finite number")
+    return UnscoredImage(
+        f"{record.source} ({record.path}): metric {name!r} scored it {score!r}, not a finite number"
+    )
 
 
 def pixel_scores(name: str, positions: Sequence[Sequence[int]], scores: Sequence[float]) -> list[float]:
