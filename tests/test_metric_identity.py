@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -115,3 +116,40 @@ def test_the_requirements_tree_of_a_real_library_is_keyed() -> None:
     for dist in ("piq", "scikit-image", "torchvision", "torch", "scipy", "numpy", "pillow"):
         assert versions[metadata.metadata(dist)["Name"]] == metadata.version(dist)
     assert "pytest" not in versions  # only an extra of scikit-image's requires it
+
+
+USES_PIQ = """
+import piq
+
+
+class M:
+    name, lower_better, score_range = "m", True, (0.0, 1.0)
+
+    def __call__(self, images):
+        return [0.5 for _ in images]
+"""
+KEY = (
+    "{before}\n"
+    "from banana_tests.scoring.cache import identity, identity_key\n"
+    "from metrics_under_test.registry import resolve\n"
+    "(spec,) = resolve('uses_piq:M')\n"
+    "print(identity_key(identity(spec, 'cpu')))\n"
+)
+
+
+def test_the_key_is_the_same_whatever_the_process_imported_before(tmp_path: Path) -> None:
+    """An xdist worker where another metric loaded torch and scikit-image first, and one where
+    nothing did, key the metric alike: the tree is read from metadata, not from sys.modules."""
+    (tmp_path / "uses_piq.py").write_text(USES_PIQ)
+    keys = {
+        subprocess.run(
+            [sys.executable, "-c", KEY.format(before=before)],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for before in ("", "import torch, skimage.feature, torchvision")
+    }
+    assert len(keys) == 1 and len(keys.pop().strip()) == 64
