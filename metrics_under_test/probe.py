@@ -11,12 +11,12 @@ one `MetricError` naming the probe, the probe image and what came back.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from metrics_under_test.protocol import Image, MetricError, raised_at
-from metrics_under_test.score_value import NotAScore, as_score
+from metrics_under_test.score_value import NotAScore, as_list, as_score, short
 from metrics_under_test.weights import MissingWeights
 
 
@@ -71,22 +71,15 @@ def _failed(name: str, where: str, what: str) -> MetricError:
 
 def _problem(batch: Sequence[ProbeImage], raw: Any) -> str:
     """What is wrong with `raw` as the scores of `batch`, or ''."""
-    if isinstance(raw, str | bytes) or not isinstance(raw, Iterable):
-        return f"it returned {_short(raw)}, not one float per image"
     try:
-        returned = list(raw)
-    except Exception as exc:  # a 0-d tensor or array cannot be iterated
-        return f"it returned {_short(raw)}, not one float per image ({type(exc).__name__}: {exc})"
+        returned = as_list(raw)
+    except NotAScore as exc:
+        return f"it returned {exc}"
     if len(returned) != len(batch):
-        return f"it returned {len(returned)} score(s) for {len(batch)} image(s): {_short(returned)}"
+        return f"it returned {len(returned)} score(s) for {len(batch)} image(s): {short(returned, 120)}"
     try:
         values = [as_score(v) for v in returned]
     except NotAScore as exc:
         return f"it returned {exc}: return one float per image"
     bad = [f"{image}: {v!r}" for image, v in zip(batch, values, strict=True) if not math.isfinite(v)]
     return f"non-finite score(s), {'; '.join(bad)}" if bad else ""
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."

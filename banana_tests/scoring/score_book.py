@@ -19,7 +19,7 @@ from banana_tests.scoring.process_tuning import release_freed_memory
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.protocol import Image, Metric, MetricError, raised_at
-from metrics_under_test.score_value import NotAScore, as_score
+from metrics_under_test.score_value import NotAScore, as_list, as_score
 from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import MissingWeights, UnwritableCache
 
@@ -60,7 +60,10 @@ def record_scores(name: str, records: Sequence[Record], scores: Sequence[float])
     """One finite float per record, or an error naming each record whose score is not one (see
     `score_value`). A metric that returns the wrong number of scores errors each record of that
     batch, by file: which score is whose cannot be known, and no other record is touched."""
-    returned = list(scores)
+    try:
+        returned = as_list(scores)
+    except NotAScore as exc:
+        return [UnscoredImage(f"{r.source} ({r.path}): metric {name!r} returned {exc}") for r in records]
     if len(returned) != len(records):
         what = f"metric {name!r} returned {len(returned)} scores for a batch of {len(records)} images"
         return [UnscoredImage(f"{r.source} ({r.path}): {what}, this one among them") for r in records]

@@ -58,6 +58,8 @@ def misbehaving(images):
         return scores + [0.0]
     if act == "short" and any(marked):
         return scores[1:]
+    if act == "none" and any(marked):
+        return None
     return scores
 """
 METRIC = "--metric=misbehaving:misbehaving"
@@ -202,6 +204,14 @@ ROWS = {
         errored=frozenset({"misbehaving-alpha-step5"}),
         named=A5,
         says="metric 'misbehaving' returned 1 scores for a batch of 2 images, this one among them",
+    ),
+    "no scores at all": Row(
+        "none",
+        marked=A5[:1],
+        size=(64, 48),
+        errored=frozenset({"misbehaving-alpha-step5"}),
+        named=A5[:1],
+        says="metric 'misbehaving' returned None, not one float per image",
     ),
     # under the run mean, a case named only its first bad record
     "two bad records in one mean": Row(
