@@ -2,7 +2,7 @@
 
 Reads the registry and the installed entry points only; pyiqa and torch are never imported, so
 the listing is instant. Availability is about parameter files: present in pyiqa's cache
-(`$TORCH_HOME/hub`), or in the `--weights-dir` mirror the suite links them from.
+(`$TORCH_HOME/hub`), or in the `--weights-dir` mirror the suite stages them from.
 """
 
 from __future__ import annotations
