@@ -189,22 +189,17 @@ ROWS = {
     ),
     # a wrong count raised on whichever case first asked for the batch, naming no file; now the
     # records of that batch (the two marked images, of a size of their own) error, each by file
-    "one score too many": Row(
-        "extra",
-        marked=A5,
-        size=(64, 48),
-        errored=frozenset({"misbehaving-alpha-step5"}),
-        named=A5,
-        says="metric 'misbehaving' returned 3 scores for a batch of 2 images, this one among them",
-    ),
-    "one score too few": Row(
-        "short",
-        marked=A5,
-        size=(64, 48),
-        errored=frozenset({"misbehaving-alpha-step5"}),
-        named=A5,
-        says="metric 'misbehaving' returned 1 scores for a batch of 2 images, this one among them",
-    ),
+    **{
+        f"one score too {which}": Row(
+            act,
+            marked=A5,
+            size=(64, 48),
+            errored=frozenset({"misbehaving-alpha-step5"}),
+            named=A5,
+            says=f"metric 'misbehaving' returned {count} scores for a batch of 2 images, this one among them",
+        )
+        for which, act, count in (("many", "extra", 3), ("few", "short", 1))
+    },
     "no scores at all": Row(
         "none",
         marked=A5[:1],
