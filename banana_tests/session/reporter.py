@@ -22,6 +22,7 @@ from banana_tests.session.shard_selection import ShardSelection
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import SuiteState
 from banana_tests.verdicts.baseline import ControlKey
+from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix, TrendTally
 from banana_tests.verdicts.outcome import Outcome
@@ -144,11 +145,11 @@ class MatrixReporter:
         self.worker_plan: tuple[list[str], list[str]] | None = None  # the first worker's
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """A control or invariance case's identity is known from its parameters: recorded now,
-        so a case that errors in setup still names itself."""
+        """A control, invariance or search case's identity is known from its parameters:
+        recorded now, so a case that errors in setup still names itself."""
         for item in items:
             key = item_key(item)
-            if isinstance(key, ControlKey | InvarianceKey):
+            if isinstance(key, ControlKey | InvarianceKey | SearchKey):
                 item.user_properties.extend(CaseRecord(key).identity())
 
     @pytest.hookimpl(wrapper=True)

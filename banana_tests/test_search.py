@@ -1,0 +1,180 @@
+"""The worst escape: how degraded can an image get and still score as well as its clean source?
+
+Under `--search=N` each selected metric gets one case, `test_no_worst_escape[<metric>]`, in
+which hypothesis draws N degradations (banana_tests.editors.degradation: strengths and step counts
+of the replica emulator) of crops of the clean seed images, scores clean and degraded with the
+metric's `Scorer` (batched and cached as every family), and targets the most degraded image the
+metric still rates at least as well as the clean one (banana_tests.verdicts.escape). An escape,
+plainly visible by the documented PSNR rule, fails the case; hypothesis shrinks it, and the case
+names the worst escape seen and writes its PNG pair. Found escapes are kept in hypothesis's
+example database in the score cache's folder, so the next run replays them first.
+
+Written on the public fixtures; collected only under `--search` (banana_tests.plugin).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from _pytest.outcomes import Failed
+
+from banana_tests.session.ownership import STATE
+from banana_tests.session.scorer import Scorer
+from banana_tests.test_control import CROP, Crop, clean_images
+from banana_tests.test_invariance import write
+from banana_tests.verdicts.escape import SEARCH_FIXTURE, SearchLog, Seen
+from banana_tests.verdicts.record import figure_properties
+from banana_tests.verdicts.verdict import fail_verdict
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+    from banana_tests.editors.degradation import Degradation
+
+SEED = 20261204
+"""The search's seed when `--hypothesis-seed` is not given: the same draws on every run."""
+FOLDER = "search"
+"""Beside the score cache: `hypothesis/<metric>` holds the example database, `pairs/<metric>` the PNGs."""
+
+
+@dataclass(frozen=True)
+class Search:
+    """A run's search: examples per metric, hypothesis's seed, where its database and PNGs go
+    (no database under `--no-cache`: nothing is replayed)."""
+
+    examples: int
+    seed: int
+    database: Path | None
+    pairs: Path
+
+
+class EscapeFound(AssertionError):
+    """An example escaped: the failure hypothesis shrinks."""
+
+
+class Stopped(BaseException):
+    """Raised through hypothesis, which would take a `Failed` (pytest-timeout's, a metric that
+    cannot load) or a `SystemExit` for a failing example and run the next one."""
+
+
+def folder_name(metric: str) -> str:
+    """A metric's name as a folder (a `module:callable` target holds ':' and '.')."""
+    return re.sub(r"[^\w.-]", "_", metric)
+
+
+@pytest.fixture(name=SEARCH_FIXTURE)
+def banana_search(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Search:
+    """The run's `--search` settings, with its folders."""
+    settings = pytestconfig.stash[STATE].settings
+    assert settings.search is not None  # the module is collected only under --search
+    base = settings.cache_dir / FOLDER if settings.cache_dir else tmp_path_factory.mktemp(FOLDER)
+    given = pytestconfig.getoption("hypothesis_seed", None)
+    return Search(
+        settings.search,
+        SEED if given is None else int(given),
+        base / "hypothesis" if settings.cache_dir else None,
+        base / "pairs",
+    )
+
+
+def crops() -> SearchStrategy[Crop]:
+    """A crop of a clean seed image, CROP px a side (shrinks to the first image's top-left corner)."""
+    from hypothesis import strategies as st
+
+    images = clean_images()
+
+    @st.composite
+    def crop(draw: st.DrawFn) -> Crop:
+        name = draw(st.sampled_from(sorted(images)))
+        height, width = images[name].shape[:2]
+        h, w = (draw(st.integers(min(CROP[0], side), min(CROP[1], side))) for side in (height, width))
+        return Crop(name, draw(st.integers(0, height - h)), draw(st.integers(0, width - w)), h, w)
+
+    return crop()
+
+
+def search(scorer: Scorer, chosen: Search, log: SearchLog) -> None:
+    """Run hypothesis over `chosen.examples` drawn degradations; raise EscapeFound on an escape
+    (after shrinking), or what stopped the search (a timeout, a metric that cannot load)."""
+    from hypothesis import HealthCheck, given, seed, settings, target
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    from banana_tests.editors.degradation import degradations
+    from banana_tests.scoring.oracle import change
+
+    stop: list[BaseException] = []
+    database = None
+    if chosen.database is not None:
+        database = DirectoryBasedExampleDatabase(chosen.database / folder_name(scorer.name))
+
+    @settings(  # above @seed, which would turn the database off: replay and seed together
+        max_examples=chosen.examples,
+        deadline=None,
+        database=database,
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
+    @seed(chosen.seed)
+    @given(crop=crops(), degradation=degradations())
+    def example(crop: Crop, degradation: Degradation) -> None:
+        try:
+            clean = crop.pixels
+            degraded = degradation.apply(clean)
+            norm_clean, norm_degraded = map(scorer.normalise, scorer.scores([clean, degraded]))
+        except (Failed, SystemExit) as exc:
+            stop.append(exc)
+            raise Stopped from exc
+        moved = change(clean, degraded)
+        seen = Seen(crop, degradation, moved.psnr, moved.ssim, norm_clean, norm_degraded)
+        log.add(seen)
+        target(seen.objective, label="how degraded, past the metric")
+        if seen.escaped:
+            raise EscapeFound(seen.describe())
+
+    try:
+        example()
+    except Stopped:
+        raise stop[0] from None
+
+
+def write_pair(log: SearchLog, folder: Path) -> None:
+    """The shown image and its clean source as PNGs, named by what was drawn (kept across runs)."""
+    from banana_tests.editors.degradation import Degradation
+
+    shown = log.shown
+    if shown is None:
+        return
+    crop, drawn = shown.crop, shown.degradation
+    assert isinstance(crop, Crop) and isinstance(drawn, Degradation)
+    name = hashlib.sha256(f"{crop!r}|{drawn}".encode()).hexdigest()[:12]
+    folder.mkdir(parents=True, exist_ok=True)
+    clean = crop.pixels
+    kind = "escaped" if log.escape is not None else "detected"
+    pair = (write(folder / f"{name}-clean.png", clean), write(folder / f"{name}-{kind}.png", drawn.apply(clean)))
+    log.pair = (str(pair[0]), str(pair[1]))
+
+
+def test_no_worst_escape(
+    request: pytest.FixtureRequest, pytestconfig: pytest.Config, banana_metric: Scorer, banana_search: Search
+) -> None:
+    """Its identity (the metric) is recorded at collection (session.reporter); its figures here."""
+    log = SearchLog()
+    start = time.perf_counter()
+    try:
+        search(banana_metric, banana_search, log)
+    except EscapeFound:
+        pass
+    finally:
+        log.seconds = time.perf_counter() - start
+    write_pair(log, banana_search.pairs / folder_name(banana_metric.name))
+    request.node.user_properties.extend(figure_properties(log.properties()))
+    if log.escape is not None:
+        fail_verdict(log.line(banana_metric.name), f"escaped at PSNR {log.escape.psnr:.2f} dB", pytestconfig)
+
