@@ -6,8 +6,9 @@ of the replica emulator) of crops of the clean seed images, scores clean and deg
 metric's `Scorer` (batched and cached as every family), and targets the most degraded image the
 metric still rates at least as well as the clean one (banana_tests.verdicts.escape). An escape,
 plainly visible by the documented PSNR rule, fails the case; hypothesis shrinks it, and the case
-names the worst escape seen and writes its PNG pair. Found escapes are kept in hypothesis's
-example database in the score cache's folder, so the next run replays them first.
+names the worst escape seen and writes its PNG pair. Beside the score cache, hypothesis's example
+database keeps what it found and `replay/<metric>.json` the worst escape, which the next run
+tries first, as an explicit example: a known escape fails the case at once.
 
 Written on the public fixtures; collected only under `--search` (banana_tests.plugin).
 """
@@ -15,15 +16,18 @@ Written on the public fixtures; collected only under `--search` (banana_tests.pl
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
-from dataclasses import dataclass
+import warnings
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from _pytest.outcomes import Failed
 
+from banana_tests.atomic import write_atomic
 from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import Scorer
 from banana_tests.test_control import CROP, Crop, clean_images
@@ -40,7 +44,8 @@ if TYPE_CHECKING:
 SEED = 20261204
 """The search's seed when `--hypothesis-seed` is not given: the same draws on every run."""
 FOLDER = "search"
-"""Beside the score cache: `hypothesis/<metric>` holds the example database, `pairs/<metric>` the PNGs."""
+"""Beside the score cache: `hypothesis/<metric>` holds the example database, `replay/<metric>.json`
+the worst escape, `pairs/<metric>` the PNGs."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class Search:
     examples: int
     seed: int
     database: Path | None
+    replay: Path | None
     pairs: Path
 
 
@@ -60,7 +66,8 @@ class EscapeFound(AssertionError):
 
 class Stopped(BaseException):
     """Raised through hypothesis, which would take a `Failed` (pytest-timeout's, a metric that
-    cannot load) or a `SystemExit` for a failing example and run the next one."""
+    cannot load) or a `SystemExit` for a failing example and run the next one; also once the
+    shrinking budget is spent, which keeps the escape shrunk so far (and in the database)."""
 
 
 def folder_name(metric: str) -> str:
@@ -79,6 +86,7 @@ def banana_search(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPath
         settings.search,
         SEED if given is None else int(given),
         base / "hypothesis" if settings.cache_dir else None,
+        base / "replay" if settings.cache_dir else None,
         base / "pairs",
     )
 
@@ -100,9 +108,11 @@ def crops() -> SearchStrategy[Crop]:
 
 
 def search(scorer: Scorer, chosen: Search, log: SearchLog) -> None:
-    """Run hypothesis over `chosen.examples` drawn degradations; raise EscapeFound on an escape
-    (after shrinking), or what stopped the search (a timeout, a metric that cannot load)."""
-    from hypothesis import HealthCheck, given, seed, settings, target
+    """Run hypothesis over `chosen.examples` drawn degradations; raise EscapeFound on an escape,
+    after shrinking it for at most as many examples again, or what stopped the search (a
+    timeout, a metric that cannot load). The budget counts examples, not seconds, so a seed
+    gives the same escape on a fast machine and a slow one."""
+    from hypothesis import HealthCheck, Phase, example, given, seed, settings, target
     from hypothesis.database import DirectoryBasedExampleDatabase
 
     from banana_tests.editors.degradation import degradations
@@ -113,17 +123,9 @@ def search(scorer: Scorer, chosen: Search, log: SearchLog) -> None:
     if chosen.database is not None:
         database = DirectoryBasedExampleDatabase(chosen.database / folder_name(scorer.name))
 
-    @settings(  # above @seed, which would turn the database off: replay and seed together
-        max_examples=chosen.examples,
-        deadline=None,
-        database=database,
-        report_multiple_bugs=False,
-        suppress_health_check=list(HealthCheck),
-        print_blob=False,
-    )
-    @seed(chosen.seed)
-    @given(crop=crops(), degradation=degradations())
-    def example(crop: Crop, degradation: Degradation) -> None:
+    def scored(crop: Crop, degradation: Degradation) -> None:
+        if log.shrinks() >= chosen.examples:
+            raise Stopped  # as many examples shrinking as searching: the escape so far stands
         try:
             clean = crop.pixels
             degraded = degradation.apply(clean)
@@ -138,10 +140,65 @@ def search(scorer: Scorer, chosen: Search, log: SearchLog) -> None:
         if seen.escaped:
             raise EscapeFound(seen.describe())
 
+    test = given(crop=crops(), degradation=degradations())(scored)
+    known = replayed(chosen.replay, scorer.name)
+    if known is not None:
+        test = example(crop=known[0], degradation=known[1])(test)
+    test = seed(chosen.seed)(test)
+    # settings last: @seed turns the database off, and a run should both replay and be seeded;
+    # no `explain` phase, which varies a shrunk escape's arguments at the cost of a score each
+    test = settings(
+        max_examples=chosen.examples,
+        deadline=None,
+        database=database,
+        phases=tuple(p for p in Phase if p is not Phase.explain),
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )(test)
     try:
-        example()
+        test()
     except Stopped:
-        raise stop[0] from None
+        if stop:
+            raise stop[0] from None
+        raise EscapeFound from None
+
+
+def replay_file(folder: Path, metric: str) -> Path:
+    return folder / f"{folder_name(metric)}.json"
+
+
+def replayed(folder: Path | None, metric: str) -> tuple[Crop, Degradation] | None:
+    """The worst escape a run of this metric wrote, to try first; None without one, and a
+    warning for a file that does not read (a later escape rewrites it)."""
+    from banana_tests.editors.degradation import Degradation
+
+    path = None if folder is None else replay_file(folder, metric)
+    if path is None or not path.is_file():
+        return None
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+        crop, drawn = Crop(**known["crop"]), Degradation(**known["degradation"])
+        if crop.pixels.shape[:2] != (crop.height, crop.width):
+            raise ValueError(f"the box {crop!r} is not inside {crop.seed_image}")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        warnings.warn(f"{path}: not replayed ({type(exc).__name__}: {exc})", stacklevel=2)
+        return None
+    return crop, drawn
+
+
+def remember(log: SearchLog, folder: Path | None, metric: str) -> None:
+    """Keep the worst escape for the next run to try first."""
+    escape = log.escape
+    if folder is None or escape is None:
+        return
+    from banana_tests.editors.degradation import Degradation
+
+    crop, drawn = escape.crop, escape.degradation
+    assert isinstance(crop, Crop) and isinstance(drawn, Degradation)
+    folder.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"crop": asdict(crop), "degradation": asdict(drawn)}, indent=1)
+    write_atomic(replay_file(folder, metric), text.encode("utf-8"))
 
 
 def write_pair(log: SearchLog, folder: Path) -> None:
@@ -157,8 +214,9 @@ def write_pair(log: SearchLog, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     clean = crop.pixels
     kind = "escaped" if log.escape is not None else "detected"
-    pair = (write(folder / f"{name}-clean.png", clean), write(folder / f"{name}-{kind}.png", drawn.apply(clean)))
-    log.pair = (str(pair[0]), str(pair[1]))
+    degraded = drawn.apply(clean)
+    written = write(folder / f"{name}-clean.png", clean), write(folder / f"{name}-{kind}.png", degraded)
+    log.pair = (str(written[0]), str(written[1]))
 
 
 def test_no_worst_escape(
@@ -174,7 +232,7 @@ def test_no_worst_escape(
     finally:
         log.seconds = time.perf_counter() - start
     write_pair(log, banana_search.pairs / folder_name(banana_metric.name))
+    remember(log, banana_search.replay, banana_metric.name)
     request.node.user_properties.extend(figure_properties(log.properties()))
     if log.escape is not None:
         fail_verdict(log.line(banana_metric.name), f"escaped at PSNR {log.escape.psnr:.2f} dB", pytestconfig)
-

@@ -35,7 +35,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "sharpen": (0.0, 1.5),  # unsharp-mask amount after the round trip
 }
 """Each parameter's range: from nothing (the lower end) to about twice the embedded recipe's
-strength (docs/trial.md, "The worst escape"). Hypothesis shrinks towards the upper ends."""
+strength (docs/trial.md, "The worst escape"). Hypothesis shrinks towards the lower ends."""
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class Degradation:
     seed: int = 0
 
     def __str__(self) -> str:
-        """`steps=12 blur_sigma=0.31 …`: the parameters in one line, floats to 3 significant digits."""
-        return " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in asdict(self).items())
+        """`steps=12 blur_sigma=0.3107 …`: every parameter in one line, as drawn (4 decimals)."""
+        return " ".join(f"{k}={v}" for k, v in asdict(self).items())
 
     def params(self) -> EmulatorParams:
         """The emulator's parameters: these strengths, no reframing, no per-run tint direction."""
@@ -71,18 +71,16 @@ class Degradation:
 
 
 def degradations() -> SearchStrategy[Degradation]:
-    """Hypothesis's strategy over `RANGES`. Each parameter is drawn as its distance below the
-    strongest setting, so shrinking (towards zero) moves towards the most degraded image that
-    still fails: a shrunk escape is as bad as the search could make it, not the mildest one.
-    Floats are rounded to 4 decimals, so the parameters a report prints rebuild the same image."""
+    """Hypothesis's strategy over `RANGES`; it shrinks towards the lower ends (no degradation), so
+    a shrunk escape is the mildest one found. Floats are rounded to 4 decimals, so the parameters
+    a report prints rebuild the same image."""
     from hypothesis import strategies as st
 
     def strength(name: str) -> SearchStrategy[float]:
         low, high = RANGES[name]
-        below = st.floats(0.0, high - low, allow_nan=False, allow_infinity=False)
-        return below.map(lambda v: round(high - v, 4))
+        drawn = st.floats(low, high, allow_nan=False, allow_infinity=False)
+        return drawn.map(lambda v: round(v, 4))
 
     low, high = (int(end) for end in RANGES["steps"])
-    steps = st.integers(0, high - low).map(lambda k: high - k)
     floats = {name: strength(name) for name in RANGES if name != "steps"}
-    return st.builds(Degradation, steps=steps, seed=st.integers(0, 2**16 - 1), **floats)
+    return st.builds(Degradation, steps=st.integers(low, high), seed=st.integers(0, 2**16 - 1), **floats)

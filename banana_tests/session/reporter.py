@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import pytest
 
 from banana_tests.cases import CaseKind, Field
+from banana_tests.reports.search_table import SearchOutcome, search_lines
 from banana_tests.reports.separability_table import separability_lines
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL
 from banana_tests.session.gating import item_key
@@ -138,6 +139,7 @@ class MatrixReporter:
         self.verdict_lines: list[str] = []  # failing verdicts, printed one line each
         # under --tb=long or --full-trace, their reports: printed with their tracebacks instead
         self.verdict_reports: list[pytest.TestReport] = []
+        self.searches: list[SearchOutcome] = []  # the worst-escape searches (--search)
         self.tracebacks = keeps_traceback(config)
         # an xdist worker's reports go to the controller, which builds the matrix it prints
         self.builds_matrix = not hasattr(config, "workerinput")
@@ -210,6 +212,8 @@ class MatrixReporter:
             self.trends.add(record.key.metric, outcome, record.number(Field.SPEARMAN), first)
         elif record.kind is CaseKind.DELTA:
             self.matrix.add(record.cell(outcome).as_verdict())
+        elif record.kind is CaseKind.SEARCH:
+            self.searches.append(SearchOutcome.of(record, outcome))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:
@@ -268,6 +272,10 @@ class MatrixReporter:
         for found in saturations(self.matrix):
             write(f"banana-tests: warning: {found.message()}", yellow=True)
             warn(found)
+        if self.searches:
+            terminalreporter.section("banana-tests worst escape")
+            for line in search_lines(self.searches):
+                write(line)
         trends = self.trends.lines()
         if trends:
             terminalreporter.section("banana-tests trends")

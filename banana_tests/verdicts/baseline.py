@@ -140,7 +140,8 @@ def load_baseline(path: Path) -> frozenset[Known]:
 def _key(entry: dict[str, Any]) -> Known:
     kind = entry.get("kind")
     if kind not in ENTRY_KEYS:
-        raise ValueError(f"unknown kind {kind!r} (known: trend, control, invariance, search, or none for a Δ cell)")
+        known = "trend, control, invariance, search, or none for a Δ cell"
+        raise ValueError(f"unknown kind {kind!r} (known: {known})")
     required, optional = ENTRY_KEYS[kind]
     unknown = sorted(set(entry) - required - optional)
     if unknown:

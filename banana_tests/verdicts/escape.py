@@ -4,8 +4,7 @@ An escape is a degraded image that the metric scores at least as well as its cle
 (normalised, so higher is better for every metric) while the degradation is plainly visible:
 its PSNR against the clean image (BT.601 luma, as the degradation oracle computes it) is below
 VISIBLE_PSNR. The search (banana_tests/test_search.py) fails a metric on an escape and reports the
-one hypothesis shrank it to, which its drawing makes the most degraded it could reach; with none,
-the most degraded image (the lowest PSNR) the metric did detect.
+worst one it saw (the lowest PSNR); with none, the most degraded image the metric did detect.
 Kept apart from the test module, which imports hypothesis and numpy: the record and the report
 read these figures without them.
 """
@@ -73,12 +72,14 @@ class Seen:
 
 @dataclass
 class SearchLog:
-    """What one search saw: the examples scored, the escape (the last one seen: hypothesis ends by
-    replaying the example it shrank to), the most degraded image the metric detected, and where
-    the PNG pair of the one shown was written."""
+    """What one search saw: the examples scored, the worst escape (lowest PSNR), the one hypothesis
+    shrank to (the mildest visible escape it found), the most degraded image the metric detected,
+    and where the PNG pair of the one shown was written."""
 
     examples: int = 0
+    found_at: int | None = None  # the example that first escaped
     escape: Seen | None = None
+    shrunk: Seen | None = None  # the last escape seen: hypothesis ends on the one it shrank to
     most_degraded_detected: Seen | None = None
     pair: tuple[str, str] | None = None
     seconds: float = 0.0
@@ -86,11 +87,18 @@ class SearchLog:
     def add(self, seen: Seen) -> None:
         self.examples += 1
         if seen.escaped:
-            self.escape = seen
+            if self.escape is None or seen.psnr < self.escape.psnr:
+                self.escape = seen
+            self.shrunk = seen
+            self.found_at = self.found_at or self.examples
         elif seen.norm_degraded < seen.norm_clean:
             best = self.most_degraded_detected
             if best is None or seen.psnr < best.psnr:
                 self.most_degraded_detected = seen
+
+    def shrinks(self) -> int:
+        """Examples scored since the first escape: hypothesis's shrinking."""
+        return 0 if self.found_at is None else self.examples - self.found_at
 
     @property
     def shown(self) -> Seen | None:
@@ -99,11 +107,12 @@ class SearchLog:
 
     def line(self, metric: str) -> str:
         """The failing case's one line (an escape must have been found)."""
-        escape = self.escape
-        assert escape is not None and self.pair is not None
+        escape, shrunk = self.escape, self.shrunk
+        assert escape is not None and shrunk is not None and self.pair is not None
         return (
             f"{metric} scores a plainly degraded image as well as its clean source: {escape.describe()}; "
-            f"pair (clean, escaped): {self.pair[0]} {self.pair[1]} ({self.examples} examples)"
+            f"pair (clean, escaped): {self.pair[0]} {self.pair[1]}; shrunk to the mildest escape: "
+            f"PSNR {shrunk.psnr:.2f} dB after {shrunk.degradation} ({self.examples} examples)"
         )
 
     def properties(self) -> dict[Field, str]:
