@@ -77,9 +77,11 @@ def folder_name(metric: str) -> str:
 
 @pytest.fixture(name=SEARCH_FIXTURE)
 def banana_search(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Search:
-    """The run's `--search` settings, with its folders."""
+    """The run's `--search` settings, with its folders; skips the search without `--search` (a
+    user's module that imports the test is collected in every run)."""
     settings = pytestconfig.stash[STATE].settings
-    assert settings.search is not None  # the module is collected only under --search
+    if settings.search is None:
+        pytest.skip("the worst-escape search runs under --search=N")
     base = settings.cache_dir / FOLDER if settings.cache_dir else tmp_path_factory.mktemp(FOLDER)
     given = pytestconfig.getoption("hypothesis_seed", None)
     return Search(
