@@ -54,7 +54,7 @@ class Search:
     (no database under `--no-cache`: nothing is replayed)."""
 
     examples: int
-    seed: int
+    seed: int | str  # `--hypothesis-seed` takes any text, as hypothesis's own tests do
     database: Path | None
     replay: Path | None
     pairs: Path
@@ -86,7 +86,7 @@ def banana_search(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPath
     given = pytestconfig.getoption("hypothesis_seed", None)
     return Search(
         settings.search,
-        SEED if given is None else int(given),
+        SEED if given is None else int(given) if str(given).isdigit() else str(given),
         base / "hypothesis" if settings.cache_dir else None,
         base / "replay" if settings.cache_dir else None,
         base / "pairs",
@@ -110,10 +110,12 @@ def crops() -> SearchStrategy[Crop]:
 
 
 def search(scorer: Scorer, chosen: Search, log: SearchLog) -> None:
-    """Run hypothesis over `chosen.examples` drawn degradations; raise EscapeFound on an escape,
-    after shrinking it for at most as many examples again, or what stopped the search (a
-    timeout, a metric that cannot load). The budget counts examples, not seconds, so a seed
-    gives the same escape on a fast machine and a slow one."""
+    """Run hypothesis: N examples (`chosen.examples`) that only look, targeting the worst escape;
+    after them, the first escape ends the search and is shrunk for at most N more examples
+    (EscapeFound); a replayed escape ends it at once. Raises what stopped the search (a timeout,
+    a metric that cannot load) instead. The budget counts examples, not seconds, so a seed gives
+    the same escape on a fast machine and a slow one. At most 2N examples are drawn: when none
+    after the first N escapes, the worst of the N stands, unshrunk."""
     from hypothesis import HealthCheck, Phase, example, given, seed, settings, target
     from hypothesis.database import DirectoryBasedExampleDatabase
 
@@ -125,32 +127,37 @@ def search(scorer: Scorer, chosen: Search, log: SearchLog) -> None:
     if chosen.database is not None:
         database = DirectoryBasedExampleDatabase(chosen.database / folder_name(scorer.name))
 
+    known = replayed(chosen.replay, scorer.name)
+    raised: list[int] = []  # the example whose escape ended the search: shrinking follows
+
     def scored(crop: Crop, degradation: Degradation) -> None:
-        if log.shrinks() >= chosen.examples:
+        if raised and log.examples - raised[0] >= chosen.examples:
             raise Stopped  # as many examples shrinking as searching: the escape so far stands
-        try:
+        try:  # all the example's work: a timeout strikes wherever the time goes
             clean = crop.pixels
             degraded = degradation.apply(clean)
             norm_clean, norm_degraded = map(scorer.normalise, scorer.scores([clean, degraded]))
+            moved = change(clean, degraded)
         except (Failed, SystemExit) as exc:
             stop.append(exc)
             raise Stopped from exc
-        moved = change(clean, degraded)
         seen = Seen(crop, degradation, moved.psnr, moved.ssim, norm_clean, norm_degraded)
         log.add(seen)
         target(seen.objective, label="how degraded, past the metric")
-        if seen.escaped:
+        looked = log.examples > chosen.examples  # the first N examples search, whatever they find
+        if seen.escaped and (looked or raised or (known is not None and log.examples == 1)):
+            raised[:] = raised or [log.examples]
+            log.shrunk = seen  # hypothesis ends on the example it shrank to
             raise EscapeFound(seen.describe())
 
     test = given(crop=crops(), degradation=degradations())(scored)
-    known = replayed(chosen.replay, scorer.name)
     if known is not None:
         test = example(crop=known[0], degradation=known[1])(test)
     test = seed(chosen.seed)(test)
     # settings last: @seed turns the database off, and a run should both replay and be seeded;
     # no `explain` phase, which varies a shrunk escape's arguments at the cost of a score each
     test = settings(
-        max_examples=chosen.examples,
+        max_examples=2 * chosen.examples,
         deadline=None,
         database=database,
         phases=tuple(p for p in Phase if p is not Phase.explain),

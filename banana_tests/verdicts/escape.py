@@ -77,9 +77,8 @@ class SearchLog:
     and where the PNG pair of the one shown was written."""
 
     examples: int = 0
-    found_at: int | None = None  # the example that first escaped
     escape: Seen | None = None
-    shrunk: Seen | None = None  # the last escape seen: hypothesis ends on the one it shrank to
+    shrunk: Seen | None = None  # the escape hypothesis shrank to; None when none ended the search
     most_degraded_detected: Seen | None = None
     pair: tuple[str, str] | None = None
     seconds: float = 0.0
@@ -89,16 +88,10 @@ class SearchLog:
         if seen.escaped:
             if self.escape is None or seen.psnr < self.escape.psnr:
                 self.escape = seen
-            self.shrunk = seen
-            self.found_at = self.found_at or self.examples
         elif seen.norm_degraded < seen.norm_clean:
             best = self.most_degraded_detected
             if best is None or seen.psnr < best.psnr:
                 self.most_degraded_detected = seen
-
-    def shrinks(self) -> int:
-        """Examples scored since the first escape: hypothesis's shrinking."""
-        return 0 if self.found_at is None else self.examples - self.found_at
 
     @property
     def shown(self) -> Seen | None:
@@ -108,11 +101,11 @@ class SearchLog:
     def line(self, metric: str) -> str:
         """The failing case's one line (an escape must have been found)."""
         escape, shrunk = self.escape, self.shrunk
-        assert escape is not None and shrunk is not None and self.pair is not None
+        assert escape is not None and self.pair is not None
+        mildest = "" if shrunk is None else f"; shrunk to {shrunk.psnr:.2f} dB after {shrunk.degradation}"
         return (
             f"{metric} scores a plainly degraded image as well as its clean source: {escape.describe()}; "
-            f"pair (clean, escaped): {self.pair[0]} {self.pair[1]}; shrunk to the mildest escape: "
-            f"PSNR {shrunk.psnr:.2f} dB after {shrunk.degradation} ({self.examples} examples)"
+            f"pair (clean, escaped): {self.pair[0]} {self.pair[1]}{mildest} ({self.examples} examples)"
         )
 
     def properties(self) -> dict[Field, str]:
