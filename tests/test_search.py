@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from banana_tests.cases import Field
 from banana_tests.cli import main
 from banana_tests.scoring.oracle import change
 from metrics_under_test.pyiqa_backend import PyiqaMetric
@@ -189,3 +190,34 @@ def test_without_search_the_default_run_collects_no_search(
     extra = set(searched.outlines) - set(default.outlines)
     assert set(searches) <= extra
     assert all("test_no_worst_escape" in x or "tests collected" in x for x in extra), extra
+
+
+def test_a_search_record_reads_back_and_its_failure_is_a_baseline_entry(tmp_path: Path) -> None:
+    from banana_tests.verdicts.baseline import dump_baseline, load_baseline
+    from banana_tests.verdicts.escape import SearchKey, SearchLog, Seen
+    from banana_tests.verdicts.record import CaseRecord, figure_properties
+
+    log = SearchLog()
+    for psnr, degraded in ((25.0, 61.0), (12.0, 59.0), (18.0, 60.0), (40.0, 70.0), (10.0, float("nan"))):
+        log.add(Seen("crop", "steps=3", psnr, 0.5, 60.0, degraded))
+    assert log.examples == 5 and log.escape is not None and log.escape.psnr == 18.0  # 40 dB is no escape
+    assert log.most_degraded_detected is not None and log.most_degraded_detected.psnr == 12.0
+    key = SearchKey("piqe")
+    props = dict([*CaseRecord(key).identity(), *figure_properties(log.properties())])
+    record = CaseRecord.read(props)
+    assert record is not None and record.key == key and record.number(Field.PSNR) == 18.0
+    assert record.figures[Field.ESCAPED] == "true" and record.figures[Field.EXAMPLES] == "5"
+    dump_baseline([key], tmp_path / "b.json")
+    assert '{"kind": "search", "metric": "piqe"}' in (tmp_path / "b.json").read_text()
+    assert load_baseline(tmp_path / "b.json") == frozenset({key})
+
+
+def test_the_objective_prefers_a_worse_escape_and_pulls_detected_images_towards_escaping() -> None:
+    from banana_tests.verdicts.escape import Seen
+
+    def objective(psnr: float, degraded: float) -> float:
+        return Seen("crop", "steps=1", psnr, 0.5, 60.0, degraded).objective
+
+    assert objective(15.0, 61.0) > objective(20.0, 61.0)  # more degraded, still escaping
+    assert objective(20.0, 59.0) > objective(20.0, 50.0)  # closer to escaping
+    assert objective(float("inf"), 60.0) == -100.0 and objective(20.0, float("nan")) == -1e9

@@ -59,9 +59,10 @@ class Seen:
         """What hypothesis's `target` maximises: how degraded the image is (−PSNR), less four
         points a normalised point the metric rated it below the clean image. An escape scores
         by its PSNR alone; a detected image is pulled towards the metric's blind side."""
+        if not (math.isfinite(self.norm_clean) and math.isfinite(self.norm_degraded)):
+            return -1e9  # a nan or infinite score is no direction
         shortfall = max(0.0, self.norm_clean - self.norm_degraded)
-        value = -min(self.psnr, UNCHANGED_CAP) - 4.0 * shortfall
-        return value if math.isfinite(value) else -1e9  # a nan score is no direction
+        return -min(self.psnr, UNCHANGED_CAP) - 4.0 * shortfall
 
     def describe(self) -> str:
         return (
