@@ -352,7 +352,8 @@ def test_the_run_facts_are_the_testsuite_properties(tmp_path: Path) -> None:
         ("delta/3", r"written by a newer banana-tests \(record schema 3; this one reads up to 2\)"),
         (
             "snapshot/2",
-            r"banana_record 'snapshot/2': unknown kind 'snapshot' \(delta, trend, control, invariance\)",
+            r"banana_record 'snapshot/2': unknown kind 'snapshot' \(delta, trend, control, invariance, "
+            r"search\)",
         ),
         ("delta", r"banana_record 'delta' is not <kind>/<schema version>"),
     ],

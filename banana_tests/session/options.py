@@ -206,6 +206,14 @@ def add_data_options(addoption: AddOption) -> None:
         default=False,
         help="also test, per metric and seed image, the Spearman trend over all steps selected",
     )
+    addoption(
+        "--search",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also search, per metric, N drawn degradations of the clean seed images for the worst "
+        "escape: a plainly degraded image scored as well as its clean source (default: off)",
+    )
     addoption("--variant", default="replicate", help="trajectory variant to test (default: replicate)")
     addoption(
         "--steps",
