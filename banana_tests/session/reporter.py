@@ -18,7 +18,7 @@ from banana_tests.reports.separability_table import separability_lines
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL
 from banana_tests.session.gating import item_key
 from banana_tests.session.miss_summary import MISSED
-from banana_tests.session.shard_selection import ShardSelection
+from banana_tests.session.shard_selection import ShardSelection, is_empty_share
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import SuiteState
 from banana_tests.verdicts.baseline import ControlKey
@@ -98,11 +98,13 @@ def run_facts(state: SuiteState, worker_devices: dict[str, str] | None = None) -
     """What the report's Run table says about the run, written once by the process that writes
     the JUnit file, as testsuite properties. `worker_devices`: each xdist worker's device, as
     it reported it; without them, this process's."""
+    from banana_tests.session.selection_facts import selection_facts
     from banana_tests.session.versions import metric_libraries, package_versions
 
     return [
         ("variant", state.variant),
         ("dataset", str(state.source.source)),
+        *selection_facts(state),
         ("versions", package_versions()),
         ("libraries", metric_libraries(state.metrics.values())),
         ("device", devices_fact(worker_devices) if worker_devices else device_of(state)),
@@ -226,25 +228,38 @@ class MatrixReporter:
             return self.worker_plan
         return self.shards.plan.planned, self.shards.plan.split_off
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
         """The run's facts as testsuite properties, before pytest's JUnit writer writes the file;
         with the tests it planned and split off (banana_tests.reports.completeness); only when the
-        run had suite cases. An xdist worker hands its device and plan to the controller."""
+        run had suite cases or is a shard dealt none. An xdist worker hands its device and plan
+        to the controller. A shard dealt none exits 0, not pytest's 5 (no tests), once every
+        other plugin has set its status (syrupy sets it from the status the hook was given)."""
         output = getattr(session.config, "workeroutput", None)
         if output is not None:
             output[WORKER_DEVICE] = device_of(self.state)
             output[WORKER_PLAN] = self.plan()
-            return
-        add = junit_suite_property(session.config) if self.records else None
+            return (yield)
+        empty_share = is_empty_share(*self.plan())
+        add = junit_suite_property(session.config) if self.records or empty_share else None
         if add is not None:
             from banana_tests.reports.completeness import plan_properties
 
             for name, value in [*run_facts(self.state, self.worker_devices), *plan_properties(*self.plan())]:
                 add(name, value)
+        result = yield
+        if empty_share and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            session.exitstatus = pytest.ExitCode.OK
+        return result
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write = terminalreporter.write_line
+        planned, split_off = self.plan()
+        if is_empty_share(planned, split_off):
+            write(
+                f"banana-tests: shard {self.shards.shard} was dealt none of the {len(split_off)} tests "
+                "selected (more shards than units); its plan is in the JUnit file, and it exits 0"
+            )
         if self.verdict_lines and terminalreporter.config.option.tbstyle != "no":
             terminalreporter.section(f"banana-tests: {len(self.verdict_lines)} failing verdicts", red=True)
             if self.verdict_reports:  # --tb=long or --full-trace: each with its traceback
