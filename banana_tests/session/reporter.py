@@ -72,6 +72,8 @@ WORKER_DEVICE = "banana_device"
 """The device an xdist worker scored on, in its `workeroutput` for the controller's run facts."""
 WORKER_PLAN = "banana_plan"
 """An xdist worker's plan (planned, split off): every worker collects the same tests."""
+WORKER_SELECTION = "banana_selection"
+"""An xdist worker's selection facts (banana_tests.session.selection_facts): the data it read."""
 
 
 def device_of(state: SuiteState) -> str:
@@ -94,17 +96,22 @@ def devices_fact(by_worker: dict[str, str]) -> str:
     return ", ".join(f"{worker} {by_worker[worker]}" for worker in order)
 
 
-def run_facts(state: SuiteState, worker_devices: dict[str, str] | None = None) -> list[tuple[str, str]]:
+def run_facts(
+    state: SuiteState,
+    worker_devices: dict[str, str] | None = None,
+    selection: list[tuple[str, str]] | None = None,
+) -> list[tuple[str, str]]:
     """What the report's Run table says about the run, written once by the process that writes
     the JUnit file, as testsuite properties. `worker_devices`: each xdist worker's device, as
-    it reported it; without them, this process's."""
+    it reported it; without them, this process's. `selection`: an xdist worker's selection facts
+    (the controller reads no data); without them, this process's."""
     from banana_tests.session.selection_facts import selection_facts
     from banana_tests.session.versions import metric_libraries, package_versions
 
     return [
         ("variant", state.variant),
         ("dataset", str(state.source.source)),
-        *selection_facts(state),
+        *(selection_facts(state) if selection is None else selection),
         ("versions", package_versions()),
         ("libraries", metric_libraries(state.metrics.values())),
         ("device", devices_fact(worker_devices) if worker_devices else device_of(state)),
@@ -144,6 +151,7 @@ class MatrixReporter:
         self.builds_matrix = not hasattr(config, "workerinput")
         self.worker_devices: dict[str, str] = {}  # xdist worker → the device it scored on
         self.worker_plan: tuple[list[str], list[str]] | None = None  # the first worker's
+        self.worker_selection: list[tuple[str, str]] | None = None  # the first worker's
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """A control or invariance case's identity is known from its parameters: recorded now,
@@ -221,6 +229,8 @@ class MatrixReporter:
         if WORKER_PLAN in output and self.worker_plan is None:
             planned, split_off = output[WORKER_PLAN]
             self.worker_plan = (list(planned), list(split_off))
+        if WORKER_SELECTION in output and self.worker_selection is None:
+            self.worker_selection = [(name, value) for name, value in output[WORKER_SELECTION]]
 
     def plan(self) -> tuple[list[str], list[str]]:
         """This run's plan (planned, split off): its own, or under xdist its first worker's."""
@@ -239,13 +249,17 @@ class MatrixReporter:
         if output is not None:
             output[WORKER_DEVICE] = device_of(self.state)
             output[WORKER_PLAN] = self.plan()
+            from banana_tests.session.selection_facts import selection_facts
+
+            output[WORKER_SELECTION] = selection_facts(self.state)
             return (yield)
         empty_share = is_empty_share(*self.plan())
         add = junit_suite_property(session.config) if self.records or empty_share else None
         if add is not None:
             from banana_tests.reports.completeness import plan_properties
 
-            for name, value in [*run_facts(self.state, self.worker_devices), *plan_properties(*self.plan())]:
+            facts = run_facts(self.state, self.worker_devices, self.worker_selection)
+            for name, value in [*facts, *plan_properties(*self.plan())]:
                 add(name, value)
         result = yield
         if empty_share and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
