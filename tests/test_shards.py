@@ -204,21 +204,20 @@ def test_shards_of_other_runs_are_refused_naming_the_files_and_what_differs(
 
 
 def test_an_empty_shard_writes_its_plan_exits_0_and_merges(tmp_path: Path) -> None:
-    """One seed image: four units (two (metric, seed image) units, each metric's other tests)
-    over five shards; the fifth is dealt none, serial or under xdist."""
+    """One seed image: four units (two (metric, seed image) units, each metric's other tests),
+    so of five shards the fifth is dealt none, serial or under xdist."""
     data = write_set(tmp_path / "set", seeds=("alpha",))
-    shards = [
-        suite_run(data, tmp_path / f"s{k}.xml", "-p", "no:randomly", f"--shard={k}/5", status=None)
-        for k in range(1, 5)
-    ]
+    whole = suite_run(data, tmp_path / "whole.xml", "-p", "no:randomly")
     empty = suite_run(data, tmp_path / "s5.xml", "-p", "no:randomly", "--shard=5/5", status=0)
     under_xdist = suite_run(data, tmp_path / "x5.xml", "--shard=5/5", "-n", "2", status=0)
-    ran = sorted(case for shard in shards for case in cases_in(shard))
     for file in (empty, under_xdist):
         assert cases_in(file) == [] and suite_property(file, PLANNED) == []
-        assert sorted(suite_property(file, SPLIT_OFF)) == ran
-    done = report(*shards, empty, under_xdist, "--out", tmp_path / "out")
+        assert sorted(suite_property(file, SPLIT_OFF)) == sorted(cases_in(whole))
+    done = report(whole, empty, under_xdist, "--out", tmp_path / "out")
     assert done.returncode == 0, done.stderr
+    alone = report(empty, "--out", tmp_path / "alone")  # every case it left to the others is missing
+    assert alone.returncode == INCOMPLETE_EXIT, alone.stderr
+    assert f"{len(cases_in(whole))} planned case(s) are in none of the files:" in alone.stderr
 
 
 def test_lf_reruns_exactly_each_shards_failures_and_k_narrows_after_dealing(tmp_path: Path) -> None:
