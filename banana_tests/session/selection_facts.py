@@ -4,9 +4,10 @@ refuse merging runs that differ in them (banana_tests.reports.run_agreement)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 
-from banana_tests.reports.run_agreement import RECORDS
+from banana_tests.reports.run_agreement import RECORDS, SEED_RECORDS, SHARD
 from banana_tests.session.suite import SuiteState
 from banana_tests.trajectories.records import Record
 
@@ -15,8 +16,17 @@ def selection_facts(state: SuiteState) -> list[tuple[str, str]]:
     """What decides the run's cases and verdicts, besides `--shard`, `-k` and the machine."""
     settings, selection = state.settings, state.settings.selection
     steps = selection.steps
+    records = state.planning.records
+    by_seed: dict[str, list[Record]] = {}
+    for record in records:
+        by_seed.setdefault(record.seed_image, []).append(record)
     return [
-        (RECORDS, records_digest(state.planning.records)),
+        (SHARD, "" if settings.shard is None else str(settings.shard)),
+        (RECORDS, records_digest(records)),
+        (
+            SEED_RECORDS,
+            json.dumps({seed: records_digest(found)[:16] for seed, found in sorted(by_seed.items())}),
+        ),
         ("metric_set", ",".join(sorted(state.metrics))),
         ("selected_steps", "all" if steps is None else ",".join(map(str, steps))),
         ("reference_step", str(selection.reference_step)),
