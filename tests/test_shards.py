@@ -184,8 +184,8 @@ def test_shards_of_other_runs_are_refused_naming_the_files_and_what_differs(
         ("2/3 --runs=1", rf"  --runs: all in {both}; 1 in {runs1}\n"),
         (
             "2/3 other set",
-            rf"  selected records \(between --shard runs\): \w+ \(16 records\) of --dataset=\S+/set in {both}; "
-            rf"\w+ \(24 records\) of --dataset=\S+/other in {other}\n",
+            rf"  selected records \(between --shard runs\): \w+ \(16 records\) of --dataset=\S+/set "
+            rf"in {both}; \w+ \(24 records\) of --dataset=\S+/other in {other}\n",
         ),
     ):
         out = tmp_path / key.replace(" ", "_").replace("/", "-")
