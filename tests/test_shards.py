@@ -78,7 +78,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "2/2": suite_run(data, root / "shard2.xml", "-p", "no:randomly", "--banana-shard=2/2"),
         "1/2 -n 2": suite_run(data, root / "shard1-xdist.xml", "-p", "no:randomly", "--shard=1/2", "-n", "2"),
         **{
-            f"{k}/3": suite_run(data, root / f"third{k}.xml", "-p", "no:randomly", f"--shard={k}/3")
+            f"{k}/3": suite_run(
+                data,
+                root / f"third{k}.xml",
+                "-p",
+                "no:randomly",
+                f"--shard={k}/3",
+                cache=root / "pytest-cache",
+            )
             for k in (1, 2, 3)
         },
         # shard 2/3 of other runs: another selection, another data set, the same data elsewhere
@@ -220,13 +227,13 @@ def test_an_empty_shard_writes_its_plan_exits_0_and_merges(tmp_path: Path) -> No
     assert f"{len(cases_in(whole))} planned case(s) are in none of the files:" in alone.stderr
 
 
-def test_lf_reruns_exactly_each_shards_failures_and_k_narrows_after_dealing(tmp_path: Path) -> None:
-    data = write_set(tmp_path / "set", seeds=("alpha", "beta", "gamma"))
-    cache = tmp_path / "pytest-cache"  # one pytest cache for every shard: --lf knows all their failures
-    first = {
-        k: suite_run(data, tmp_path / f"s{k}.xml", "-p", "no:randomly", f"--shard={k}/3", cache=cache)
-        for k in (1, 2, 3)
-    }
+def test_lf_reruns_exactly_each_shards_failures_and_k_narrows_after_dealing(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """The three shards kept one pytest cache, so `--lf` knows all their failures; before, it
+    narrowed the collection first and the shards were dealt out of what was left."""
+    first = {k: runs[f"{k}/3"] for k in (1, 2, 3)}
+    data, cache = Path(suite_property(first[1], "dataset")[0]), first[1].parent / "pytest-cache"
     failed = {k: sorted(failures_in(xml)) for k, xml in first.items()}
     assert all(failed.values()), failed
     for k in (1, 2, 3):
