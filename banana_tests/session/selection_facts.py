@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
 
 from banana_tests.reports.run_agreement import RECORDS, SEED_RECORDS, SHARD
 from banana_tests.session.suite import SuiteState
@@ -16,17 +15,14 @@ def selection_facts(state: SuiteState) -> list[tuple[str, str]]:
     """What decides the run's cases and verdicts, besides `--shard`, `-k` and the machine."""
     settings, selection = state.settings, state.settings.selection
     steps = selection.steps
-    records = state.planning.records
-    by_seed: dict[str, list[Record]] = {}
-    for record in records:
-        by_seed.setdefault(record.seed_image, []).append(record)
+    by_seed: dict[str, list[str]] = {}
+    for record in state.planning.records:
+        by_seed.setdefault(record.seed_image, []).append(_identity(record))
+    every = [line for lines in by_seed.values() for line in lines]
     return [
         (SHARD, "" if settings.shard is None else str(settings.shard)),
-        (RECORDS, records_digest(records)),
-        (
-            SEED_RECORDS,
-            json.dumps({seed: records_digest(found)[:16] for seed, found in sorted(by_seed.items())}),
-        ),
+        (RECORDS, f"{_digest(every)} ({len(every)} records)"),
+        (SEED_RECORDS, json.dumps({seed: _digest(lines) for seed, lines in sorted(by_seed.items())})),
         ("metric_set", ",".join(sorted(state.metrics))),
         ("selected_steps", "all" if steps is None else ",".join(map(str, steps))),
         ("reference_step", str(selection.reference_step)),
@@ -41,15 +37,16 @@ def selection_facts(state: SuiteState) -> list[tuple[str, str]]:
     ]
 
 
-def records_digest(records: Iterable[Record]) -> str:
-    """The records' identities, file names and sizes (sha256 where known): the data the run read,
-    found from the files' metadata alone (hashing every image of a large set would take minutes)."""
-    lines = sorted(
-        f"{r.seed_image}\t{r.variant}\t{r.run}\t{r.step}\t{r.path.name}\t{r.sha256 or _size(r)}"
-        for r in records
+def _identity(record: Record) -> str:
+    """A record's identity, file name and sha256 (or size): read from the file's metadata alone,
+    as hashing every image of a large set would take minutes."""
+    return f"{record.seed_image}\t{record.variant}\t{record.run}\t{record.step}\t{record.path.name}\t" + (
+        record.sha256 or _size(record)
     )
-    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
-    return f"{digest} ({len(lines)} records)"
+
+
+def _digest(lines: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:16]
 
 
 def _size(record: Record) -> str:
