@@ -3,6 +3,7 @@ fresh processes (as CI jobs run it) with the known metrics on a tiny set."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -322,3 +323,24 @@ def test_long_plans_are_cut_into_bounded_values() -> None:
     values = list(chunks(ids))
     assert len(values) > 1 and max(map(len, values)) <= 256 * 1024
     assert [line for v in values for line in v.split("\n")] == ids
+
+
+def test_runs_split_by_metric_or_seed_image_merge_but_shards_must_share_the_selection() -> None:
+    """Without `--shard`, jobs split by metric or by seed image are one matrix; `--shard` runs
+    deal one selection, so they must share it; every file shares the verdict rules."""
+    from banana_tests.reports.run_agreement import disagreements
+
+    def facts(shard: str, metrics: str, seeds: dict[str, str], runs: str = "all") -> dict[str, str]:
+        return {"shard": shard, "metric_set": metrics, "seed_records": json.dumps(seeds), "runs": runs}
+
+    a, b = Path("a.xml"), Path("b.xml")
+    by_metric = {a: facts("", "brisque", {"alpha": "1"}), b: facts("", "niqe", {"alpha": "1"})}
+    by_seed = {a: facts("", "brisque", {"alpha": "1"}), b: facts("", "brisque", {"beta": "2"})}
+    assert disagreements(by_metric) == [] == disagreements(by_seed)
+    shards = {a: facts("1/2", "brisque", {"alpha": "1"}), b: facts("2/2", "niqe", {"alpha": "1"})}
+    assert disagreements(shards) == ["--metric (between --shard runs): brisque in a.xml; niqe in b.xml"]
+    other = {a: facts("", "brisque", {"alpha": "1"}), b: facts("", "niqe", {"alpha": "9"}, runs="2")}
+    assert disagreements(other) == [
+        "--runs: all in a.xml; 2 in b.xml",
+        "records of seed image alpha: 1 in a.xml; 9 in b.xml",
+    ]
