@@ -178,11 +178,12 @@ def selected_plans(state: SuiteState) -> list[CasePlan]:
     (whose `needs` then holds each (metric, seed image) group's records)."""
     plans = list(state.plans.values())
     shard = state.settings.shard
-    if shard is not None:  # its part of the (metric, seed image) units, dealt as the suite deals them
+    if shard is not None:  # its part of the selection's units, dealt as `pytest --shard` deals them
         from banana_tests.scheduler.metric_groups import Group as Unit
+        from banana_tests.session.shard_selection import selection_units
 
-        scopes = [Unit(plan.key.metric, plan.key.seed_image).scope for plan in plans]
-        plans = [plan for plan, kept in zip(plans, shard.deals(scopes), strict=True) if kept]
+        mine = shard.deal(selection_units(state))
+        plans = [plan for plan in plans if Unit(plan.key.metric, plan.key.seed_image) in mine]
     state.planning.select(plan.key for plan in plans)
     return plans
 

@@ -208,18 +208,22 @@ def pytest_collection_split(config: pytest.Config, items: list[pytest.Item]) -> 
     """Late in collection: other metrics' snapshot cases are deselected, then `--shard`'s part
     of the run is kept and the run's plan noted (banana_tests.session.shard_selection). Late
     hooks run in the order their plugins were registered: this module's comes after pytest's
-    `-k` and syrupy's, and before pytest-split's, whose plugin is registered at configure.
-    (pytest reads a hook only from a name that starts with `pytest_`: hence `specname`.)"""
-    if adopted(config) is None:
+    `-k` and syrupy's, and before pytest-split's, whose plugin is registered at configure, and
+    before `--lf`'s narrowing (a wrapper). The shard is dealt over the selection's units, not
+    the tests collected, so neither `-k` nor `--lf` (which narrows collection too) moves a test
+    to another shard. (pytest reads a hook only from a name that starts with `pytest_`: hence
+    `specname`.)"""
+    state = adopted(config)
+    if state is None:
         return
     from banana_tests.session.ownership import SHARDS, SNAPSHOTS
-    from banana_tests.session.shard_selection import ShardSelection
+    from banana_tests.session.shard_selection import ShardSelection, selection_units
     from banana_tests.session.snapshot_selection import SnapshotSelection
 
     snapshots, shards = (config.pluginmanager.get_plugin(name) for name in (SNAPSHOTS, SHARDS))
     assert isinstance(snapshots, SnapshotSelection) and isinstance(shards, ShardSelection)
     snapshots.select(config, items)
-    shards.split(config, items)
+    shards.split(config, items, selection_units(state))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

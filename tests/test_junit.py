@@ -10,6 +10,7 @@ import pytest
 
 from banana_tests.cases import CaseKey
 from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, describe_replacements, read_junit
+from banana_tests.reports.run_agreement import AGREED
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.trend import TrendKey
 from metrics_under_test.own_code import distribution_versions
@@ -416,7 +417,7 @@ def test_a_file_of_f958bf8_reads_to_the_cells_this_version_writes(pytester: pyte
         (t.metric, t.seed_image, t.reference_step) for t in now.trends
     ]
     facts = {"variant", "dataset", "versions", "device", "command", "date"}
-    assert old.metadata.keys() == facts and now.metadata.keys() == facts | {"libraries"}
+    assert old.metadata.keys() == facts and now.metadata.keys() == facts | {"libraries"} | AGREED.keys()
     # what metrics_under_test.examples imports, and what that requires
     libraries = "; ".join(f"{n} {v}" for n, v in distribution_versions({"numpy", "torch"}).items())
     assert now.metadata["libraries"] == [libraries]

@@ -9,6 +9,7 @@ import pytest
 
 from banana_tests.cases import CaseKey
 from banana_tests.reports.junit import read_junit
+from banana_tests.reports.run_agreement import AGREED
 from banana_tests.verdicts.matrix import Cell, Matrix, TrendTally
 from banana_tests.verdicts.outcome import Outcome
 from metrics_under_test.probe import PROBE
@@ -50,9 +51,12 @@ def test_a_failing_verdict_is_one_line_without_a_traceback(suite: pytest.Pyteste
         summary, line = failure.get("message", "").split("\n")
         assert summary == "Failed: " + (failure.text or "") and (failure.text or "").startswith("Δ")
         assert line.startswith("noise_level_reversed did not detect")
-    # one small testcase each, with the run's header; its plan lists every case's id once more
-    plan = sum(len(p.get("value", "")) for p in ET.parse(xml).iter("property") if p.get("name") == "planned")
-    assert 0 < plan / 6 < 120 and (xml.stat().st_size - plan) / 6 < 1500
+    # one small testcase each, with the run's header; its plan lists every case's id once more,
+    # and the facts report compares between files (run_agreement.AGREED) are once per file
+    properties = list(ET.parse(xml).iter("property"))
+    plan = sum(len(p.get("value", "")) for p in properties if p.get("name") == "planned")
+    agreed = sum(len(ET.tostring(p)) for p in properties if p.get("name") in AGREED)
+    assert 0 < plan / 6 < 120 and agreed < 1500 and (xml.stat().st_size - plan - agreed) / 6 < 1500
     reading = read_junit([xml])
     assert {c.outcome for c in reading.matrix.cells.values()} == {"failed"}  # verdicts, not errors
 

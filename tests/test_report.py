@@ -23,6 +23,7 @@ from banana_tests.reports.compare import compare, comparison_markdown
 from banana_tests.reports.completeness import PLANNED
 from banana_tests.reports.junit import RUN_PROPERTIES
 from banana_tests.reports.paper import PAPER_CSV, paper_cells
+from banana_tests.reports.run_agreement import AGREED
 from banana_tests.session.versions import package_versions
 from banana_tests.verdicts.baseline import load_baseline
 from banana_tests.verdicts.matrix import Cell, Matrix
@@ -140,7 +141,7 @@ def test_the_run_facts_are_recorded_once_per_file_and_reach_every_report(
         assert len(cases) == 12 and not [p for p in cases if RUN_PROPERTIES & p.keys()], name
         for f in files:
             suite = ET.parse(f).iterfind("testsuite/properties/property")
-            assert {p.get("name") for p in suite} == RUN_PROPERTIES | {PLANNED}, (name, f)
+            assert {p.get("name") for p in suite} == RUN_PROPERTIES | AGREED.keys() | {PLANNED}, (name, f)
         html = (reports[name] / "report.html").read_text()
         run_table = html.split("<h2>Run</h2>")[1].split("<h2>")[0]
         for fact in ("replicate", package_versions(), "cpu"):

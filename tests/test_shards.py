@@ -3,7 +3,9 @@ fresh processes (as CI jobs run it) with the known metrics on a tiny set."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from banana_tests.api import records_to_score, settings_from
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, PLANNED, SPLIT_OFF, chunks, id_of_testcase
-from banana_tests.scheduler.metric_groups import group_of
+from banana_tests.reports.run_agreement import MIXED_EXIT
+from banana_tests.scheduler.metric_groups import Group, group_of
 from banana_tests.scheduler.shards import Shard, parse_shard
 from tests.conftest import write_set
 
@@ -24,13 +28,18 @@ TARGETS = ",".join(f"tests.known_metrics:{m}" for m in METRICS)
 DELTA_TESTS = ("::test_detects_degradation[", "::test_trend_detects_degradation[")
 
 
-def suite_run(dataset: Path, xml: Path, *extra: str) -> Path:
-    """The installed suite's tests in a fresh process, with no score cache; its JUnit XML."""
-    cmd = [sys.executable, "-m", "pytest", "banana_tests", "-q", "-p", "no:cacheprovider"]
+def suite_run(
+    dataset: Path, xml: Path, *extra: str, status: int | None = 1, cache: Path | None = None
+) -> Path:
+    """The installed suite's tests in a fresh process, with no score cache; its JUnit XML. By
+    default the run misses (noise_level_reversed misses every step); `status` None: a shard that
+    may pass or miss. With `cache`, pytest's own cache (--lf) is kept there."""
+    cacheprovider = ["-p", "no:cacheprovider"] if cache is None else ["-o", f"cache_dir={cache}"]
+    cmd = [sys.executable, "-m", "pytest", "banana_tests", "-q", *cacheprovider]
     cmd += [f"--dataset={dataset}", f"--metric={TARGETS}", f"--junitxml={xml}", "--no-cache", *extra]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(cmd, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 1, done.stdout + done.stderr  # noise_level_reversed misses every step
+    assert done.returncode in ((0, 1) if status is None else (status,)), done.stdout + done.stderr
     return xml
 
 
@@ -42,6 +51,14 @@ def report(*args: str | Path) -> subprocess.CompletedProcess[str]:
 def cases_in(xml: Path) -> list[str]:
     return [
         id_of_testcase(tc.get("classname", ""), tc.get("name", "")) for tc in ET.parse(xml).iter("testcase")
+    ]
+
+
+def failures_in(xml: Path) -> list[str]:
+    return [
+        id_of_testcase(tc.get("classname", ""), tc.get("name", ""))
+        for tc in ET.parse(xml).iter("testcase")
+        if tc.find("failure") is not None or tc.find("error") is not None
     ]
 
 
@@ -62,9 +79,24 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "2/2": suite_run(data, root / "shard2.xml", "-p", "no:randomly", "--banana-shard=2/2"),
         "1/2 -n 2": suite_run(data, root / "shard1-xdist.xml", "-p", "no:randomly", "--shard=1/2", "-n", "2"),
         **{
-            f"{k}/3": suite_run(data, root / f"third{k}.xml", "-p", "no:randomly", f"--shard={k}/3")
+            f"{k}/3": suite_run(
+                data,
+                root / f"third{k}.xml",
+                "-p",
+                "no:randomly",
+                f"--shard={k}/3",
+                cache=root / "pytest-cache",
+            )
             for k in (1, 2, 3)
         },
+        # shard 2/3 of other runs: another selection, another data set, the same data elsewhere
+        "2/3 --runs=1": suite_run(data, root / "runs1.xml", "-p", "no:randomly", "--shard=2/3", "--runs=1"),
+        "2/3 other set": suite_run(
+            write_set(root / "other", runs=(0, 1, 2)), root / "other.xml", "-p", "no:randomly", "--shard=2/3"
+        ),
+        "2/3 copied set": suite_run(
+            shutil.copytree(data, root / "copy"), root / "copy.xml", "-p", "no:randomly", "--shard=2/3"
+        ),
     }
 
 
@@ -149,6 +181,102 @@ def test_a_case_with_two_outcomes_fails_the_merge(runs: dict[str, Path], tmp_pat
     assert f"{len(cases_in(runs['1/2']))} case(s) ran more than once, with the same outcome" in same.stderr
 
 
+def test_shards_of_other_runs_are_refused_naming_the_files_and_what_differs(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    first, third = runs["1/3"], runs["3/3"]
+    both, runs1, other = (
+        re.escape(str(p)) for p in (f"{first}, {third}", runs["2/3 --runs=1"], runs["2/3 other set"])
+    )
+    for key, says in (
+        ("2/3 --runs=1", rf"  --runs: all in {both}; 1 in {runs1}\n"),
+        (
+            "2/3 other set",
+            rf"  selected records \(between --shard runs\): \w+ \(16 records\) of --dataset=\S+/set "
+            rf"in {both}; \w+ \(24 records\) of --dataset=\S+/other in {other}\n",
+        ),
+    ):
+        out = tmp_path / key.replace(" ", "_").replace("/", "-")
+        done = report(first, runs[key], third, "--out", out)
+        assert done.returncode == MIXED_EXIT, done.stderr
+        assert "these files come from runs that cannot be merged:" in done.stderr
+        assert re.search(says, done.stderr), done.stderr
+        assert not out.exists()  # refused: nothing written
+    # the same records at another path are the same data: they merge, to the same matrix
+    copied = report(first, runs["2/3 copied set"], third, "--out", tmp_path / "copied")
+    whole = report(runs["whole"], "--out", tmp_path / "whole")
+    assert copied.returncode == 0 == whole.returncode, copied.stderr + whole.stderr
+    assert (tmp_path / "copied" / "matrix.csv").read_bytes() == (
+        tmp_path / "whole" / "matrix.csv"
+    ).read_bytes()
+
+
+def test_an_empty_shard_writes_its_plan_exits_0_and_merges(tmp_path: Path) -> None:
+    """One seed image: four units (two (metric, seed image) units, each metric's other tests),
+    so of five shards the fifth is dealt none, serial or under xdist."""
+    data = write_set(tmp_path / "set", seeds=("alpha",))
+    whole = suite_run(data, tmp_path / "whole.xml", "-p", "no:randomly")
+    empty = suite_run(data, tmp_path / "s5.xml", "-p", "no:randomly", "--shard=5/5", status=0)
+    under_xdist = suite_run(data, tmp_path / "x5.xml", "--shard=5/5", "-n", "2", status=0)
+    for file in (empty, under_xdist):
+        assert cases_in(file) == [] and suite_property(file, PLANNED) == []
+        assert sorted(suite_property(file, SPLIT_OFF)) == sorted(cases_in(whole))
+    done = report(whole, empty, under_xdist, "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    alone = report(empty, "--out", tmp_path / "alone")  # every case it left to the others is missing
+    assert alone.returncode == INCOMPLETE_EXIT, alone.stderr
+    assert f"{len(cases_in(whole))} planned case(s) are in none of the files:" in alone.stderr
+
+
+def test_lf_reruns_exactly_each_shards_failures_and_k_narrows_after_dealing(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """The three shards kept one pytest cache, so `--lf` knows all their failures; before, it
+    narrowed the collection first and the shards were dealt out of what was left."""
+    first = {k: runs[f"{k}/3"] for k in (1, 2, 3)}
+    data, cache = Path(suite_property(first[1], "dataset")[0]), first[1].parent / "pytest-cache"
+    failed = {k: sorted(failures_in(xml)) for k, xml in first.items()}
+    assert all(failed.values()), failed
+    for k in (1, 2, 3):
+        rerun = suite_run(
+            data, tmp_path / f"r{k}.xml", "-p", "no:randomly", f"--shard={k}/3", "--lf", cache=cache
+        )
+        assert sorted(cases_in(rerun)) == failed[k], k
+    reruns = report(*(tmp_path / f"r{k}.xml" for k in (1, 2, 3)), "--out", tmp_path / "out")
+    assert reruns.returncode == 0, reruns.stderr
+    narrowed = suite_run(
+        data, tmp_path / "k.xml", "-p", "no:randomly", "--shard=1/3", "-k", "beta", status=None
+    )
+    assert cases_in(narrowed) == [case for case in cases_in(first[1]) if "beta" in case]
+
+
+def test_score_and_pytest_deal_the_same_units_on_the_embedded_data() -> None:
+    """`banana-tests score --shard=K/N` scores the (metric, seed image) units `pytest --shard=K/N`
+    runs (with or without --trend), from the same dealing."""
+    metrics = ("brisque", "niqe", "piqe")
+    for k in (1, 2, 3):
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "banana_tests",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ]
+        cmd += ["-p", "no:randomly", f"--shard={k}/3", "--trend", f"--metric={','.join(metrics)}"]
+        done = subprocess.run(cmd, cwd=PROJECT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        ran = {
+            group_of(line, metrics)
+            for line in done.stdout.splitlines()
+            if any(t in line for t in DELTA_TESTS)
+        }
+        scored = records_to_score(settings_from({"shard": f"{k}/3", "metric": ",".join(metrics)}, PROJECT))
+        assert ran and {(g.metric, g.seed_image) for g in ran if g is not None} == set(scored), k
+
+
 def test_pytest_split_with_random_order_is_complete_or_says_what_is_not(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -179,11 +307,14 @@ def test_pytest_split_with_random_order_is_complete_or_says_what_is_not(
 
 
 def test_shards_deal_out_sorted_groups_in_turn() -> None:
-    ids = [f"t.py::test_detects_degradation[m-{seed}-step5]" for seed in "dcba"] + ["t.py::test_x[m-blur]"]
-    kept = [Shard(k, 2).keeps(ids, ("m",)) for k in (1, 2)]
-    # sorted scopes: metric:m, metric:m/a, metric:m/b, metric:m/c, metric:m/d
-    assert kept[0] == [True, False, True, False, True]  # d, b and the controls: places 4, 2, 0
-    assert kept[1] == [not k for k in kept[0]]
+    units = [Group("m", seed) for seed in "dcba"] + [Group("m"), Group("k"), Group("k", "a")]
+    dealt = [Shard(k, 2).deal(units) for k in (1, 2)]
+    # the (metric, seed image) units first, sorted: k/a, m/a, m/b, m/c, m/d; then k, m
+    assert dealt[0] == {Group("k", "a"), Group("m", "b"), Group("m", "d"), Group("m")}
+    assert dealt[1] == set(units) - dealt[0]
+    assert Shard(3, 3).deal(units[:2]) == frozenset()  # more shards than units: an empty share
+    others = [f"t.py::test_{i}" for i in range(40)]  # tests on no metric: by a checksum of the id
+    assert sorted(t for k in (1, 2, 3) for t in others if Shard(k, 3).holds(t)) == sorted(others)
     assert parse_shard("2/3") == Shard(2, 3) and parse_shard(None) is None
 
 
@@ -192,3 +323,24 @@ def test_long_plans_are_cut_into_bounded_values() -> None:
     values = list(chunks(ids))
     assert len(values) > 1 and max(map(len, values)) <= 256 * 1024
     assert [line for v in values for line in v.split("\n")] == ids
+
+
+def test_runs_split_by_metric_or_seed_image_merge_but_shards_must_share_the_selection() -> None:
+    """Without `--shard`, jobs split by metric or by seed image are one matrix; `--shard` runs
+    deal one selection, so they must share it; every file shares the verdict rules."""
+    from banana_tests.reports.run_agreement import disagreements
+
+    def facts(shard: str, metrics: str, seeds: dict[str, str], runs: str = "all") -> dict[str, str]:
+        return {"shard": shard, "metric_set": metrics, "seed_records": json.dumps(seeds), "runs": runs}
+
+    a, b = Path("a.xml"), Path("b.xml")
+    by_metric = {a: facts("", "brisque", {"alpha": "1"}), b: facts("", "niqe", {"alpha": "1"})}
+    by_seed = {a: facts("", "brisque", {"alpha": "1"}), b: facts("", "brisque", {"beta": "2"})}
+    assert disagreements(by_metric) == [] == disagreements(by_seed)
+    shards = {a: facts("1/2", "brisque", {"alpha": "1"}), b: facts("2/2", "niqe", {"alpha": "1"})}
+    assert disagreements(shards) == ["--metric (between --shard runs): brisque in a.xml; niqe in b.xml"]
+    other = {a: facts("", "brisque", {"alpha": "1"}), b: facts("", "niqe", {"alpha": "9"}, runs="2")}
+    assert disagreements(other) == [
+        "--runs: all in a.xml; 2 in b.xml",
+        "records of seed image alpha: 1 in a.xml; 9 in b.xml",
+    ]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
+
+from banana_tests.session.local_paths import local_path
 
 
 def add_parser(subparsers: Any) -> None:
@@ -19,8 +20,10 @@ def add_parser(subparsers: Any) -> None:
         "Running it again changes nothing. Exit 0: merged; 1: the same image and metric with two "
         "different scores (named; nothing is written); 2: a source that is no score cache.",
     )
-    merge.add_argument("sources", nargs="+", type=Path, metavar="CACHE")
-    merge.add_argument("--into", required=True, type=Path, metavar="DIR", help="the cache folder to fill")
+    merge.add_argument("sources", nargs="+", type=local_path, metavar="CACHE")
+    merge.add_argument(
+        "--into", required=True, type=local_path, metavar="DIR", help="the cache folder to fill"
+    )
     merge.set_defaults(func=run_merge)
 
 

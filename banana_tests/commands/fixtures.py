@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from banana_tests.data import EMBEDDED, SEEDS
+from banana_tests.session.local_paths import local_path
 
 
 def add_parser(subparsers: Any) -> None:
@@ -16,11 +16,11 @@ def add_parser(subparsers: Any) -> None:
     refresh = actions.add_parser(
         "refresh", help="regenerate the set from its recorded recipe (byte for byte on the same libraries)"
     )
-    refresh.add_argument("--recipe", type=Path, default=None, help="default: the committed recipe.json")
-    refresh.add_argument("--out", type=Path, default=EMBEDDED, help="default: %(default)s")
+    refresh.add_argument("--recipe", type=local_path, default=None, help="default: the committed recipe.json")
+    refresh.add_argument("--out", type=local_path, default=EMBEDDED, help="default: %(default)s")
     refresh.add_argument(
         "--seeds-out",
-        type=Path,
+        type=local_path,
         default=SEEDS,
         help="the clean step-0 images (default: %(default)s)",
     )

@@ -6,11 +6,11 @@ import argparse
 import os
 import shlex
 import sys
-from pathlib import Path
 from typing import Any
 
 from banana_tests.editors import base
 from banana_tests.editors.prompts import VARIANTS
+from banana_tests.session.local_paths import local_path
 
 RESOLUTIONS = ("1K", "2K", "4K")
 
@@ -27,9 +27,9 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--editor", required=True, help=f"editor name ({', '.join(base.BUILTIN)} or a plugin's)")
     p.add_argument(
-        "--seed-images", required=True, nargs="+", type=Path, metavar="PATH", help="files or folders"
+        "--seed-images", required=True, nargs="+", type=local_path, metavar="PATH", help="files or folders"
     )
-    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output imagefolder")
+    p.add_argument("--out", required=True, type=local_path, metavar="DIR", help="output imagefolder")
     p.add_argument("--runs", type=int, default=5, help="independent runs per seed image (default: 5)")
     p.add_argument("--steps", type=int, default=20, help="edits per run (default: 20)")
     p.add_argument("--prompt", default="replicate", help=f"prompt variant: {', '.join(VARIANTS)}")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from banana_tests.judging.judges import BACKENDS
+from banana_tests.session.local_paths import local_path
 
 
 def add_parser(subparsers: Any) -> None:
@@ -19,7 +19,7 @@ def add_parser(subparsers: Any) -> None:
         " same command after an interruption continues where it stopped. Prints the first step per run"
         " and its mean ± std per seed image; `banana-tests report --judgments FILE` adds them to a report.",
     )
-    p.add_argument("dataset", type=Path, metavar="SET", help="trajectory folder (with metadata.jsonl)")
+    p.add_argument("dataset", type=local_path, metavar="SET", help="trajectory folder (with metadata.jsonl)")
     p.add_argument(
         "--judge", required=True, choices=BACKENDS, help="gemini, openai (any compatible URL), keywords"
     )
@@ -29,7 +29,7 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--variant", default=None, help="the set's variant to judge (needed if it has several)")
     p.add_argument(
-        "--out", type=Path, default=None, help="judgments file (default: SET/judgments-<judge>.jsonl)"
+        "--out", type=local_path, default=None, help="judgments file (default: SET/judgments-<judge>.jsonl)"
     )
     p.add_argument("--max-requests", type=int, default=None, help="stop after this many API calls")
     p.set_defaults(func=run)

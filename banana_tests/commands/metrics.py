@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+from banana_tests.session.local_paths import refuse_url
 from banana_tests.session.options import add_weights_option
 from metrics_under_test import custom
 from metrics_under_test.protocol import MetricError
@@ -137,6 +139,11 @@ def _runs_here(spec: MetricSpec, available: bool) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        refuse_url("--weights-dir", args.weights_dir)
+    except ValueError as exc:
+        print(f"banana-tests metrics: error: {exc}", file=sys.stderr)
+        return 2
     weights_dir = Path(args.weights_dir) if args.weights_dir else mirror_from_env()
     table = rows(weights_dir)
     if args.json:

@@ -9,8 +9,10 @@ from pathlib import Path
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, Ledger
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, describe_replacements, read_junit
+from banana_tests.reports.run_agreement import MIXED_EXIT, disagreements
 from banana_tests.reports.search_table import SearchOutcome, search_markdown
 from banana_tests.reports.trends import TrendSeries
+from banana_tests.session.local_paths import local_path
 from banana_tests.session.versions import SUITE, package_versions
 from banana_tests.verdicts.baseline import Other, write_baseline
 from banana_tests.verdicts.matrix import Matrix
@@ -25,9 +27,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "failure_counts.png/.svg, report.html and summary.md into --out.",
     )
     p.add_argument(
-        "junit", nargs="*", type=Path, metavar="JUNIT_XML", help="JUnit XML files written by the suite"
+        "junit", nargs="*", type=local_path, metavar="JUNIT_XML", help="JUnit XML files written by the suite"
     )
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder to write the report into")
+    p.add_argument(
+        "--out", type=local_path, required=True, metavar="DIR", help="folder to write the report into"
+    )
     p.add_argument(
         "--compare-paper",
         action="store_true",
@@ -40,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     p.add_argument(
         "--write-baseline",
-        type=Path,
+        type=local_path,
         metavar="FILE",
         help="also write the run's failing cases (Δ, trend, control and invariance) as a baseline file "
         "(known failures)",
@@ -67,7 +71,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     p.add_argument(
         "--judgments",
-        type=Path,
+        type=local_path,
         metavar="FILE",
         help="a `banana-tests judge` file: adds each run's first step whose reasoning acknowledges the noise",
     )
@@ -106,6 +110,12 @@ def run(args: argparse.Namespace) -> int:
         except JUnitError as exc:
             print(f"banana-tests report: {exc}", file=sys.stderr)
             return 2
+        mixed = disagreements(reading.ledger.facts)
+        if mixed:
+            print("banana-tests report: these files come from runs that cannot be merged:", file=sys.stderr)
+            for line in mixed:
+                print(f"  {line}", file=sys.stderr)
+            return MIXED_EXIT
         matrix, title, trends = reading.matrix, "banana-tests failure matrix", reading.trends
         failing_others = reading.failing_others()
         checked = invariance_markdown(reading.invariance)

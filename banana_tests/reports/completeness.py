@@ -73,6 +73,7 @@ class Ledger:
     planless: list[Path] = field(default_factory=list)  # files written before runs recorded plans
     with_plan: list[Path] = field(default_factory=list)
     outcomes: dict[str, dict[Outcome, list[Path]]] = field(default_factory=dict)
+    facts: dict[Path, dict[str, str]] = field(default_factory=dict)  # each file's run properties
 
     def plan(self, properties: Iterable[tuple[str, str]]) -> bool:
         """Take a testsuite's plan properties; whether it had any."""

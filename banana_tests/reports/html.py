@@ -92,6 +92,9 @@ def _numeric(header: str) -> bool:
 RUN_FACTS = (
     ("source", "source"),
     ("dataset", "data set"),
+    ("selected_records", "records"),
+    ("runs", "runs"),
+    ("shard", "shards"),
     ("variant", "variant"),
     ("metrics", "metrics"),
     ("seed images", "seed images"),

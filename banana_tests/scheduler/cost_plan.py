@@ -97,11 +97,11 @@ def plan_cost(
         per = seconds_2k.get(metric)
         total = None if per is None else sum(hours[u.scope] for u in own)
         metrics.append(MetricCost(metric, sum(len(u.pixels) for u in own), per, total))
-    scopes = sorted(hours)
-    shards, longest = 1, _longest(scopes, hours, 1, cores)
-    while longest > job_hours and shards < len(scopes):
+    groups = {Group(u.metric, u.seed_image): u.scope for u in units}
+    shards, longest = 1, _longest(groups, hours, 1, cores)
+    while longest > job_hours and shards < len(groups):
         shards += 1
-        longest = _longest(scopes, hours, shards, cores)
+        longest = _longest(groups, hours, shards, cores)
     largest = max(
         ((u.scope.removeprefix("metric:"), hours[u.scope]) for u in units), key=lambda x: x[1], default=None
     )
@@ -116,11 +116,11 @@ def _hours(unit: Unit, seconds_2k: float | None) -> float:
     return 0.0 if seconds_2k is None else seconds_2k * sum(unit.pixels) / PIXELS_2K / 3600
 
 
-def _longest(scopes: Sequence[str], hours: Mapping[str, float], count: int, cores: int) -> float:
+def _longest(groups: Mapping[Group, str], hours: Mapping[str, float], count: int, cores: int) -> float:
     """The slowest of `count` shards' wall hours: its units over `cores` workers, never less than
     its longest unit (a unit runs on one worker)."""
     slowest = 0.0
     for index in range(1, count + 1):
-        mine = [hours[s] for s, kept in zip(scopes, Shard(index, count).deals(scopes), strict=True) if kept]
+        mine = [hours[groups[g]] for g in Shard(index, count).deal(groups)]
         slowest = max(slowest, max(sum(mine) / cores, max(mine, default=0.0)))
     return slowest

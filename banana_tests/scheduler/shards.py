@@ -3,16 +3,26 @@
 The units are the xdist scheduler's (banana_tests.scheduler.metric_groups.Group): a metric's
 cases on one seed image, or a metric's other tests (controls, invariance, snapshots), so each
 shard builds a model only for the metrics it has units of, every non-Δ case runs in exactly one
-shard, and a seed image's reference scores are computed once. The units are sorted by their
-scope and dealt out in turn (shard K takes units K-1, K-1+N, ...): the same split in every job
-that collects the same tests, balanced to one unit, and never Python's per-process `hash()`.
+shard, and a seed image's reference scores are computed once. The units are those of the
+selection (every selected metric on every selected seed image, and each metric's other tests),
+not those collected: `-k`, `--lf` and `--ff` narrow a run after it is dealt, so a test belongs
+to one shard whatever else is selected, and `banana-tests score --shard` deals the same units
+(`Shard.deal`, from `banana_tests.session.shard_selection.selection_units`). The (metric, seed
+image) units come first, sorted, then each metric's other tests; they are dealt out in turn
+(shard K takes units K-1, K-1+N, ...): balanced to one unit, never Python's per-process `hash()`.
+A test on no metric is dealt by a checksum of its id (`Shard.holds`), which needs no list.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imports xdist: only when sharding
+    from banana_tests.scheduler.metric_groups import Group
 
 _SHARD = re.compile(r"^\s*(?P<k>\d+)\s*/\s*(?P<n>\d+)\s*$")
 
@@ -27,22 +37,19 @@ class Shard:
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
 
-    def keeps(self, nodeids: Sequence[str], metrics: tuple[str, ...]) -> list[bool]:
-        """For each test, whether this shard runs it: its unit's place among the sorted units."""
-        return self.deals([_scope(nodeid, metrics) for nodeid in nodeids])
+    def deal(self, units: Iterable[Group]) -> frozenset[Group]:
+        """The units that fall to this shard: the (metric, seed image) units sorted, then each
+        metric's other tests, dealt out in turn."""
+        ordered = sorted(set(units), key=_order)
+        return frozenset(ordered[self.index - 1 :: self.count])
 
-    def deals(self, scopes: Sequence[str]) -> list[bool]:
-        """For each unit's scope (repeats allowed), whether it falls to this shard."""
-        place = {scope: i for i, scope in enumerate(sorted(set(scopes)))}
-        return [place[scope] % self.count == self.index - 1 for scope in scopes]
+    def holds(self, test_id: str) -> bool:
+        """Whether a test on no metric falls to this shard: the same in every process."""
+        return zlib.crc32(test_id.encode()) % self.count == self.index - 1
 
 
-def _scope(nodeid: str, metrics: tuple[str, ...]) -> str:
-    """A test's unit: its Group's scope, or the test itself for one on no metric."""
-    from banana_tests.scheduler.metric_groups import group_of  # imports xdist: only when sharding
-
-    group = group_of(nodeid, metrics)
-    return nodeid if group is None else group.scope
+def _order(unit: Group) -> tuple[bool, str, str]:
+    return unit.seed_image is None, unit.metric, unit.seed_image or ""
 
 
 def parse_shard(text: str | None) -> Shard | None:

@@ -231,9 +231,10 @@ def add_data_options(addoption: AddOption) -> None:
         "--shard",
         default=None,
         metavar="K/N",
-        help="run shard K of N (1 <= K <= N): every N-th (metric, seed image) group, a metric's "
-        "controls, invariance and snapshot cases in one shard only; merge the JUnit files with "
-        "`banana-tests report`, which checks that every planned case ran once",
+        help="run shard K of N (1 <= K <= N): every N-th (metric, seed image) group of the selection, "
+        "a metric's controls, invariance and snapshot cases in one shard only; -k and --lf narrow "
+        "it after dealing; a shard dealt none exits 0. Merge the JUnit files with `banana-tests "
+        "report`, which checks that every planned case ran once, in runs of the same options",
     )
     addoption(
         "--aggregate",

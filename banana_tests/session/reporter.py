@@ -19,7 +19,7 @@ from banana_tests.reports.separability_table import separability_lines
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL
 from banana_tests.session.gating import item_key
 from banana_tests.session.miss_summary import MISSED
-from banana_tests.session.shard_selection import ShardSelection
+from banana_tests.session.shard_selection import ShardSelection, is_empty_share
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import SuiteState
 from banana_tests.verdicts.baseline import ControlKey
@@ -74,6 +74,8 @@ WORKER_DEVICE = "banana_device"
 """The device an xdist worker scored on, in its `workeroutput` for the controller's run facts."""
 WORKER_PLAN = "banana_plan"
 """An xdist worker's plan (planned, split off): every worker collects the same tests."""
+WORKER_SELECTION = "banana_selection"
+"""An xdist worker's selection facts (banana_tests.session.selection_facts): the data it read."""
 
 
 def device_of(state: SuiteState) -> str:
@@ -96,15 +98,22 @@ def devices_fact(by_worker: dict[str, str]) -> str:
     return ", ".join(f"{worker} {by_worker[worker]}" for worker in order)
 
 
-def run_facts(state: SuiteState, worker_devices: dict[str, str] | None = None) -> list[tuple[str, str]]:
+def run_facts(
+    state: SuiteState,
+    worker_devices: dict[str, str] | None = None,
+    selection: list[tuple[str, str]] | None = None,
+) -> list[tuple[str, str]]:
     """What the report's Run table says about the run, written once by the process that writes
     the JUnit file, as testsuite properties. `worker_devices`: each xdist worker's device, as
-    it reported it; without them, this process's."""
+    it reported it; without them, this process's. `selection`: an xdist worker's selection facts
+    (the controller reads no data); without them, this process's."""
+    from banana_tests.session.selection_facts import selection_facts
     from banana_tests.session.versions import metric_libraries, run_versions
 
     return [
         ("variant", state.variant),
         ("dataset", str(state.source.source)),
+        *(selection_facts(state) if selection is None else selection),
         ("versions", run_versions(state.metrics.values())),
         ("libraries", metric_libraries(state.metrics.values())),
         ("device", devices_fact(worker_devices) if worker_devices else device_of(state)),
@@ -145,6 +154,7 @@ class MatrixReporter:
         self.builds_matrix = not hasattr(config, "workerinput")
         self.worker_devices: dict[str, str] = {}  # xdist worker → the device it scored on
         self.worker_plan: tuple[list[str], list[str]] | None = None  # the first worker's
+        self.worker_selection: list[tuple[str, str]] | None = None  # the first worker's
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """A control, invariance or search case's identity is known from its parameters:
@@ -224,6 +234,8 @@ class MatrixReporter:
         if WORKER_PLAN in output and self.worker_plan is None:
             planned, split_off = output[WORKER_PLAN]
             self.worker_plan = (list(planned), list(split_off))
+        if WORKER_SELECTION in output and self.worker_selection is None:
+            self.worker_selection = [(name, value) for name, value in output[WORKER_SELECTION]]
 
     def plan(self) -> tuple[list[str], list[str]]:
         """This run's plan (planned, split off): its own, or under xdist its first worker's."""
@@ -231,25 +243,42 @@ class MatrixReporter:
             return self.worker_plan
         return self.shards.plan.planned, self.shards.plan.split_off
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
         """The run's facts as testsuite properties, before pytest's JUnit writer writes the file;
         with the tests it planned and split off (banana_tests.reports.completeness); only when the
-        run had suite cases. An xdist worker hands its device and plan to the controller."""
+        run had suite cases or is a shard dealt none. An xdist worker hands its device and plan
+        to the controller. A shard dealt none exits 0, not pytest's 5 (no tests), once every
+        other plugin has set its status (syrupy sets it from the status the hook was given)."""
         output = getattr(session.config, "workeroutput", None)
         if output is not None:
             output[WORKER_DEVICE] = device_of(self.state)
             output[WORKER_PLAN] = self.plan()
-            return
-        add = junit_suite_property(session.config) if self.records else None
+            from banana_tests.session.selection_facts import selection_facts
+
+            output[WORKER_SELECTION] = selection_facts(self.state)
+            return (yield)
+        empty_share = is_empty_share(*self.plan())
+        add = junit_suite_property(session.config) if self.records or empty_share else None
         if add is not None:
             from banana_tests.reports.completeness import plan_properties
 
-            for name, value in [*run_facts(self.state, self.worker_devices), *plan_properties(*self.plan())]:
+            facts = run_facts(self.state, self.worker_devices, self.worker_selection)
+            for name, value in [*facts, *plan_properties(*self.plan())]:
                 add(name, value)
+        result = yield
+        if empty_share and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            session.exitstatus = pytest.ExitCode.OK
+        return result
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         write = terminalreporter.write_line
+        planned, split_off = self.plan()
+        if is_empty_share(planned, split_off):
+            write(
+                f"banana-tests: shard {self.shards.shard} was dealt none of the {len(split_off)} tests "
+                "selected (more shards than units); its plan is in the JUnit file, and it exits 0"
+            )
         if self.verdict_lines and terminalreporter.config.option.tbstyle != "no":
             terminalreporter.section(f"banana-tests: {len(self.verdict_lines)} failing verdicts", red=True)
             if self.verdict_reports:  # --tb=long or --full-trace: each with its traceback

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import enum
 import os
-import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import pytest
 from banana_tests.data import EMBEDDED
 from banana_tests.scheduler.shards import Shard, parse_shard
 from banana_tests.session.devices import DeviceChoice, parse_device
+from banana_tests.session.local_paths import refuse_url
 from banana_tests.session.options import DEFAULT_STEPS, SNAPSHOT_DIR_INI, dest_of, suite_options
 from banana_tests.trajectories.mapping import parse_map
 from banana_tests.trajectories.plan import parse_steps
@@ -31,9 +31,6 @@ from banana_tests.trajectories.sources import SourceOptions, default_cache_dir
 from metrics_under_test.weights import mirror_from_env
 
 DEFAULT_SNAPSHOT_DIR = "banana_snapshots"
-URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
-"""`scheme://...`: taken as a local path it became ./s3:/bucket (issue 35); two letters or more, so a
-Windows drive (`C:/`) stays a path."""
 
 
 class Aggregate(enum.StrEnum):
@@ -126,12 +123,15 @@ class Settings:
             raise ValueError(f"--heartbeat takes a number of seconds (0: never), got {heartbeat}")
         if batch_timeout is not None and not batch_timeout > 0:
             raise ValueError(f"--batch-timeout takes a positive number of seconds, got {batch_timeout}")
-        if URL.match(value("cache-dir")):
-            raise ValueError(
-                f"--cache-dir={value('cache-dir')}: the score cache is one local SQLite file; a URL is not "
-                "supported (SQLite's WAL is unsafe on network filesystems: keep one cache per machine "
-                "and merge them, docs/speed.md)"
-            )
+        refuse_url(
+            "--cache-dir",
+            value("cache-dir"),
+            "the score cache is one local SQLite file (SQLite's WAL is unsafe on network filesystems: "
+            "keep one cache per machine and merge them, docs/speed.md)",
+        )
+        for option in ("dataset-cache", "weights-dir", "baseline", "snapshot-dir"):
+            refuse_url(f"--{option}", value(option))
+        refuse_url("--dataset", value("dataset"), "give a local folder or files, or hf:<repo_id> for the hub")
         image_cache, mirror, baseline = value("dataset-cache"), value("weights-dir"), value("baseline")
         source = SourceOptions(
             source=value("dataset") or str(EMBEDDED),

@@ -50,7 +50,15 @@ ROWS: dict[str, tuple[list[str], str]] = {
     "heartbeat-negative": (["--heartbeat=-1"], "--heartbeat takes a number of seconds (0: never), got -1.0"),
     "cache-dir-url": (
         ["--cache-dir=s3://bucket/x"],
-        "--cache-dir=s3://bucket/x: the score cache is one local SQLite file; a URL is not supported",
+        "--cache-dir=s3://bucket/x: a URL is not supported; the score cache is one local SQLite file",
+    ),
+    **{
+        f"{option}-url": ([f"--{option}=s3://bucket/x"], f"--{option}=s3://bucket/x: a URL is not supported")
+        for option in ("dataset", "dataset-cache", "weights-dir", "baseline")
+    },
+    "snapshot-dir-url": (  # syrupy's namespace: --banana- only
+        ["--banana-snapshot-dir=s3://bucket/x"],
+        "--snapshot-dir=s3://bucket/x: a URL is not supported",
     ),
     "junitxml-under-a-file": (
         ["--junitxml=data/metadata.jsonl/j.xml"],

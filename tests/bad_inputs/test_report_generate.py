@@ -478,7 +478,72 @@ def report_with_missing_judgments(root: Path, mp: pytest.MonkeyPatch) -> Act:
     return report("--paper-only", "--out", root / "out", "--judgments", root / "nope.jsonl")
 
 
+def cli_in(root: Path, mp: pytest.MonkeyPatch, *args: str) -> Act:
+    """A command run from `root`, so a URL taken for a folder would be made there; an argparse
+    usage error as its exit code."""
+    mp.chdir(root)
+
+    def act() -> int:
+        try:
+            return main(list(args))
+        except SystemExit as exc:
+            return int(exc.code or 0)
+
+    return act
+
+
+def url_rows() -> list[Row]:
+    """Every path option that takes a local file or folder refuses a URL, naming the option."""
+    url = "s3://bucket/y"
+    argparse_error = r"argument {}: 's3://bucket/y' is a URL; a local path is needed"
+    suite_error = r"{}=s3://bucket/y: a URL is not supported"
+    commands = [
+        ("cache merge --into", ["cache", "merge", "a", f"--into={url}"], argparse_error.format("--into")),
+        ("cache merge source", ["cache", "merge", url, "--into=c"], argparse_error.format("CACHE")),
+        ("report --out", ["report", "j.xml", f"--out={url}"], argparse_error.format("--out")),
+        ("report junit", ["report", url, "--out=o"], argparse_error.format("JUNIT_XML")),
+        (
+            "report --write-baseline",
+            ["report", "--paper-only", "--out=o", f"--write-baseline={url}"],
+            argparse_error.format("--write-baseline"),
+        ),
+        (
+            "report --judgments",
+            ["report", "--paper-only", "--out=o", f"--judgments={url}"],
+            argparse_error.format("--judgments"),
+        ),
+        (
+            "generate --out",
+            ["generate", "--editor=jpeg", "--seed-images", "s.png", f"--out={url}"],
+            argparse_error.format("--out"),
+        ),
+        (
+            "generate --seed-images",
+            ["generate", "--editor=jpeg", "--seed-images", url, "--out=g"],
+            argparse_error.format("--seed-images"),
+        ),
+        ("judge set", ["judge", url, "--judge=keywords"], argparse_error.format("SET")),
+        ("judge --out", ["judge", "set", "--judge=keywords", f"--out={url}"], argparse_error.format("--out")),
+        ("fixtures refresh --out", ["fixtures", "refresh", f"--out={url}"], argparse_error.format("--out")),
+        (
+            "fixtures refresh --recipe",
+            ["fixtures", "refresh", f"--recipe={url}"],
+            argparse_error.format("--recipe"),
+        ),
+        ("metrics --weights-dir", ["metrics", f"--weights-dir={url}"], suite_error.format("--weights-dir")),
+        ("score --cache-dir", ["score", f"--cache-dir={url}"], suite_error.format("--cache-dir")),
+        ("score --dataset-cache", ["score", f"--dataset-cache={url}"], suite_error.format("--dataset-cache")),
+        ("score --dataset", ["score", f"--dataset={url}"], suite_error.format("--dataset")),
+        ("plan --weights-dir", ["plan", f"--weights-dir={url}"], suite_error.format("--weights-dir")),
+    ]
+    return [
+        Row(f"{name}: a URL", lambda root, mp, args=args: cli_in(root, mp, *args), 2, says)
+        for name, args, says in commands
+    ]
+
+
 ROWS = [
+    *url_rows(),
     Row("junit not XML", junit_not_xml, 2, r"{root}/j\.xml: not a readable JUnit XML file"),
     Row("junit empty", junit_empty, 2, r"{root}/j\.xml: not a readable JUnit XML file \(no element found"),
     Row("junit missing", junit_missing, 2, r"{root}/nope\.xml: cannot read this file .*No such file"),
