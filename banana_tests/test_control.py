@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from banana_tests.data import SEEDS
 from banana_tests.editors.distortions import DISTORTIONS, Array
 from banana_tests.session.ownership import STATE
-from banana_tests.session.scorer import Scorer
+from banana_tests.session.scorer import HungOutcome, Scorer
 from banana_tests.verdicts.verdict import fail_verdict
 
 MIN_GAP = 0.25  # strengths closer than this may legitimately tie
@@ -101,15 +101,17 @@ def _with_examples(test: Callable[..., None]) -> Callable[..., None]:
     return test
 
 
-STOPS = (KeyboardInterrupt, Exit)
+STOPS = (KeyboardInterrupt, Exit, HungOutcome)
 
 
 def _stops_the_run(test: Callable[..., None]) -> Callable[..., None]:
-    """Let Ctrl-C and a metric's sys.exit stop the run (exit 2) as in the other families.
+    """Let Ctrl-C and a metric's sys.exit stop the run (exit 2), and a hung metric its case (one
+    line), as in the other families.
 
     hypothesis reports what an example raised together with the other examples' failures, a
-    KeyboardInterrupt included, and runs the next example after an `Exit`: the first stop found
-    in its report is raised alone, which pytest obeys."""
+    KeyboardInterrupt included, and runs the next example after an `Exit` or pytest-timeout's
+    stop: the first stop found in its report is raised alone, which pytest obeys. (The examples
+    after a hang do not wait again: the metric is hung, they error at once.)"""
 
     @wraps(test)
     def run(*args: Any, **kwargs: Any) -> None:
@@ -119,7 +121,10 @@ def _stops_the_run(test: Callable[..., None]) -> Callable[..., None]:
             stops = group.subgroup(lambda exc: isinstance(exc, STOPS))
             if stops is None:
                 raise
-            raise _first_leaf(stops) from group
+            stop = _first_leaf(stops)
+            if isinstance(stop, HungOutcome):  # its one line, without the examples' tracebacks
+                raise stop from None
+            raise stop from group
 
     return run
 
