@@ -117,16 +117,24 @@ def _stops_the_run(test: Callable[..., None]) -> Callable[..., None]:
     def run(*args: Any, **kwargs: Any) -> None:
         try:
             test(*args, **kwargs)
+        except HungOutcome as stop:
+            raise _alone(stop) from None
         except BaseExceptionGroup as group:
             stops = group.subgroup(lambda exc: isinstance(exc, STOPS))
             if stops is None:
                 raise
             stop = _first_leaf(stops)
-            if isinstance(stop, HungOutcome):  # its one line, without the examples' tracebacks
-                raise stop from None
+            if isinstance(stop, HungOutcome):
+                raise _alone(stop) from None
             raise stop from group
 
     return run
+
+
+def _alone(stop: HungOutcome) -> HungOutcome:
+    """The hung metric's one line, without the example hypothesis noted on it: no example matters."""
+    vars(stop).pop("__notes__", None)
+    return stop
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
