@@ -117,16 +117,16 @@ def _stops_the_run(test: Callable[..., None]) -> Callable[..., None]:
     def run(*args: Any, **kwargs: Any) -> None:
         try:
             test(*args, **kwargs)
-        except HungOutcome as stop:
-            raise _alone(stop) from None
+        except HungOutcome as hung:
+            raise _alone(hung) from None
         except BaseExceptionGroup as group:
             stops = group.subgroup(lambda exc: isinstance(exc, STOPS))
             if stops is None:
                 raise
-            stop = _first_leaf(stops)
-            if isinstance(stop, HungOutcome):
-                raise _alone(stop) from None
-            raise stop from group
+            first = _first_leaf(stops)
+            if isinstance(first, HungOutcome):
+                raise _alone(first) from None
+            raise first from group
 
     return run
 

@@ -85,7 +85,9 @@ ROWS = {
         "call", ("--timeout=10", "-k", "test_detects_control_degradation"), "batch", hang_after=2, cases=3
     ),
     # without pytest-timeout, the load limit
-    "constructor, --load-timeout": Row("construction", ("--load-timeout=5", *DELTA_AND_CONTROL), "construction"),
+    "constructor, --load-timeout": Row(
+        "construction", ("--load-timeout=5", *DELTA_AND_CONTROL), "construction"
+    ),
     "import, --load-timeout": Row(
         "import", ("--load-timeout=5", *DELTA_AND_CONTROL), "import", metric="hanging:Hanging"
     ),

@@ -426,7 +426,9 @@ def test_pytest_timeout_stops_a_sleeping_batch_and_the_metric_is_hung_for_the_ru
     cases = outcomes(suite.path / "j.xml")
     hung = "metric 'misbehaving' hung in its batch: misbehaving's batch of "
     stopped = "by the case's interruption (Timeout (>10.0s) from pytest-timeout.)"
-    assert len(cases) == 6 and {outcome for outcome, _ in cases.values()} == {"error"}, result.stdout.str()[-3000:]
+    assert len(cases) == 6 and {outcome for outcome, _ in cases.values()} == {"error"}, result.stdout.str()[
+        -3000:
+    ]
     for _, message in cases.values():
         assert hung in message and stopped in message, message
     assert result.ret == pytest.ExitCode.TESTS_FAILED
