@@ -242,7 +242,7 @@ class ScoreBook:
                 metric, batch = self._metric(spec), [img for _, img in chunk]
                 first = f"item {positions[chunk[0][0]][0]}"
                 raw = self.watch.run(
-                    spec.name, len(batch), first, partial(metric, batch), self._abandon(spec)
+                    spec.name, len(batch), first, partial(metric, batch), self._abandon(spec, Phase.BATCH)
                 )
                 values = pixel_scores(spec.name, [positions[d] for d, _ in chunk], raw)
                 self._pixels.update(((spec.name, d), v) for (d, _), v in zip(chunk, values, strict=True))
@@ -276,7 +276,9 @@ class ScoreBook:
     def call(self, spec: MetricSpec, images: Sequence[Image]) -> Sequence[float]:
         """The metric's raw answer on `images`, uncached and unchecked, bounded as a batch is."""
         metric, batch = self._metric(spec), list(images)
-        return self.watch.run(spec.name, len(batch), "item 0", partial(metric, batch), self._abandon(spec))
+        return self.watch.run(
+            spec.name, len(batch), "item 0", partial(metric, batch), self._abandon(spec, Phase.BATCH)
+        )
 
     def cached(self, spec: MetricSpec, records: Sequence[Record]) -> list[bool]:
         """Whether each record's score came from the persistent cache."""
@@ -389,7 +391,7 @@ class ScoreBook:
         metric, images, (first, _) = self._metric(spec), [image for _, image in chunk], chunk[0]
 
         def abandon(abandoned: Abandoned) -> None:
-            self._abandon(spec)(abandoned)
+            self._abandon(spec, Phase.BATCH)(abandoned)
             self._scores.update(
                 ((spec.name, r.path), UnscoredImage(f"{r.source} ({r.path}): {abandoned.reason}"))
                 for r, _ in chunk
@@ -398,15 +400,16 @@ class ScoreBook:
         named = f"{first.source} ({first.path})"
         return self.watch.run(spec.name, len(chunk), named, partial(metric, images), abandon)
 
-    def _abandon(self, spec: MetricSpec) -> Callable[[Abandoned], None]:
-        """What an abandoned batch of `spec` does: forget the current model (the abandoned thread
-        may still be inside it); past --batch-timeout the next batch builds a new one, while a
-        batch the case's interruption (pytest-timeout) stopped leaves the metric hung for the run."""
+    def _abandon(self, spec: MetricSpec, phase: Phase) -> Callable[[Abandoned], None]:
+        """What abandoning `spec` in `phase` does: forget the current model (the abandoned thread
+        may still be inside it). Past --batch-timeout the next batch builds a new one; a load
+        phase stopped either way, or a batch stopped by the case's interruption (pytest-timeout),
+        leaves the metric hung for the run."""
 
         def abandon(abandoned: Abandoned) -> None:
             self._current = None
-            if abandoned.interrupted:
-                self.hung[spec.name] = Hung(spec.name, Phase.BATCH, abandoned.reason)
+            if abandoned.interrupted or phase is not Phase.BATCH:
+                self.hung[spec.name] = Hung(spec.name, phase, abandoned.reason)
 
         return abandon
 
@@ -422,12 +425,8 @@ class ScoreBook:
         return metric
 
     def _phase(self, spec: MetricSpec, phase: Phase, call: Callable[[], T]) -> T:
-        def abandon(abandoned: Abandoned) -> None:
-            self._current = None
-            self.hung[spec.name] = Hung(spec.name, phase, abandoned.reason)
-
         try:
-            return self.watch.load(spec.name, phase, call, abandon)
+            return self.watch.load(spec.name, phase, call, self._abandon(spec, phase))
         except MetricHangs:
             raise self.hung[spec.name].error() from None
 

@@ -133,3 +133,33 @@ def test_a_hanging_metric_is_stopped_once_and_each_case_says_so_in_one_line(
         attribute, text = message.split("\n", 1)
         assert says in attribute and text.strip().count("\n") == 0, (case, message)
         assert "its other cases in this run error without waiting" in text, (case, message)
+
+
+def test_a_hung_metric_is_never_built_again_and_errors_at_once() -> None:
+    """In one process: the constructor that sleeps is abandoned at the load limit, and every
+    later use of the metric (scores, its model) errors without calling the loader again."""
+    from banana_tests.scoring.batch_watch import WAIT_STEP, BatchWatch, Limit
+    from banana_tests.scoring.hung import MetricHung
+    from banana_tests.scoring.score_book import ScoreBook
+    from metrics_under_test.spec import MetricSpec
+
+    built: list[str] = []
+
+    def sleeping_loader(spec: MetricSpec, device: str) -> object:
+        built.append(spec.name)
+        time.sleep(30)
+        raise AssertionError("abandoned long before")
+
+    watch = BatchWatch(None, None, load_limit=Limit(0.3, "--load-timeout=0.3"))
+    book = ScoreBook("cpu", loader=sleeping_loader, watch=watch)  # type: ignore[arg-type]
+    spec = MetricSpec("sleepy", "custom", 0.0, 1.0, False)
+    line = "metric 'sleepy' hung in its construction: no answer within --load-timeout=0.3"
+    started = time.monotonic()
+    with pytest.raises(MetricHung, match=line):
+        book.model(spec)
+    assert time.monotonic() - started < 0.3 + WAIT_STEP + 0.5
+    started = time.monotonic()
+    for use in (lambda: book.model(spec), lambda: book.scores(spec, []), lambda: book.score_pixels(spec, [])):
+        with pytest.raises(MetricHung, match=line):
+            use()
+    assert time.monotonic() - started < 0.1 and built == ["sleepy"]
