@@ -69,6 +69,7 @@ ROWS: dict[str, tuple[list[str], str]] = {
         "--shard takes K/N, shard K of N jobs with 1 <= K <= N (e.g. 1/3), got 'x'",
     ),
     "batch-timeout-zero": (["--batch-timeout=0"], "--batch-timeout takes a positive number of seconds"),
+    "load-timeout-zero": (["--load-timeout=0"], "--load-timeout takes a positive number of seconds"),
 }
 
 
