@@ -43,6 +43,8 @@ class HungOutcome(Failed):
     (banana_tests.scoring.hung). Its own type, so that the control family, which runs under
     hypothesis, ends the case at it instead of reporting it among its examples' failures."""
 
+    __module__ = "builtins"  # shown as `HungOutcome: ...`, as pytest shows its own `Failed: ...`
+
 
 def load_or_skip(
     name: str, named: bool, load: Callable[[], T], say: Callable[[str], None] | None = None
