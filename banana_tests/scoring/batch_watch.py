@@ -176,6 +176,8 @@ class BatchWatch:
         what: str,
         on_abandon: Callable[[Abandoned], None],
     ) -> T:
+        """`call()` in the scoring thread, waited on in steps: past `limit` seconds `over(elapsed)`
+        is raised; every heartbeat the `still` line is said; an interruption names the call `what`."""
         if self._thread is None:
             self._thread = ScoringThread()
         job = self._thread.submit(call)
