@@ -178,7 +178,7 @@ class Scorer:
         device) and `name`: a rerun builds no model for it, and a changed metric measures it
         again. `name` says what else the figure depends on (the data, the check's code).
         Returns the figure and whether it came from the cache."""
-        return self.book.figure(self.spec, name, measure)
+        return self.guard(lambda: self.book.figure(self.spec, name, measure))
 
     def cached(self, items: Sequence[Record | str | os.PathLike[str]]) -> list[bool]:
         """Whether each record's or file's score, once scored, came from the persistent cache."""

@@ -66,7 +66,8 @@ class Row:
 ROWS = {
     # full suite families, no output for 600 s (killed): hypothesis ran the next example after
     # pytest-timeout's stop, and that hung again with no alarm left
-    "constructor, --timeout": Row("construction", ("--timeout=10", *DELTA_AND_CONTROL), "construction"),
+    # and every family: Δ, control, invariance and the score snapshot
+    "constructor, --timeout": Row("construction", ("--timeout=10",), "construction", cases=CASES + 5 + 1),
     # hung inside pytest_configure, silently, forever
     "import, --timeout": Row(
         "import", ("--timeout=10", *DELTA_AND_CONTROL), "import", metric="hanging:Hanging"
