@@ -10,7 +10,7 @@ from banana_tests.reports.completeness import INCOMPLETE_EXIT, Ledger
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, describe_replacements, read_junit
 from banana_tests.reports.trends import TrendSeries
-from banana_tests.session.versions import RUN_PACKAGES, package_versions
+from banana_tests.session.versions import SUITE, package_versions
 from banana_tests.verdicts.baseline import Other, write_baseline
 from banana_tests.verdicts.matrix import Matrix
 
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {line}", file=sys.stderr)
             notes.append(("Cases seen twice (newest kept)", "\n".join(lines)))
         incomplete = _completeness(reading.ledger, notes)
-    metadata = {**metadata, **_shape(matrix), "report tool": package_versions((*RUN_PACKAGES, "matplotlib"))}
+    metadata = {**metadata, **_shape(matrix), "report tool": package_versions((SUITE, "matplotlib"))}
     for section in summary_sections(matrix):  # separability and the oracle, also in summary.md
         print(section)
     comparisons = None

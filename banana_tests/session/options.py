@@ -296,8 +296,8 @@ def add_weights_option(addoption: AddOption) -> None:
         "--weights-dir",
         default=None,
         metavar="DIR",
-        help="read-only mirror of pyiqa parameter files, linked into pyiqa's cache as needed "
-        "(default: $BANANA_WEIGHTS_DIR)",
+        help="read-only mirror of pyiqa parameter files, hard-linked (or copied) into pyiqa's cache as "
+        "needed (default: $BANANA_WEIGHTS_DIR)",
     )
 
 

@@ -98,12 +98,12 @@ def run_facts(state: SuiteState, worker_devices: dict[str, str] | None = None) -
     """What the report's Run table says about the run, written once by the process that writes
     the JUnit file, as testsuite properties. `worker_devices`: each xdist worker's device, as
     it reported it; without them, this process's."""
-    from banana_tests.session.versions import metric_libraries, package_versions
+    from banana_tests.session.versions import metric_libraries, run_versions
 
     return [
         ("variant", state.variant),
         ("dataset", str(state.source.source)),
-        ("versions", package_versions()),
+        ("versions", run_versions(state.metrics.values())),
         ("libraries", metric_libraries(state.metrics.values())),
         ("device", devices_fact(worker_devices) if worker_devices else device_of(state)),
         ("command", state.settings.command),
