@@ -21,15 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.scoring.batch_watch import to_stderr
+from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.score_book import unscored
+from banana_tests.session.metric_import import resolve_within
 from banana_tests.session.options import DEFAULT_METRICS, DEFAULT_STEPS, suite_options
 from banana_tests.session.settings import Settings
-from banana_tests.session.suite import SuiteState, importable_from, named_metrics
+from banana_tests.session.suite import SuiteState, named_metrics
 from banana_tests.trajectories.plan import CasePlan
 from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.protocol import MetricError
-from metrics_under_test.registry import UnknownMetric, resolve
+from metrics_under_test.registry import UnknownMetric
 from metrics_under_test.weights import MissingWeights
 
 __all__ = [
@@ -221,12 +222,12 @@ def _score(state: SuiteState, progress: Callable[[Progress], None] | None, start
 def suite_state(settings: Settings, say: Callable[[str], None]) -> SuiteState:
     """The suite's state for `settings`, its metrics resolved, weights staged and cases planned,
     as at a suite run's collection."""
-    with importable_from(*settings.import_dirs):
-        try:
-            specs = resolve(settings.metric, settings.weights_dir)
-        except (UnknownMetric, MetricError, ValueError) as exc:
-            raise ScoreSetupError(str(exc)) from exc
-    state = SuiteState.from_settings(settings, specs, say)
+    watch = BatchWatch(settings.heartbeat, settings.batch_timeout, say, settings.load_limit)
+    try:
+        specs, hung = resolve_within(settings, watch)
+    except (UnknownMetric, MetricError, ValueError) as exc:
+        raise ScoreSetupError(str(exc)) from exc
+    state = SuiteState.from_settings(settings, specs, say, hung, watch)
     try:
         state.collect()
     except pytest.UsageError as exc:

@@ -120,6 +120,18 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return workers
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # type: ignore[no-untyped-def]  # xdist's WorkerController
+    """The metrics whose import hung in the controller hang in no worker: each is told, so none
+    imports them again (banana_tests.session.metric_import)."""
+    state = adopted(node.config)
+    if state is None or not state.scoring.hung:
+        return
+    from banana_tests.session.metric_import import HUNG_IMPORTS
+
+    node.workerinput[HUNG_IMPORTS] = {name: hung.reason for name, hung in state.scoring.hung.items()}
+
+
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
     """A metric's tests spread over the workers by seed image, in a suite run under `--dist load`

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from banana_tests.data import SEEDS
 from banana_tests.editors.distortions import DISTORTIONS, Array
 from banana_tests.session.ownership import STATE
-from banana_tests.session.scorer import Scorer
+from banana_tests.session.scorer import HungOutcome, Scorer
 from banana_tests.verdicts.verdict import fail_verdict
 
 MIN_GAP = 0.25  # strengths closer than this may legitimately tie
@@ -101,27 +101,40 @@ def _with_examples(test: Callable[..., None]) -> Callable[..., None]:
     return test
 
 
-STOPS = (KeyboardInterrupt, Exit)
+STOPS = (KeyboardInterrupt, Exit, HungOutcome)
 
 
 def _stops_the_run(test: Callable[..., None]) -> Callable[..., None]:
-    """Let Ctrl-C and a metric's sys.exit stop the run (exit 2) as in the other families.
+    """Let Ctrl-C and a metric's sys.exit stop the run (exit 2), and a hung metric its case (one
+    line), as in the other families.
 
     hypothesis reports what an example raised together with the other examples' failures, a
-    KeyboardInterrupt included, and runs the next example after an `Exit`: the first stop found
-    in its report is raised alone, which pytest obeys."""
+    KeyboardInterrupt included, and runs the next example after an `Exit` or pytest-timeout's
+    stop: the first stop found in its report is raised alone, which pytest obeys. (The examples
+    after a hang do not wait again: the metric is hung, they error at once.)"""
 
     @wraps(test)
     def run(*args: Any, **kwargs: Any) -> None:
         try:
             test(*args, **kwargs)
+        except HungOutcome as hung:
+            raise _alone(hung) from None
         except BaseExceptionGroup as group:
             stops = group.subgroup(lambda exc: isinstance(exc, STOPS))
             if stops is None:
                 raise
-            raise _first_leaf(stops) from group
+            first = _first_leaf(stops)
+            if isinstance(first, HungOutcome):
+                raise _alone(first) from None
+            raise first from group
 
     return run
+
+
+def _alone(stop: HungOutcome) -> HungOutcome:
+    """The hung metric's one line, without the example hypothesis noted on it: no example matters."""
+    vars(stop).pop("__notes__", None)
+    return stop
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -5,13 +5,15 @@ A metric taking 30 s an image showed nothing for minutes, and a hung one held th
 The batch runs in a scoring thread while the calling thread waits for it in steps of at most
 WAIT_STEP seconds, printing the lines and keeping the limit itself. A signal meant for the caller
 (pytest-timeout's SIGALRM, Ctrl-C) is handled between two steps, never inside torch code, so
-pytest-timeout's `--timeout` bounds a case that waits on a batch. A batch stopped either way is
+pytest-timeout's `--timeout` bounds a case that waits on a batch. Loading a metric (its import,
+construction and probe) runs the same way, within a load limit. A call stopped either way is
 abandoned: a thread cannot be killed, so it is left to finish on its own, and `on_abandon` drops
 what it is using (the model) so that nothing of it is used again.
 """
 
 from __future__ import annotations
 
+import enum
 import queue
 import sys
 import threading
@@ -19,6 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
+
+from metrics_under_test.protocol import MetricError
 
 HEARTBEAT_SECONDS = 30.0
 WAIT_STEP = 0.25  # the longest a signal for the calling thread waits to be handled
@@ -28,6 +32,10 @@ T = TypeVar("T")
 
 class BatchTimeout(Exception):
     """A batch ran past the time limit and was abandoned; its images have no score."""
+
+
+class MetricHangs(MetricError):
+    """A metric's import, construction or probe ran past the load limit and was abandoned."""
 
 
 def to_stderr(line: str) -> None:
@@ -76,62 +84,132 @@ class ScoringThread:
             self._jobs.get().run()  # unnamed: no reference to a job (and its model) outlives it
 
 
+class Phase(enum.StrEnum):
+    """A part of a metric's life that the watch bounds."""
+
+    IMPORT = "import"
+    CONSTRUCTION = "construction"
+    PROBE = "probe"
+    BATCH = "batch"
+
+
+@dataclass(frozen=True)
+class Limit:
+    """How long a metric may take to load, and the option that says so (for messages)."""
+
+    seconds: float
+    option: str  # "--timeout=10" (pytest-timeout's) or "--load-timeout=600"
+
+
+LOAD_SECONDS = 600.0
+DEFAULT_LOAD_LIMIT = Limit(LOAD_SECONDS, f"--load-timeout={LOAD_SECONDS:g}")
+
+
+@dataclass(frozen=True)
+class Abandoned:
+    """A watched call the caller stopped waiting for: why, and whether the wait was interrupted
+    (pytest-timeout, Ctrl-C) rather than past the watch's own limit."""
+
+    reason: str
+    interrupted: bool
+
+
 @dataclass
 class BatchWatch:
     """`heartbeat`: seconds between "still scoring" lines (None: none); `timeout`: seconds a batch
-    may take (None: no limit); `say` writes one line where the user sees it."""
+    may take (None: no limit); `load_limit`: how long importing, building or probing a metric may
+    take; `say` writes one line where the user sees it."""
 
     heartbeat: float | None = HEARTBEAT_SECONDS
     timeout: float | None = None
     say: Callable[[str], None] = to_stderr
+    load_limit: Limit = DEFAULT_LOAD_LIMIT
     _thread: ScoringThread | None = field(default=None, init=False, repr=False)
 
     def run(
-        self, metric: str, size: int, first: str, call: Callable[[], T], on_abandon: Callable[[str], None]
+        self,
+        metric: str,
+        size: int,
+        first: str,
+        call: Callable[[], T],
+        on_abandon: Callable[[Abandoned], None],
     ) -> T:
         """`call()`, one call of `metric` on `size` images, `first` naming the first of them. Past
         the time limit, or when the wait is interrupted (pytest-timeout, Ctrl-C), the batch is
-        abandoned: `on_abandon(reason)` is told why, then BatchTimeout or the interruption is raised."""
+        abandoned: `on_abandon` is told why, then BatchTimeout or the interruption is raised."""
+        more = f" and {size - 1} more" if size > 1 else ""
+
+        def over(elapsed: float) -> BatchTimeout:
+            return BatchTimeout(
+                f"no score within --batch-timeout={self.timeout:g}: {metric}'s batch of {size} "
+                f"image(s) was stopped after {self.timeout:g} s; the other batches still run"
+            )
+
+        return self._wait(
+            call,
+            self.timeout,
+            over,
+            f"{metric} still scoring a batch of {size} image(s) ({first}{more})",
+            f"{metric}'s batch of {size} image(s)",
+            on_abandon,
+        )
+
+    def load(
+        self, metric: str, phase: Phase, call: Callable[[], T], on_abandon: Callable[[Abandoned], None]
+    ) -> T:
+        """`call()`, one phase of loading `metric` (its import, construction or probe), within
+        `load_limit`; past it, or interrupted, it is abandoned as a batch is, raising MetricHangs
+        or the interruption."""
+        limit = self.load_limit
+
+        def over(elapsed: float) -> MetricHangs:
+            return MetricHangs(f"no answer within {limit.option} ({elapsed:.1f} s)")
+
+        return self._wait(call, limit.seconds, over, f"{metric} still in its {phase}", "it", on_abandon)
+
+    def _wait(
+        self,
+        call: Callable[[], T],
+        limit: float | None,
+        over: Callable[[float], Exception],
+        still: str,
+        what: str,
+        on_abandon: Callable[[Abandoned], None],
+    ) -> T:
+        """`call()` in the scoring thread, waited on in steps: past `limit` seconds `over(elapsed)`
+        is raised; every heartbeat the `still` line is said; an interruption names the call `what`."""
         if self._thread is None:
             self._thread = ScoringThread()
         job = self._thread.submit(call)
         start = time.monotonic()
         beats = 0
         try:
-            while not job.done.wait(self._step(time.monotonic() - start, beats)):
+            while not job.done.wait(self._step(time.monotonic() - start, beats, limit)):
                 elapsed = time.monotonic() - start
-                if self.timeout is not None and elapsed >= self.timeout:
-                    raise BatchTimeout(
-                        f"no score within --batch-timeout={self.timeout:g}: {metric}'s batch of {size} "
-                        f"image(s) was stopped after {self.timeout:g} s; the other batches still run"
-                    )
+                if limit is not None and elapsed >= limit:
+                    raise over(elapsed)
                 if self.heartbeat and elapsed >= (beats + 1) * self.heartbeat:
                     beats = int(elapsed // self.heartbeat)
-                    more = f" and {size - 1} more" if size > 1 else ""
-                    self.say(
-                        f"banana-tests: {metric} still scoring a batch of {size} image(s) ({first}{more}), "
-                        f"{elapsed:.0f} s so far"
-                    )
+                    self.say(f"banana-tests: {still}, {elapsed:.0f} s so far")
         except BaseException as exc:
             self._thread.abandoned, self._thread = True, None
-            reason = str(exc) if isinstance(exc, BatchTimeout) else _interrupted(metric, size, exc, start)
-            on_abandon(reason)
+            if isinstance(exc, BatchTimeout | MetricHangs):
+                on_abandon(Abandoned(str(exc), interrupted=False))
+            else:
+                on_abandon(Abandoned(_interrupted(what, exc, start), interrupted=True))
             raise
         return job.outcome()
 
-    def _step(self, elapsed: float, beats: int) -> float:
+    def _step(self, elapsed: float, beats: int, limit: float | None) -> float:
         """How long to wait next: WAIT_STEP, or less when a line or the limit falls due sooner."""
         due = [WAIT_STEP]
         if self.heartbeat:
             due.append((beats + 1) * self.heartbeat - elapsed)
-        if self.timeout is not None:
-            due.append(self.timeout - elapsed)
+        if limit is not None:
+            due.append(limit - elapsed)
         return max(min(due), 0.0)
 
 
-def _interrupted(metric: str, size: int, exc: BaseException, start: float) -> str:
+def _interrupted(what: str, exc: BaseException, start: float) -> str:
     why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return (
-        f"{metric}'s batch of {size} image(s) was stopped after {time.monotonic() - start:.1f} s "
-        f"by the case's interruption ({why})"
-    )
+    return f"{what} was stopped after {time.monotonic() - start:.1f} s by the case's interruption ({why})"

@@ -7,14 +7,15 @@ import gc
 import hashlib
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from banana_tests.scoring.batch_watch import BatchTimeout, BatchWatch
+from banana_tests.scoring.batch_watch import Abandoned, BatchTimeout, BatchWatch, MetricHangs, Phase
 from banana_tests.scoring.cache import ScoreCache, identity, identity_key
+from banana_tests.scoring.hung import Hung, MetricHung
 from banana_tests.scoring.process_tuning import release_freed_memory
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record
@@ -29,7 +30,9 @@ BATCH_PIXELS = 2**19
 WINDOW_BYTES = 64 * 2**20  # decoded images per window, scored after the whole window is decoded
 
 Loader = Callable[[MetricSpec, str], Metric]
+Prober = Callable[[MetricSpec, Metric], None]
 K = TypeVar("K")
+T = TypeVar("T")
 # Load failures the suite's rules tell apart, and what a metric raises about itself rather than
 # an image: the whole metric's cases error.
 KEPT = (MissingWeights, UnwritableCache, MetricError)
@@ -118,12 +121,27 @@ class LoadFailure:
 
 
 def load_metric(spec: MetricSpec, device: str) -> Metric:
-    """Build the metric behind `spec`; the backend is imported only now. The process is left as
-    it is: a suite run tunes its own (banana_tests.session.suite.tuned_load)."""
+    """Build the metric behind `spec` and probe it (`probe_custom`); the backend is imported only
+    now. The process is left as it is: a suite run tunes its own (banana_tests.session.suite.tuned_load)."""
+    metric = built_metric(spec, device)
+    probe_custom(spec, metric)
+    return metric
+
+
+def probe_custom(spec: MetricSpec, metric: Metric) -> None:
+    """A custom metric's load-time probe (metrics_under_test.probe); the others have none."""
+    if spec.backend == "custom":
+        from metrics_under_test.probe import probe
+
+        probe(spec.name, metric)
+
+
+def built_metric(spec: MetricSpec, device: str) -> Metric:
+    """The metric behind `spec`, built, not yet probed: the book bounds the two apart."""
     if spec.backend == "custom":
         from metrics_under_test.custom import build
 
-        return build(spec, device)
+        return build(spec, device, probed=False)
     if spec.backend == "vlm":
         from metrics_under_test import vlm
 
@@ -180,7 +198,11 @@ class ScoreBook:
         loader: Loader = load_metric,
         cache: ScoreCache | None = None,
         watch: BatchWatch | None = None,
+        prober: Prober | None = None,
+        hung: Mapping[str, Hung] | None = None,
     ) -> None:
+        """`loader` builds a metric and `prober` checks it once built (None: `loader` does); each
+        runs under the watch's load limit. `hung`: metrics that hung before scoring (their import)."""
         self.device = device
         self.cache = cache
         self.watch = watch or BatchWatch()
@@ -189,6 +211,8 @@ class ScoreBook:
         self.images = images or ImageStore()
         self.builds: Counter[str] = Counter()
         self._loader = loader
+        self._prober = prober
+        self.hung: dict[str, Hung] = dict(hung or {})  # stopped for the run, by metric name
         self._current: tuple[str, Metric] | None = None
         self._broken: dict[str, LoadFailure] = {}
         self._scores: dict[tuple[str, Path], float | DataError] = {}
@@ -201,6 +225,7 @@ class ScoreBook:
         """Raw scores of `records`. `upcoming` are records this metric needs later on this worker:
         they are scored in the same pass. Raises DataError naming every record of `records` that
         has no score (a bad image, a non-finite score, a batch over the time limit)."""
+        self._check_hung(spec)
         todo = {r.path: r for r in (*records, *upcoming) if (spec.name, r.path) not in self._scores}
         if todo and self.cache is not None:
             self._recall(spec, todo)
@@ -217,6 +242,7 @@ class ScoreBook:
     def score_pixels(self, spec: MetricSpec, images: Sequence[Image]) -> list[float]:
         """Raw scores of in-memory images (a test's own crops): batched as records are, each
         scored once per worker and kept in the persistent cache by `pixel_digest`."""
+        self._check_hung(spec)
         digests = [pixel_digest(img) for img in images]
         todo = {d: img for d, img in zip(digests, images, strict=True) if (spec.name, d) not in self._pixels}
         positions: dict[str, list[int]] = {}
@@ -231,7 +257,9 @@ class ScoreBook:
             for chunk in batches(list(todo.items())):
                 metric, batch = self._metric(spec), [img for _, img in chunk]
                 first = f"item {positions[chunk[0][0]][0]}"
-                raw = self.watch.run(spec.name, len(batch), first, partial(metric, batch), self._drop_model)
+                raw = self.watch.run(
+                    spec.name, len(batch), first, partial(metric, batch), self._abandon(spec, Phase.BATCH)
+                )
                 values = pixel_scores(spec.name, [positions[d] for d, _ in chunk], raw)
                 self._pixels.update(((spec.name, d), v) for (d, _), v in zip(chunk, values, strict=True))
             if self.cache is not None:
@@ -244,6 +272,7 @@ class ScoreBook:
         cache under the metric's identity and `name`, so a rerun builds no model for it and any
         change to the metric measures it again; `(value, whether it came from the cache)`.
         `name` must say everything else the figure depends on, and be no sha256 (the images' keys)."""
+        self._check_hung(spec)
         if self.cache is not None:
             found = self.cache.get(self._key(spec)[0], [name])
             if name in found:
@@ -254,9 +283,18 @@ class ScoreBook:
             self.cache.put(key, {name: value}, description)
         return value, False
 
-    def model(self, spec: MetricSpec) -> Metric:
-        """The metric's model, built on first use; the worker holds one model at a time."""
-        return self._metric(spec)
+    def model(self, spec: MetricSpec) -> WatchedModel:
+        """The metric's model, built on first use, its calls under the watch (`call`); the
+        worker holds one model at a time."""
+        self._metric(spec)
+        return WatchedModel(self, spec)
+
+    def call(self, spec: MetricSpec, images: Sequence[Image]) -> Sequence[float]:
+        """The metric's raw answer on `images`, uncached and unchecked, bounded as a batch is."""
+        metric, batch = self._metric(spec), list(images)
+        return self.watch.run(
+            spec.name, len(batch), "item 0", partial(metric, batch), self._abandon(spec, Phase.BATCH)
+        )
 
     def cached(self, spec: MetricSpec, records: Sequence[Record]) -> list[bool]:
         """Whether each record's score came from the persistent cache."""
@@ -368,24 +406,52 @@ class ScoreBook:
         batch is rebuilt for the next); an abandoned batch's records get its reason as their error."""
         metric, images, (first, _) = self._metric(spec), [image for _, image in chunk], chunk[0]
 
-        def abandon(reason: str) -> None:
-            self._drop_model(reason)
+        def abandon(abandoned: Abandoned) -> None:
+            self._abandon(spec, Phase.BATCH)(abandoned)
             self._scores.update(
-                ((spec.name, r.path), UnscoredImage(f"{r.source} ({r.path}): {reason}")) for r, _ in chunk
+                ((spec.name, r.path), UnscoredImage(f"{r.source} ({r.path}): {abandoned.reason}"))
+                for r, _ in chunk
             )
 
         named = f"{first.source} ({first.path})"
         return self.watch.run(spec.name, len(chunk), named, partial(metric, images), abandon)
 
-    def _drop_model(self, reason: str) -> None:
-        """Forget the current model, whatever the `reason`: an abandoned batch's thread may still
-        be inside it, so the next batch builds a new one."""
-        self._current = None
+    def _abandon(self, spec: MetricSpec, phase: Phase) -> Callable[[Abandoned], None]:
+        """What abandoning `spec` in `phase` does: forget the current model (the abandoned thread
+        may still be inside it). Past --batch-timeout the next batch builds a new one; a load
+        phase stopped either way, or a batch stopped by the case's interruption (pytest-timeout),
+        leaves the metric hung for the run."""
+
+        def abandon(abandoned: Abandoned) -> None:
+            self._current = None
+            if abandoned.interrupted or phase is not Phase.BATCH:
+                self.hung[spec.name] = Hung(spec.name, phase, abandoned.reason)
+
+        return abandon
+
+    def _check_hung(self, spec: MetricSpec) -> None:
+        if spec.name in self.hung:
+            raise self.hung[spec.name].error()
+
+    def _load(self, spec: MetricSpec) -> Metric:
+        """Build the metric, then probe it, each in the scoring thread within the load limit."""
+        metric = self._phase(spec, Phase.CONSTRUCTION, partial(self._loader, spec, self.device))
+        if self._prober is not None:
+            self._phase(spec, Phase.PROBE, partial(self._prober, spec, metric))
+        return metric
+
+    def _phase(self, spec: MetricSpec, phase: Phase, call: Callable[[], T]) -> T:
+        try:
+            return self.watch.load(spec.name, phase, call, self._abandon(spec, phase))
+        except MetricHangs:
+            raise self.hung[spec.name].error() from None
 
     def _metric(self, spec: MetricSpec) -> Metric:
         """The metric's model. One that failed to load fails again without building, as a fresh
         exception (LoadFailure.again): re-raising the first one grew its traceback by every case
-        that met it, and carried the notes another test (hypothesis) added to it."""
+        that met it, and carried the notes another test (hypothesis) added to it. One that hung
+        is never built again (banana_tests.scoring.hung)."""
+        self._check_hung(spec)
         if spec.name in self._broken:
             raise self._broken[spec.name].again() from None
         if self._current is not None and self._current[0] == spec.name:
@@ -395,10 +461,32 @@ class ScoreBook:
             gc.collect()  # a full pass costs ~0.25 s with torch loaded: only when a model is dropped
             release_freed_memory()
         try:
-            metric = self._loader(spec, self.device)
+            metric = self._load(spec)
+        except MetricHung:
+            raise
         except Exception as exc:
             self._broken[spec.name] = LoadFailure(spec.name, type(exc), str(exc))
             raise
         self.builds[spec.name] += 1
         self._current = (spec.name, metric)
         return metric
+
+
+class WatchedModel:
+    """A metric's model as `ScoreBook.model` hands it out: a call runs under the watch, as the
+    suite's batches do (a hang stops the case and leaves the metric hung, never the run); every
+    other attribute is the model's own."""
+
+    def __init__(self, book: ScoreBook, spec: MetricSpec) -> None:
+        self._book, self._spec = book, spec
+
+    def __call__(self, images: Sequence[Image]) -> Sequence[float]:
+        return self._book.call(self._spec, images)
+
+    def __getattr__(self, attribute: str) -> object:
+        if attribute.startswith("__") or attribute in ("_book", "_spec"):  # copy, pickle: not the model's
+            raise AttributeError(attribute)
+        return getattr(self._book._metric(self._spec), attribute)
+
+    def __repr__(self) -> str:
+        return f"<watched {self._spec.name}>"

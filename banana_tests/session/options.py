@@ -289,6 +289,14 @@ def add_metric_options(addoption: AddOption) -> None:
         help="stop a metric's batch of images after this long: those images' cases error, naming "
         "the limit, and the other batches still run (default: no limit)",
     )
+    addoption(
+        "--load-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop a metric whose import, construction or load-time probe takes longer: it is hung "
+        "for the run and its cases error at once (default: pytest-timeout's --timeout, else 600)",
+    )
 
 
 def add_weights_option(addoption: AddOption) -> None:

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import pytest
+from _pytest.outcomes import Failed  # `pytest.fail.Exception`, subclassed for HungOutcome
 
+from banana_tests.scoring.hung import MetricHung
 from banana_tests.trajectories.records import Record
 from banana_tests.verdicts.gaps import Gap, gap
 from metrics_under_test.protocol import MetricError
@@ -28,14 +30,22 @@ from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import MissingWeights, UnwritableCache
 
 if TYPE_CHECKING:
-    from banana_tests.scoring.score_book import ScoreBook
-    from metrics_under_test.protocol import Image, Metric
+    from banana_tests.scoring.score_book import ScoreBook, WatchedModel
+    from metrics_under_test.protocol import Image
 
 Scoreable: TypeAlias = "Record | str | os.PathLike[str] | Image"
 """A record of the trajectory set, an image file's path, or an (H, W, 3) uint8 RGB array."""
 Pair: TypeAlias = "tuple[Scoreable, Scoreable]"
 T = TypeVar("T")
 OFFLINE_HINT = "--metric=offline tries only the metrics whose files are here"
+
+
+class HungOutcome(Failed):
+    """A case of a metric hung for the run, in one line naming it and the phase
+    (banana_tests.scoring.hung). Its own type, so that the control family, which runs under
+    hypothesis, ends the case at it instead of reporting it among its examples' failures."""
+
+    __module__ = "builtins"  # shown as `HungOutcome: ...`, as pytest shows its own `Failed: ...`
 
 
 def load_or_skip(
@@ -51,6 +61,8 @@ def load_or_skip(
     `say`-ed, since the controller shows only "received keyboard-interrupt"."""
     try:
         return load()
+    except MetricHung as exc:
+        raise HungOutcome(str(exc), pytrace=False) from None
     except MissingWeights as exc:
         if not named:
             pytest.skip(str(exc))
@@ -100,14 +112,26 @@ class Scorer:
         return self.scale.normalise(score)
 
     @property
-    def model(self) -> Metric:
+    def model(self) -> WatchedModel:
         """The loaded metric, built once per worker (the worker holds one model at a time: taking
-        another metric's model drops this one, so use it and let it go)."""
+        another metric's model drops this one, so use it and let it go). Calling it runs in the
+        scoring thread, bounded as the suite's batches are; its other attributes are the metric's."""
         return self.guard(lambda: self.book.model(self.spec))
 
     def guard(self, action: Callable[[], T]) -> T:
-        """`action()` under the loading rule (see `load_or_skip`)."""
-        return load_or_skip(self.name, self.named, action, self.book.watch.say)
+        """`action()` under the loading rule (see `load_or_skip`). A stop of the case
+        (pytest-timeout's) while the metric was loading or scoring leaves it hung for the run:
+        the stop is then told in the hung metric's one line, naming it and the phase."""
+        hung_before = self.name in self.book.hung
+        try:
+            return load_or_skip(self.name, self.named, action, self.book.watch.say)
+        except HungOutcome:
+            raise
+        except Failed:
+            hung = self.book.hung.get(self.name)
+            if hung_before or hung is None:
+                raise
+            raise HungOutcome(hung.line(), pytrace=False) from None
 
     def score(self, item: Scoreable) -> float:
         """The raw score of one record, image file or RGB array."""
@@ -156,7 +180,7 @@ class Scorer:
         device) and `name`: a rerun builds no model for it, and a changed metric measures it
         again. `name` says what else the figure depends on (the data, the check's code).
         Returns the figure and whether it came from the cache."""
-        return self.book.figure(self.spec, name, measure)
+        return self.guard(lambda: self.book.figure(self.spec, name, measure))
 
     def cached(self, items: Sequence[Record | str | os.PathLike[str]]) -> list[bool]:
         """Whether each record's or file's score, once scored, came from the persistent cache."""

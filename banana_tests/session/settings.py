@@ -21,6 +21,7 @@ import pytest
 
 from banana_tests.data import EMBEDDED
 from banana_tests.scheduler.shards import Shard, parse_shard
+from banana_tests.scoring.batch_watch import DEFAULT_LOAD_LIMIT, Limit
 from banana_tests.session.devices import DeviceChoice, parse_device
 from banana_tests.session.local_paths import refuse_url
 from banana_tests.session.options import DEFAULT_STEPS, SNAPSHOT_DIR_INI, dest_of, suite_options
@@ -60,6 +61,7 @@ class Settings:
     snapshot_rtol: float
     heartbeat: float | None  # seconds between "still scoring" lines of a long batch; None: never
     batch_timeout: float | None  # seconds a batch may take; None: no limit
+    load_limit: Limit  # how long a metric's import, construction and probe may take
     shard: Shard | None  # this job's part of the suite (--shard=K/N); None: all of it
     narrowed: tuple[str, ...]  # the selection options, as typed, that keep only part of the data set
     import_dirs: tuple[Path, ...]  # where `module:callable` metrics import from (cwd, rootdir)
@@ -85,6 +87,7 @@ class Settings:
                 invocation_dir=config.invocation_params.dir,
                 snapshot_ini=str(config.getini(SNAPSHOT_DIR_INI) or ""),
                 args=config.invocation_params.args,
+                case_timeout=pytest_timeout_seconds(config),
             )
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from exc
@@ -97,9 +100,11 @@ class Settings:
         invocation_dir: Path,
         snapshot_ini: str = "",
         args: Sequence[str] = (),
+        case_timeout: float | None = None,
     ) -> Settings:
         """From each option's value by its short name (`value("dataset-cache")`); ValueError
-        naming the option for one that can never be satisfied."""
+        naming the option for one that can never be satisfied. `case_timeout`: pytest-timeout's
+        `--timeout`, the load limit when `--load-timeout` is not given."""
         steps = parse_steps(value("steps"))
         runs = value("runs")
         if runs is not None and runs < 1:
@@ -123,6 +128,7 @@ class Settings:
             raise ValueError(f"--heartbeat takes a number of seconds (0: never), got {heartbeat}")
         if batch_timeout is not None and not batch_timeout > 0:
             raise ValueError(f"--batch-timeout takes a positive number of seconds, got {batch_timeout}")
+        load_limit = load_limit_of(value("load-timeout"), case_timeout)
         refuse_url(
             "--cache-dir",
             value("cache-dir"),
@@ -170,11 +176,33 @@ class Settings:
             snapshot_rtol=value("snapshot-rtol"),
             heartbeat=heartbeat or None,
             batch_timeout=batch_timeout,
+            load_limit=load_limit,
             shard=parse_shard(value("shard")),
             narrowed=narrowing_options(value),
             import_dirs=tuple(dict.fromkeys((invocation_dir, rootdir))),
             command=shlex.join(["pytest", *args]),
         )
+
+
+def load_limit_of(load_timeout: float | None, case_timeout: float | None) -> Limit:
+    """`--load-timeout` when given, else pytest-timeout's `--timeout`, else LOAD_SECONDS."""
+    if load_timeout is not None:
+        if not load_timeout > 0:
+            raise ValueError(f"--load-timeout takes a positive number of seconds, got {load_timeout}")
+        return Limit(load_timeout, f"--load-timeout={load_timeout:g}")
+    if case_timeout is not None:
+        return Limit(case_timeout, f"--timeout={case_timeout:g}")
+    return DEFAULT_LOAD_LIMIT
+
+
+def pytest_timeout_seconds(config: pytest.Config) -> float | None:
+    """pytest-timeout's timeout for the run's cases (its option, PYTEST_TIMEOUT or its ini
+    setting), or None without pytest-timeout or a timeout (0 turns it off)."""
+    plugin = config.pluginmanager.get_plugin("timeout")
+    if plugin is None or not hasattr(plugin, "get_env_settings"):
+        return None
+    seconds = plugin.get_env_settings(config).timeout
+    return float(seconds) if seconds else None
 
 
 def check_writable(option: str, path: Path) -> None:

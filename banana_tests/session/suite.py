@@ -4,10 +4,8 @@ scoring, each its own object; `SuiteState` holds one of each for the plugin and 
 from __future__ import annotations
 
 import os
-import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +14,9 @@ import pytest
 
 from banana_tests.cases import CaseKey
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
+from banana_tests.scoring.hung import Hung
 from banana_tests.session.devices import Device, DeviceChoice, gpu_for, worker_index
+from banana_tests.session.metric_import import HUNG_IMPORTS, resolve_within
 from banana_tests.session.settings import Settings, settings_of
 from banana_tests.session.terminal_line import terminal_line
 from banana_tests.trajectories.plan import CasePlan, plan_cases
@@ -26,7 +26,7 @@ from banana_tests.trajectories.sources import SourceOptions, load, with_problems
 from banana_tests.verdicts.gaps import Gap
 from banana_tests.verdicts.trend import Trend, TrendKey, TrendPlan, measure, plan_trends
 from metrics_under_test.protocol import MetricError
-from metrics_under_test.registry import UnknownMetric, resolve
+from metrics_under_test.registry import UnknownMetric
 from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import stage
 
@@ -132,6 +132,8 @@ class Scoring:
     metrics: dict[str, MetricSpec]
     named: frozenset[str]  # metrics the user named, not chosen by `offline` or `all`
     say: Callable[[str], None] = to_stderr  # a line on the terminal from a running test
+    hung: dict[str, Hung] = field(default_factory=dict)  # metrics whose import hung
+    watch: BatchWatch | None = None  # the watch that imported them; None: a new one
     _book: ScoreBook | None = None
     _oracle: OracleFigures | None = None
     _scorers: dict[str, Scorer] = field(default_factory=dict)
@@ -162,9 +164,17 @@ class Scoring:
             settings = self.settings
             cache = ScoreCache(settings.cache_dir) if settings.cache_dir is not None else None
             images = ImageStore(settings.image_budget_mib * 2**20, settings.max_pixels)
-            watch = BatchWatch(settings.heartbeat, settings.batch_timeout, self.say)
+            watch = self.watch or BatchWatch(
+                settings.heartbeat, settings.batch_timeout, self.say, settings.load_limit
+            )
             self._book = ScoreBook(
-                resolve_device(settings.device), images, loader=tuned_load, cache=cache, watch=watch
+                resolve_device(settings.device),
+                images,
+                loader=tuned_load,
+                cache=cache,
+                watch=watch,
+                prober=probe_custom,
+                hung=self.hung,
             )
         return self._book
 
@@ -189,13 +199,20 @@ class Scoring:
 
 def tuned_load(spec: MetricSpec, device: str) -> Metric:
     """A suite run's metric loader: the metric, then this process tuned for scoring (only in a
-    suite run, never in another project's: see banana_tests.scoring.process_tuning)."""
+    suite run, never in another project's: see banana_tests.scoring.process_tuning). The book
+    probes it next (`probe_custom`)."""
     from banana_tests.scoring.process_tuning import tune_for_scoring
-    from banana_tests.scoring.score_book import load_metric
+    from banana_tests.scoring.score_book import built_metric
 
-    metric = load_metric(spec, device)
+    metric = built_metric(spec, device)
     tune_for_scoring(metric)
     return metric
+
+
+def probe_custom(spec: MetricSpec, metric: Metric) -> None:
+    from banana_tests.scoring.score_book import probe_custom as probe
+
+    probe(spec, metric)
 
 
 @dataclass
@@ -211,11 +228,17 @@ class SuiteState:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, metrics: list[MetricSpec], say: Callable[[str], None] = to_stderr
+        cls,
+        settings: Settings,
+        metrics: list[MetricSpec],
+        say: Callable[[str], None] = to_stderr,
+        hung: dict[str, Hung] | None = None,
+        watch: BatchWatch | None = None,
     ) -> SuiteState:
+        """`hung`: metrics whose import hung, and `watch` the one that imported the others."""
         by_name = {s.name: s for s in metrics}
         named = named_metrics(settings.metric, metrics)
-        scoring = Scoring(settings, by_name, named, say)
+        scoring = Scoring(settings, by_name, named, say, hung or {}, watch)
         return cls(settings, by_name, CasePlanning(settings, tuple(by_name), say=say), scoring)
 
     @classmethod
@@ -228,7 +251,9 @@ class SuiteState:
             raise pytest.UsageError(str(exc)) from exc
         if settings.device.kind is Device.CUDA and not _gpu_driver():
             raise pytest.UsageError(no_cuda(settings.device) + " (no GPU driver)")
-        return cls.from_settings(settings, metrics, terminal_line(config))
+        return cls.from_settings(
+            settings, metrics, terminal_line(config), config.stash[HUNG], config.stash[WATCH]
+        )
 
     @property
     def source(self) -> SourceOptions:
@@ -340,28 +365,23 @@ class SuiteState:
 
 
 SELECTED = pytest.StashKey[list[MetricSpec]]()
+HUNG = pytest.StashKey[dict[str, Hung]]()  # the selected metrics whose import hung
+WATCH = pytest.StashKey[BatchWatch]()  # the run's watch: its scoring thread imports, builds and scores
 
 
 def selected_metrics(config: pytest.Config) -> list[MetricSpec]:
-    """`--metric` resolved once per session: xdist's `-n auto` asks for the count before
+    """`--metric` resolved once per session, within the load limit (see
+    banana_tests.session.metric_import): xdist's `-n auto` asks for the count before
     pytest_configure, and resolving builds custom metrics given as factories."""
     if SELECTED not in config.stash:
         settings = settings_of(config)
-        with importable_from(*settings.import_dirs):
-            config.stash[SELECTED] = resolve(settings.metric, settings.weights_dir)
+        watch = BatchWatch(
+            settings.heartbeat, settings.batch_timeout, terminal_line(config), settings.load_limit
+        )
+        known = getattr(config, "workerinput", {}).get(HUNG_IMPORTS)
+        config.stash[SELECTED], config.stash[HUNG] = resolve_within(settings, watch, known)
+        config.stash[WATCH] = watch
     return config.stash[SELECTED]
-
-
-@contextmanager
-def importable_from(*folders: Path) -> Iterator[None]:
-    """`module:callable` metrics import as under `python -m`: a module beside you just works."""
-    added = [str(f) for f in dict.fromkeys(folders) if str(f) not in sys.path]
-    sys.path[:0] = added
-    try:
-        yield
-    finally:
-        for folder in added:
-            sys.path.remove(folder)
 
 
 def named_metrics(text: str, metrics: list[MetricSpec]) -> frozenset[str]:

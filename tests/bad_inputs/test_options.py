@@ -79,6 +79,7 @@ ROWS: dict[str, tuple[list[str], str]] = {
     "batch-timeout-zero": (["--batch-timeout=0"], "--batch-timeout takes a positive number of seconds"),
     "search-zero": (["--search=0"], "--search takes a positive number of examples per metric, got 0"),
     "search-not-a-number": (["--search=many"], "--search: invalid int value: 'many'"),
+    "load-timeout-zero": (["--load-timeout=0"], "--load-timeout takes a positive number of seconds"),
 }
 
 

@@ -1,0 +1,70 @@
+"""`--metric` resolved within the load limit: a metric module whose import hangs, or a factory
+that hangs while its attributes are read, is stopped there instead of holding pytest_configure
+forever. Such a metric stays selected under the text it was given as, hung for the run
+(banana_tests.scoring.hung): its cases error at once, naming it and the import.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+
+from banana_tests.scoring.batch_watch import Abandoned, BatchWatch, MetricHangs, Phase
+from banana_tests.scoring.hung import Hung
+from banana_tests.session.settings import Settings
+from metrics_under_test.registry import resolve
+from metrics_under_test.spec import MetricSpec
+
+HUNG_IMPORTS = "banana_hung_imports"
+"""The workerinput key of the imports that hung in xdist's controller: its workers do not wait again."""
+
+
+def resolve_within(
+    settings: Settings, watch: BatchWatch, known: Mapping[str, str] | None = None
+) -> tuple[list[MetricSpec], dict[str, Hung]]:
+    """The specs of `settings.metric`, in order and without duplicates, each part resolved in
+    the watch's scoring thread within its load limit; and the parts that hung, by name. `known`:
+    parts already known to hang (from xdist's controller) and why, not imported again."""
+    specs: dict[str, MetricSpec] = {}
+    hung: dict[str, Hung] = {}
+    for part in (p.strip() for p in settings.metric.split(",")):
+        if not part:
+            continue
+        if known and part in known:
+            hung[part] = Hung(part, Phase.IMPORT, known[part])
+            specs[part] = stand_in(part)
+            continue
+
+        def abandon(abandoned: Abandoned, part: str = part) -> None:
+            hung[part] = Hung(part, Phase.IMPORT, abandoned.reason)
+
+        with importable_from(*settings.import_dirs):
+            try:
+                chosen = watch.load(part, Phase.IMPORT, partial(resolve, part, settings.weights_dir), abandon)
+            except MetricHangs:
+                chosen = [stand_in(part)]
+        specs.update((s.name, s) for s in chosen)
+    if not specs:
+        resolve(settings.metric)  # the registry's own error for a text naming no metric
+    return list(specs.values()), hung
+
+
+def stand_in(text: str) -> MetricSpec:
+    """The spec of a metric that hung before its attributes could be read: named as it was given,
+    with no target, so nothing imports its module again (that import would wait on the hung one's lock)."""
+    return MetricSpec(name=text, backend="custom", low=0.0, high=1.0, lower_better=False, cost="fast")
+
+
+@contextmanager
+def importable_from(*folders: Path) -> Iterator[None]:
+    """`module:callable` metrics import as under `python -m`: a module beside you just works."""
+    added = [str(f) for f in dict.fromkeys(folders) if str(f) not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for folder in added:
+            sys.path.remove(folder)

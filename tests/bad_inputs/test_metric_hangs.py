@@ -1,0 +1,166 @@
+"""A metric that hangs, in each phase of its life (issue 40): one row each.
+
+Each row runs the shipped suite (`--pyargs banana_tests`) in a subprocess with `hanging`, a
+numpy-only metric whose module import, constructor or calls sleep for an hour, as told by
+environment variables. The run must end within 60 s with one line per case naming the metric and
+the phase that hung: the metric is stopped once, within `--timeout` (or `--load-timeout` without
+it), and is hung for the run; no case waits again, in any family (the control family runs
+under hypothesis, which swallows pytest-timeout's stop), serial or under xdist.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from tests.bad_inputs.test_metric_misbehaves import outcomes
+from tests.conftest import suite_folder
+
+HANGING = """
+import os, time
+
+from metrics_under_test.examples import laplacian_variance
+
+HANG = os.environ.get("HANG", "")
+CALLS = [0]
+if HANG == "import":
+    time.sleep(3600)
+
+
+class Hanging:
+    name = "hanging"
+    lower_better = False
+    score_range = (0.0, 2000.0)
+    cost = "fast"
+
+    def __init__(self):
+        if HANG == "construction":
+            time.sleep(3600)
+
+    def __call__(self, images):
+        CALLS[0] += 1  # the load-time probe makes the first two calls
+        if HANG == "call" and CALLS[0] > int(os.environ.get("HANG_AFTER", "0")):
+            time.sleep(3600)
+        return laplacian_variance(images)
+"""
+DELTA_AND_CONTROL = ("-k", "test_detects_degradation or test_detects_control_degradation")
+CASES = 6 + 3  # 2 seed images x 3 steps, and 3 control distortions
+WITHIN_S = 60
+
+
+@dataclass(frozen=True)
+class Row:
+    """`HANG` (and `HANG_AFTER`) for the metric, the options of the run; every case then names
+    `metric` and `phase` in one line."""
+
+    hang: str
+    options: tuple[str, ...]
+    phase: str
+    hang_after: int = 0
+    metric: str = "hanging"
+    cases: int = CASES
+
+
+ROWS = {
+    # full suite families, no output for 600 s (killed): hypothesis ran the next example after
+    # pytest-timeout's stop, and that hung again with no alarm left
+    # and every family: Δ, control, invariance and the score snapshot
+    "constructor, --timeout": Row("construction", ("--timeout=10",), "construction", cases=CASES + 5 + 1),
+    # hung inside pytest_configure, silently, forever
+    "import, --timeout": Row(
+        "import", ("--timeout=10", *DELTA_AND_CONTROL), "import", metric="hanging:Hanging"
+    ),
+    # killed at 150 s: the batch stopped by --batch-timeout rebuilt the metric, whose probe ran on
+    # the main thread, where no timeout applied
+    "probe on rebuild, --timeout": Row(
+        "call",
+        ("--timeout=10", "--batch-timeout=3", "-k", "control and noise"),
+        "probe",
+        hang_after=2,
+        cases=1,
+    ),
+    # every call after the probe hangs: pytest-timeout stops the control case's first example
+    "control family's batch, --timeout": Row(
+        "call", ("--timeout=10", "-k", "test_detects_control_degradation"), "batch", hang_after=2, cases=3
+    ),
+    # without pytest-timeout, the load limit
+    "constructor, --load-timeout": Row(
+        "construction", ("--load-timeout=5", *DELTA_AND_CONTROL), "construction"
+    ),
+    "import, --load-timeout": Row(
+        "import", ("--load-timeout=5", *DELTA_AND_CONTROL), "import", metric="hanging:Hanging"
+    ),
+    # under xdist: each worker stops the metric once; an import hung in the controller is not
+    # imported again by its workers
+    "constructor, --timeout, -n 2": Row(
+        "construction", ("--timeout=10", "-n", "2", *DELTA_AND_CONTROL), "construction"
+    ),
+    "import, --timeout, -n 2": Row(
+        "import", ("--timeout=10", "-n", "2", *DELTA_AND_CONTROL), "import", metric="hanging:Hanging"
+    ),
+}
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    folder = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
+    (folder.path / "hanging.py").write_text(HANGING)
+    return folder
+
+
+@pytest.mark.parametrize("row", ROWS.values(), ids=list(ROWS))
+def test_a_hanging_metric_is_stopped_once_and_each_case_says_so_in_one_line(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, row: Row
+) -> None:
+    monkeypatch.setenv("HANG", row.hang)
+    monkeypatch.setenv("HANG_AFTER", str(row.hang_after))
+
+    started = time.monotonic()
+    result = suite.runpytest_subprocess(
+        "--pyargs", "banana_tests", "--dataset=data", "--metric=hanging:Hanging", "--no-cache",
+        "-p", "no:randomly", "--junitxml=j.xml", *row.options, timeout=WITHIN_S + 60,
+    )  # fmt: skip
+    took = time.monotonic() - started
+
+    assert took < WITHIN_S, (took, result.stdout.str()[-3000:])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    cases = outcomes(suite.path / "j.xml")
+    assert len(cases) == row.cases, cases
+    says = f"metric {row.metric!r} hung in its {row.phase}: "
+    for case, (outcome, message) in cases.items():
+        assert outcome in ("error", "failure"), (case, outcome)
+        attribute, text = message.split("\n", 1)
+        assert says in attribute and text.strip().count("\n") == 0, (case, message)
+        assert "its other cases in this run error without waiting" in text, (case, message)
+
+
+def test_a_hung_metric_is_never_built_again_and_errors_at_once() -> None:
+    """In one process: the constructor that sleeps is abandoned at the load limit, and every
+    later use of the metric (scores, its model) errors without calling the loader again."""
+    from banana_tests.scoring.batch_watch import WAIT_STEP, BatchWatch, Limit
+    from banana_tests.scoring.hung import MetricHung
+    from banana_tests.scoring.score_book import ScoreBook
+    from metrics_under_test.spec import MetricSpec
+
+    built: list[str] = []
+
+    def sleeping_loader(spec: MetricSpec, device: str) -> object:
+        built.append(spec.name)
+        time.sleep(30)
+        raise AssertionError("abandoned long before")
+
+    watch = BatchWatch(None, None, load_limit=Limit(0.3, "--load-timeout=0.3"))
+    book = ScoreBook("cpu", loader=sleeping_loader, watch=watch)  # type: ignore[arg-type]
+    spec = MetricSpec("sleepy", "custom", 0.0, 1.0, False)
+    line = "metric 'sleepy' hung in its construction: no answer within --load-timeout=0.3"
+    started = time.monotonic()
+    with pytest.raises(MetricHung, match=line):
+        book.model(spec)
+    assert time.monotonic() - started < 0.3 + WAIT_STEP + 0.5
+    started = time.monotonic()
+    for use in (lambda: book.model(spec), lambda: book.scores(spec, []), lambda: book.score_pixels(spec, [])):
+        with pytest.raises(MetricHung, match=line):
+            use()
+    assert time.monotonic() - started < 0.1 and built == ["sleepy"]
