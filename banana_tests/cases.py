@@ -66,6 +66,8 @@ class Field(StrEnum):
     INVARIANCE = "invariance"
     CHANGE = "change"
     TOLERANCE = "tolerance"
+    CROP_SIDE = "crop_side"  # px
+    RAISED = "raised"  # what the metric raised on the crops, when it could not be checked
 
 
 @dataclass(frozen=True, order=True)

@@ -48,11 +48,12 @@ def unscored(records: Sequence[Record], errors: dict[Path, DataError]) -> DataEr
         return next(iter(bad.values()))[1] if bad else None
     by_reason: dict[str, list[str]] = {}
     for r, error in bad.values():
-        name, text = f"{r.source} ({r.path})", str(error)
+        name, text = r.named, str(error)
         reason = text.removeprefix(f"{name}: ") if text.startswith(f"{name}: ") else text
         by_reason.setdefault(reason, []).append(name)
     listed = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
-    return DataError(f"{len(bad)} records cannot be scored: {listed}")
+    what = "image files" if all(r.is_file for r, _ in bad.values()) else "records"
+    return DataError(f"{len(bad)} {what} cannot be scored: {listed}")
 
 
 def record_scores(name: str, records: Sequence[Record], scores: Sequence[float]) -> list[float | DataError]:
@@ -64,7 +65,7 @@ def record_scores(name: str, records: Sequence[Record], scores: Sequence[float])
     return [
         v
         if math.isfinite(v)
-        else UnscoredImage(f"{r.source} ({r.path}): metric {name!r} scored it {v!r}, not a finite number")
+        else UnscoredImage(f"{r.named}: metric {name!r} scored it {v!r}, not a finite number")
         for r, v in zip(records, values, strict=True)
     ]
 
@@ -341,7 +342,7 @@ class ScoreBook:
                 return
             (record, _), what = chunk[0], " ".join(f"{type(exc).__name__}: {exc}".split())
             values = [
-                UnscoredImage(f"{record.source} ({record.path}): {spec.name} raised {what}{raised_at(exc)}")
+                UnscoredImage(f"{record.named}: {spec.name} raised {what}{raised_at(exc)}")
             ]
         else:
             values = record_scores(spec.name, records, raw)
@@ -355,11 +356,10 @@ class ScoreBook:
         def abandon(reason: str) -> None:
             self._drop_model(reason)
             self._scores.update(
-                ((spec.name, r.path), UnscoredImage(f"{r.source} ({r.path}): {reason}")) for r, _ in chunk
+                ((spec.name, r.path), UnscoredImage(f"{r.named}: {reason}")) for r, _ in chunk
             )
 
-        named = f"{first.source} ({first.path})"
-        return self.watch.run(spec.name, len(chunk), named, partial(metric, images), abandon)
+        return self.watch.run(spec.name, len(chunk), first.named, partial(metric, images), abandon)
 
     def _drop_model(self, reason: str) -> None:
         """Forget the current model, whatever the `reason`: an abandoned batch's thread may still

@@ -33,7 +33,9 @@ FIGURES = {
         {Field.SPEARMAN, Field.FIRST_DETECTION_STEP, Field.TREND_STEPS, Field.TREND_SERIES}
     ),
     CaseKind.CONTROL: frozenset(),
-    CaseKind.INVARIANCE: frozenset({Field.CHANGE, Field.TOLERANCE, Field.SCORE_CACHED}),
+    CaseKind.INVARIANCE: frozenset(
+        {Field.CHANGE, Field.TOLERANCE, Field.SCORE_CACHED, Field.CROP_SIDE, Field.RAISED}
+    ),
 }
 """The measured fields each kind may carry; identity fields come from its key."""
 FIGURE_ORDER = {kind: tuple(name for name in Field if name in names) for kind, names in FIGURES.items()}
