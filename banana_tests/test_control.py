@@ -171,6 +171,8 @@ def test_detects_control_degradation(
     except MemoryError:
         raise  # the machine's limit, not the metric's verdict: an error of this case
     except Exception as exc:  # the metric cannot score the crop: its verdict, one line
+        if scorer.book.load_failed(scorer.spec):
+            raise  # it cannot load at all: no verdict, an error (session.scorer.load_or_skip)
         raised = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         fail_verdict(
             f"{control_metric} cannot be checked for {distortion} on the crop {crop!r}: it raised "

@@ -16,7 +16,7 @@ Same pixels (batch, repeat, png) must give the same score within a tiny toleranc
 shift and a resize by a few percent are allowed a per-metric tolerance on the median change,
 measured here (docs/matrix.md, "Invariance"). Changes are in normalised points (the [0, 100]
 scale of the verdicts), so tolerances compare across metrics. Written on the public fixtures:
-`banana_metric.model` for the calls the score cache must not answer (batch, repeat), and
+`banana_metric.call` for the calls the score cache must not answer (batch, repeat), and
 `Scorer.scores` for the rest, so batching and cache are the suite's. Each check's measured change
 is kept in the score cache (`Scorer.remembered`) under the metric's identity and the crop set's
 (`crop_set`): a rerun builds no model and decodes no crop, and a changed metric is checked again.
@@ -155,12 +155,7 @@ def resized(image: Array) -> Array:
 def alone(scorer: Scorer, images: Sequence[Array]) -> list[float]:
     """Each image in a call of its own, straight to the model: the score cache would answer a
     second call, and the suite's batches would group crops of one size."""
-    model = scorer.model
-
-    def one(image: Array) -> float:
-        return float(scorer.guard(lambda: model([image]))[0])
-
-    return [one(image) for image in images]
+    return [scorer.call([image])[0] for image in images]
 
 
 def changes(scorer: Scorer, invariance: Invariance, folder: Path) -> list[float]:
@@ -168,8 +163,7 @@ def changes(scorer: Scorer, invariance: Invariance, folder: Path) -> list[float]
     side = crop_side(scorer.spec)
     crops = [crop(w, side) for w in windows(side)]
     if invariance is Invariance.BATCH:
-        model = scorer.model
-        batched = list(scorer.guard(lambda: model(crops)))[:ALONE]
+        batched = scorer.call(crops)[:ALONE]
         pairs = list(zip(batched, alone(scorer, crops[:ALONE]), strict=True))
     elif invariance is Invariance.REPEAT:
         pairs = list(zip(alone(scorer, crops[:ALONE]), alone(scorer, crops[:ALONE]), strict=True))
@@ -247,19 +241,21 @@ def test_score_is_invariant(
     limit = tolerance(banana_metric.spec).of(invariance)
     side = crop_side(banana_metric.spec)
     figures = {Field.CROP_SIDE: str(side), Field.TOLERANCE: repr(limit)}
-    properties = request.node.user_properties
     if side > largest_side():
         cannot_check(request, banana_metric.name, invariance, figures, None)
+    name = cache_name(banana_metric, invariance)
     try:
         change, cached = banana_metric.remembered(
-            cache_name(banana_metric, invariance), lambda: measured_change(banana_metric, invariance, tmp_path)
+            name, lambda: measured_change(banana_metric, invariance, tmp_path)
         )
     except MemoryError:
         raise  # the machine's limit, not the metric's verdict: an error of this case
     except Exception as exc:  # the metric cannot score the crops: its verdict, one line
+        if banana_metric.book.load_failed(banana_metric.spec):
+            raise  # it cannot load at all: no verdict, an error (session.scorer.load_or_skip)
         cannot_check(request, banana_metric.name, invariance, figures, exc)
     figures.update({Field.CHANGE: repr(change), Field.SCORE_CACHED: str(cached).lower()})
-    properties.extend(figure_properties(figures))
+    request.node.user_properties.extend(figure_properties(figures))
     if not change <= limit:  # nan included
         measure = "largest" if invariance.same_pixels else "median"
         pytest.fail(

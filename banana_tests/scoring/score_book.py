@@ -137,10 +137,19 @@ def batches(window: list[tuple[K, Image]]) -> Iterator[list[tuple[K, Image]]]:
         yield batch
 
 
+class OutOfMemory(MemoryError):
+    """A metric ran out of memory on in-memory images (a test's crops); its model was dropped."""
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """MemoryError, or torch's CUDA OutOfMemoryError."""
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+
+
 def smaller(chunk: Sequence[K], exc: Exception) -> list[Sequence[K]]:
     """The batches to try a batch in after the metric raised `exc` on it: out of memory, its two
     halves (each halved again if it runs out too); anything else, one image at a time."""
-    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":  # torch's CUDA one
+    if out_of_memory(exc):
         half = (len(chunk) + 1) // 2
         return [chunk[:half], chunk[half:]]
     return [[item] for item in chunk]
@@ -214,15 +223,33 @@ class ScoreBook:
                 del todo[d]
         if todo:
             for chunk in batches(list(todo.items())):
-                metric, batch = self._metric(spec), [img for _, img in chunk]
-                first = f"item {positions[chunk[0][0]][0]}"
-                raw = self.watch.run(spec.name, len(batch), first, partial(metric, batch), self._drop_model)
+                raw = self.call(spec, [img for _, img in chunk], f"item {positions[chunk[0][0]][0]}")
                 values = pixel_scores(spec.name, [positions[d] for d, _ in chunk], raw)
                 self._pixels.update(((spec.name, d), v) for (d, _), v in zip(chunk, values, strict=True))
             if self.cache is not None:
                 key, description = self._key(spec)
                 self.cache.put(key, {d: self._pixels[(spec.name, d)] for d in todo}, description)
         return [self._pixels[(spec.name, d)] for d in digests]
+
+    def call(self, spec: MetricSpec, images: Sequence[Image], first: str = "item 0") -> Sequence[float]:
+        """One call of the metric on in-memory `images` (`first` names the first), under the watch,
+        as the metric returns them: no cache, no checks. Out of memory, the model is dropped at
+        once and OutOfMemory raised in one line, so the process (and pytest) has memory again."""
+        exhausted = ""
+        try:
+            return self.watch.run(
+                spec.name, len(images), first, partial(self._metric(spec), images), self._drop_model
+            )
+        except Exception as exc:
+            if not out_of_memory(exc):
+                raise
+            exhausted = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        self._free_memory()  # out of the handler: its frames, which hold the model, are gone
+        height, width = images[0].shape[:2]
+        raise OutOfMemory(
+            f"{spec.name} ran out of memory scoring {len(images)} image(s) of {width}x{height} px "
+            f"({exhausted}); its model was dropped and is built again for the next batch"
+        )
 
     def figure(self, spec: MetricSpec, name: str, measure: Callable[[], float]) -> tuple[float, bool]:
         """A figure measured on the metric (an invariance check's change), kept in the persistent
@@ -238,6 +265,10 @@ class ScoreBook:
             key, description = self._key(spec)
             self.cache.put(key, {name: value}, description)
         return value, False
+
+    def load_failed(self, spec: MetricSpec) -> bool:
+        """Whether the metric could not be built in this process (its cases say so; see LoadFailure)."""
+        return spec.name in self._broken
 
     def model(self, spec: MetricSpec) -> Metric:
         """The metric's model, built on first use; the worker holds one model at a time."""
@@ -321,7 +352,9 @@ class ScoreBook:
         from metrics_under_test.vlm import UnscoredImages
 
         records = [r for r, _ in chunk]
-        values: list[float | DataError]
+        values: list[float | DataError] = []
+        parts: list[Sequence[tuple[Record, Image]]] = []
+        exhausted = False
         try:
             raw = self._watched(spec, chunk)
         except BatchTimeout:
@@ -336,16 +369,20 @@ class ScoreBook:
         except KEPT:
             raise
         except Exception as exc:  # the metric's own: an image it cannot take, or out of memory
+            exhausted = out_of_memory(exc)
             if len(chunk) > 1:
-                for part in smaller(chunk, exc):
-                    self._score_batch(spec, part)
-                return
-            (record, _), what = chunk[0], " ".join(f"{type(exc).__name__}: {exc}".split())
-            values = [
-                UnscoredImage(f"{record.named}: {spec.name} raised {what}{raised_at(exc)}")
-            ]
+                parts = smaller(chunk, exc)
+            else:
+                (record, _), what = chunk[0], " ".join(f"{type(exc).__name__}: {exc}".split())
+                values = [UnscoredImage(f"{record.named}: {spec.name} raised {what}{raised_at(exc)}")]
         else:
             values = record_scores(spec.name, records, raw)
+        if exhausted:  # out of the handler: its frames, which hold the model, are gone
+            self._free_memory()
+        if parts:
+            for part in parts:
+                self._score_batch(spec, part)
+            return
         self._scores.update(((spec.name, r.path), v) for r, v in zip(records, values, strict=True))
 
     def _watched(self, spec: MetricSpec, chunk: Sequence[tuple[Record, Image]]) -> Sequence[float]:
@@ -360,6 +397,14 @@ class ScoreBook:
             )
 
         return self.watch.run(spec.name, len(chunk), first.named, partial(metric, images), abandon)
+
+    def _free_memory(self) -> None:
+        """After a metric ran out of memory: drop its model, and what the model holds, before
+        anything else allocates (pytest's report of the case, xdist's message to its controller),
+        so the process goes on; the next batch builds the model again."""
+        self._current = None
+        gc.collect()
+        release_freed_memory()
 
     def _drop_model(self, reason: str) -> None:
         """Forget the current model, whatever the `reason`: an abandoned batch's thread may still
