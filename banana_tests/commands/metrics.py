@@ -54,6 +54,17 @@ CPU_SECONDS_2K: dict[str, float] = {
     "wadiqam_nr": 26.1,
 }
 
+# Peak resident memory of one scoring process (an xdist worker holds one model at a time), bytes:
+# the whole suite on the embedded set, serial, --no-cache, 2026-12-04 (max RSS: brisque 1058 MiB,
+# niqe 1136, piqe 1095), rounded up; ILNIQE 2.7-2.8 GB at glibc's own malloc thresholds
+# (docs/speed.md). `-n auto` starts no more workers than fit the memory available at these peaks.
+PEAK_BYTES: dict[str, int] = {
+    "brisque": 1_200_000_000,
+    "ilniqe": 2_800_000_000,
+    "niqe": 1_200_000_000,
+    "piqe": 1_200_000_000,
+}
+
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("metrics", help="list every metric: direction, range, backend, weights here")
