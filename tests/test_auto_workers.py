@@ -159,10 +159,10 @@ def test_cores_left_idle_leave_a_note_for_the_header(
 @pytest.mark.parametrize(
     ("metrics", "memory_gb", "expected", "why"),
     [
-        ("ilniqe", 16, 5, "ilniqe peaks at 2.8 GB a process and 16.0 GB of memory is available"),
-        ("brisque,ilniqe", 16, 5, "ilniqe peaks at 2.8 GB"),  # a worker may run any of them
-        ("brisque", 16, 13, "brisque peaks at 1.2 GB a process"),
-        ("ilniqe", 4, 0, "ilniqe peaks at 2.8 GB"),  # one worker would not pay: serial
+        ("ilniqe", 16, 5, "ilniqe peaks at 2.8 GiB a process and 14.9 GiB of memory is available"),
+        ("brisque,ilniqe", 16, 5, "ilniqe peaks at 2.8 GiB"),  # a worker may run any of them
+        ("brisque", 16, 14, "brisque peaks at 1.0 GiB a process"),
+        ("ilniqe", 4, 0, "ilniqe peaks at 2.8 GiB"),  # one worker would not pay: serial
         ("ilniqe", 400, 64, None),  # cores, not memory, set the number: no note
     ],
 )
@@ -175,7 +175,7 @@ def test_n_auto_starts_no_more_workers_than_fit_the_memory(
     why: str | None,
 ) -> None:
     """Issue 40: 64 cores meant 64 workers whatever each model needs, and ILNIQE alone peaks at
-    2.8 GB a process (about 180 GB for 64)."""
+    2.8 GB a process (about 180 GB for 64). 16 GB here is 16e9 bytes (14.9 GiB)."""
     assert workers(pytester, monkeypatch, 64, f"--metric={metrics}", memory_gb=memory_gb) == expected
     config = pytester.parseconfig("-n", "auto", f"--metric={metrics}")
     auto_workers(config)
@@ -210,4 +210,4 @@ def test_n_auto_on_a_64_core_16_gb_machine_with_ilniqe_starts_five_workers(
 
     out = result.stdout.str()
     assert "created: 5/5 workers" in out, out
-    assert "-n auto chose 5 workers on 64 cores: ilniqe peaks at 2.8 GB a process and 16.0 GB" in out
+    assert "-n auto chose 5 workers on 64 cores: ilniqe peaks at 2.8 GiB a process and 14.9 GiB" in out

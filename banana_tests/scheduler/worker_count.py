@@ -2,7 +2,7 @@
 use, each scoring on the thread policy's torch threads (banana_tests.scoring.process_tuning), so
 workers × threads never exceeds the cores, and as many as fit the memory available: a worker
 holds one model at a time, and may run any selected metric, so each is counted at the largest
-measured peak of the selected metrics (ILNIQE: 2.8 GB a process). A metric's cases spread over
+measured peak of the selected metrics (ILNIQE: 2.8 GiB a process). A metric's cases spread over
 the workers (banana_tests.scheduler.metric_groups), so one metric is reason enough for several."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def usable_cores() -> int:
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
-GB = 10**9
+GIB = 2**30
 MEMINFO = Path("/proc/meminfo")
 CGROUP = Path("/sys/fs/cgroup")
 
@@ -49,7 +49,7 @@ class MemoryFit:
 
     def why(self) -> str:
         return (
-            f"{self.metric} peaks at {self.peak / GB:.1f} GB a process and {self.available / GB:.1f} GB "
+            f"{self.metric} peaks at {self.peak / GIB:.1f} GiB a process and {self.available / GIB:.1f} GiB "
             "of memory is available"
         )
 
