@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -92,6 +93,11 @@ def changes(pytester: pytest.Pytester) -> dict[str, tuple[str, str]]:
     return {name: (props["change"], props["score_cached"]) for name, (_, props) in cases(pytester).items()}
 
 
+def report_with_baseline(path: Path) -> int:
+    """`banana-tests report j.xml --out=r --write-baseline=b.json` in `path`."""
+    return main(["report", str(path / "j.xml"), f"--out={path / 'r'}", f"--write-baseline={path / 'b.json'}"])
+
+
 def test_a_batch_dependent_metric_fails_the_batch_case_only(users: pytest.Pytester) -> None:
     result = run(users, "BatchMean")
 
@@ -161,19 +167,7 @@ def test_a_baseline_expects_a_known_invariance_failure_and_fails_a_new_one(users
     first = run(users, "BatchMean")
     assert first.ret == pytest.ExitCode.TESTS_FAILED
     path = users.path
-    assert (
-        main(
-            [
-                "report",
-                str(path / "j.xml"),
-                "--out",
-                str(path / "r"),
-                "--write-baseline",
-                str(path / "b.json"),
-            ]
-        )
-        == 0
-    )
+    assert report_with_baseline(path) == 0
     assert json.loads((path / "b.json").read_text())["failures"] == [
         {"kind": "invariance", "metric": "batch_mean", "check": "batch"}
     ]
@@ -308,19 +302,7 @@ def test_a_metric_that_raises_on_the_crops_gates_green_after_a_baseline_and_red_
         assert f"two_blocks cannot be checked for {check}-invariance on crops of 96 px: it raised " in out
     assert "LinAlgError: SVD did not converge" in out and "raise LinAlgError" not in out  # no traceback
     assert "image files cannot be scored" in out and "crop0.png (" not in out  # each path once
-    assert (
-        main(
-            [
-                "report",
-                str(path / "j.xml"),
-                "--out",
-                str(path / "r"),
-                "--write-baseline",
-                str(path / "b.json"),
-            ]
-        )
-        == 0
-    )
+    assert report_with_baseline(path) == 0
     listed = load_baseline(path / "b.json")
     assert {InvarianceKey("two_blocks", check) for check in CHECKS} <= listed
     assert "| two_blocks | FAIL cannot run: LinAlgError |" in (path / "r" / "summary.md").read_text()
