@@ -168,8 +168,8 @@ def test_detects_control_degradation(
     pixels = crop.pixels
     try:
         scores = scorer.scores([distort(pixels, s, noise_seed) for s in levels])
-    except MemoryError:
-        raise  # the machine's limit, not the metric's verdict: an error of this case
+    except (MemoryError, Exit):
+        raise  # the machine's limit, or the run stops: no verdict
     except Exception as exc:  # the metric cannot score the crop: its verdict, one line
         if scorer.book.load_failed(scorer.spec):
             raise  # it cannot load at all: no verdict, an error (session.scorer.load_or_skip)

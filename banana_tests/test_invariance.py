@@ -248,8 +248,8 @@ def test_score_is_invariant(
         change, cached = banana_metric.remembered(
             name, lambda: measured_change(banana_metric, invariance, tmp_path)
         )
-    except MemoryError:
-        raise  # the machine's limit, not the metric's verdict: an error of this case
+    except (MemoryError, pytest.exit.Exception):
+        raise  # the machine's limit, or the run stops (a metric's sys.exit): no verdict
     except Exception as exc:  # the metric cannot score the crops: its verdict, one line
         if banana_metric.book.load_failed(banana_metric.spec):
             raise  # it cannot load at all: no verdict, an error (session.scorer.load_or_skip)
