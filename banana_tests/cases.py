@@ -21,13 +21,14 @@ SCHEMA = 2
 
 
 class CaseKind(Enum):
-    """What a case checks: a Δ cell of the matrix, a trend over steps, a control distortion, or
-    an invariance property of the metric."""
+    """What a case checks: a Δ cell of the matrix, a trend over steps, a control distortion, an
+    invariance property of the metric, or a search for the worst escape."""
 
     DELTA = "delta"
     TREND = "trend"
     CONTROL = "control"
     INVARIANCE = "invariance"
+    SEARCH = "search"
 
 
 class Field(StrEnum):
@@ -68,6 +69,15 @@ class Field(StrEnum):
     TOLERANCE = "tolerance"
     CROP_SIDE = "crop_side"  # px
     RAISED = "raised"  # what the metric raised on the crops, when it could not be checked
+    # worst-escape searches (banana_tests/test_search.py): the image shown is the worst escape, else
+    # the most degraded image detected; its normalised scores are NORM_REFERENCE (clean) and
+    # NORM_STEP, its PSNR and SSIM against the clean image PSNR and SSIM
+    EXAMPLES = "examples"  # examples the search scored
+    ESCAPED = "escaped"  # true | false
+    SEARCH_SECONDS = "search_seconds"
+    DEGRADATION = "degradation"  # the crop and the drawn degradation's parameters
+    CLEAN_PNG = "clean_png"
+    DEGRADED_PNG = "degraded_png"
 
 
 @dataclass(frozen=True, order=True)

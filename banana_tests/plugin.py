@@ -48,6 +48,7 @@ SCORING_FIXTURES = frozenset({METRIC_FIXTURE, METRICS_FIXTURE})
 # A test that requests any of these makes the run the suite's.
 SUITE_FIXTURES = SCORING_FIXTURES | DATA_FIXTURES | {CASE_FIXTURE, TREND_FIXTURE}
 TREND_MODULE = Path(__file__).resolve().parent / "test_trend.py"
+SEARCH_MODULE = TREND_MODULE.with_name("test_search.py")
 SPELLINGS = pytest.StashKey[tuple[str, ...]]()  # every spelling of a suite option this run owns
 USAGE_ERROR = pytest.StashKey[str]()  # why a run adopted at collection cannot be the suite's
 
@@ -269,12 +270,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """The suite's trend module is collected only under --trend."""
-    if collection_path != TREND_MODULE:
+    """The suite's trend module is collected only under --trend, its search module only under
+    --search."""
+    if collection_path not in (TREND_MODULE, SEARCH_MODULE):
         return None
     from banana_tests.session.settings import settings_of
 
-    return None if settings_of(config).trend else True
+    chosen = settings_of(config)
+    return None if (chosen.trend if collection_path == TREND_MODULE else chosen.search) else True
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ cache key: a change anywhere there must rescore.
 User-owned means a source file outside the standard library and every site-packages folder,
 that no installer recorded as its own (`pip install --target`): it is hashed. An installed
 package the user's code imports is keyed by its distribution's name and version instead
-(`importlib.metadata.packages_distributions()`; hashing it would cost seconds), so upgrading it
+(`importlib.metadata.packages_distributions()`; hashing it would cost seconds), and so is every
+distribution that one requires, however deep (`required`): upgrading or downgrading any of them
 rescores. A module with no real source file (torch.classes' `__file__` is the bare name
 "_classes.py"; namespace, frozen, built-in and zip-imported modules) is never hashed.
 
@@ -25,6 +26,7 @@ import ast
 import hashlib
 import importlib
 import importlib.machinery
+import re
 import site
 import sys
 import sysconfig
@@ -125,22 +127,63 @@ def source_hashes(module_name: str) -> dict[str, str]:
 
 
 def library_versions(module_name: str) -> dict[str, str]:
-    """{distribution: version} of every installed distribution whose packages `module_name`'s
-    code imports (the metric's own distribution too, when it is installed)."""
+    """{distribution: version} of every installed distribution `module_name`'s code runs: those
+    whose packages it imports (the metric's own distribution too, when it is installed), and
+    every distribution they require, however deep (`required`)."""
     return distribution_versions(closure(module_name).installed)
 
 
 def distribution_versions(top_level_names: Iterable[str]) -> dict[str, str]:
-    """{distribution: version} of the distributions that install these top-level packages."""
+    """{distribution: version} of the distributions that install these top-level packages and of
+    every installed distribution they require (`required`)."""
     providers = _distributions_by_package()
+    direct = {dist for top in top_level_names for dist in providers.get(top, ())}
     versions = {}
-    for top in top_level_names:
-        for dist in providers.get(top, ()):
-            try:
-                versions[dist] = metadata.version(dist)
-            except metadata.PackageNotFoundError:  # metadata without a version: nothing to key
-                continue
+    for dist in required(frozenset(direct)):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:  # metadata without a version: nothing to key
+            continue
     return dict(sorted(versions.items()))
+
+
+@cache
+def required(distributions: frozenset[str]) -> frozenset[str]:
+    """`distributions` and every installed distribution their metadata requires, transitively,
+    with markers read for this interpreter and an extra followed only where a requirement asks
+    for it. The declared tree, not what happens to be loaded: the modules a process imported
+    before the metric depend on what ran before, and the key must be the same in every process.
+    CPBD's adapter imports `cpbd`, which requires scikit-image, whose `canny` it calls: a
+    scikit-image downgrade rescores."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    found: dict[str, str] = {}
+    todo: list[tuple[str, frozenset[str]]] = [(d, frozenset()) for d in distributions]
+    seen: set[tuple[str, frozenset[str]]] = set()
+    while todo:
+        name, extras = todo.pop()
+        key = (_canonical(name), extras)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:  # an optional dependency that is not installed
+            continue
+        found.setdefault(key[0], dist.metadata["Name"] or name)
+        for line in dist.requires or ():
+            try:
+                requirement = Requirement(line)
+            except InvalidRequirement:
+                continue
+            marker = requirement.marker
+            if marker is None or any(marker.evaluate({"extra": e}) for e in extras or {""}):
+                todo.append((requirement.name, frozenset(requirement.extras)))
+    return frozenset(found.values())
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @cache

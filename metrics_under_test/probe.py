@@ -1,6 +1,7 @@
 """The load-time probe: a custom metric scores crops of the shipped seed images before its first case.
 
-What every case needs and nothing more: one finite float per image of a batch, and another image
+What every case needs and nothing more: one finite real number per image of a batch (text,
+booleans, complex numbers and meta tensors are refused: `score_value`), and another image
 shape in another call (the suite batches images of one size together). Realistic content, not a
 synthetic pattern: a published BRISQUE returns NaN on a flat checkerboard yet scores every real
 image, and the probe must not reject a metric the cases would accept. A metric that fails it gets
@@ -15,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from metrics_under_test.protocol import Image, MetricError, raised_at
+from metrics_under_test.score_value import NotAScore, as_list, as_score, short
 from metrics_under_test.weights import MissingWeights
 
 
@@ -79,15 +81,14 @@ def _failed(name: str, where: str, what: str) -> MetricError:
 def _problem(batch: Sequence[ProbeImage], raw: Any) -> str:
     """What is wrong with `raw` as the scores of `batch`, or ''."""
     try:
-        values = [float(v) for v in raw]
-    except (TypeError, ValueError):
-        return f"it returned {_short(raw)}, not one float per image"
-    if len(values) != len(batch):
-        return f"it returned {len(values)} score(s) for {len(batch)} image(s): {_short(values)}"
+        returned = as_list(raw)
+    except NotAScore as exc:
+        return f"it returned {exc}"
+    if len(returned) != len(batch):
+        return f"it returned {len(returned)} score(s) for {len(batch)} image(s): {short(returned, 120)}"
+    try:
+        values = [as_score(v) for v in returned]
+    except NotAScore as exc:
+        return f"it returned {exc}: return one float per image"
     bad = [f"{image}: {v!r}" for image, v in zip(batch, values, strict=True) if not math.isfinite(v)]
     return f"non-finite score(s), {'; '.join(bad)}" if bad else ""
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."

@@ -23,7 +23,7 @@ _NAMING_LOCALS = ("filename", "url", "repo_id", "pretrained_model_name_or_path")
 
 def how_to_provide() -> str:
     return (
-        f"put the file(s) in {pyiqa_cache_dir()} (or pass --weights-dir DIR holding them), "
+        f"put the file(s) in {pyiqa_cache_dir()} (or a folder holding them, passed as --weights-dir=FOLDER), "
         f"or run once with network access so pyiqa downloads them"
     )
 

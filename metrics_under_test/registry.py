@@ -140,7 +140,7 @@ def _did_you_mean(key: str, installed: Iterable[str]) -> str:
 def resolve(text: str, mirror: Path | None = None) -> list[MetricSpec]:
     """`--metric` text → specs, in the order given, without duplicates. `package.module:attr`
     and names installed in the `banana_tests.metrics` entry point group are custom metrics.
-    `offline` counts files in `mirror` (--weights-dir) as present: the suite links them in."""
+    `offline` counts files in `mirror` (--weights-dir) as present: the suite stages them in."""
     specs: dict[str, MetricSpec] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:

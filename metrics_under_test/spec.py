@@ -50,7 +50,7 @@ class MetricSpec:
         return Scale(self.low, self.high, self.lower_better)
 
     def missing_weights(self, mirror: Path | None = None) -> list[WeightFile]:
-        """Files neither in pyiqa's cache nor in `mirror` (the --weights-dir the suite links from)."""
+        """Files neither in pyiqa's cache nor in `mirror` (the --weights-dir the suite stages from)."""
         return [
             w for w in self.weights if not w.path.exists() and not (mirror and (mirror / w.file).is_file())
         ]

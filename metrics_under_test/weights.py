@@ -58,7 +58,11 @@ REFUSED: dict[Path, str] = {}
 
 
 def stage(mirror: Path, targets: Iterable[tuple[str, Path]]) -> list[str]:
-    """Link (or copy, where links fail) each file named in `targets` from `mirror` to its path.
+    """Put each file named in `targets` from `mirror` at its path: a hard link to the same file
+    (no second copy), else a copy. Never a symbolic link: the destination is pyiqa's download
+    cache, in the user's home by default, and a link there into the mirror outlives the run and
+    dangles once the mirror moves; a real file there is what pyiqa's own download leaves. A link an
+    earlier version left is replaced so.
 
     The mirror may be read-only (CI's shared folder); the destinations are pyiqa's writable
     cache. Files already there are left alone. A destination that cannot be written (a read-only
@@ -69,13 +73,13 @@ def stage(mirror: Path, targets: Iterable[tuple[str, Path]]) -> list[str]:
     for name, dst in targets:
         src = mirror / name
         try:
-            if not src.is_file() or dst.exists():
+            if not src.is_file() or (dst.exists() and not _link_into(dst, mirror)):
                 continue
             dst.parent.mkdir(parents=True, exist_ok=True)
             tmp = dst.with_name(f".{name}.{os.getpid()}.tmp")
             try:
-                tmp.symlink_to(src.resolve())
-            except OSError:
+                os.link(src.resolve(), tmp)
+            except OSError:  # another file system, or protected_hardlinks on a file not the user's
                 shutil.copyfile(src, tmp)
             os.replace(tmp, dst)  # atomic: concurrent xdist workers may stage the same file
         except OSError as exc:
@@ -88,6 +92,11 @@ def stage(mirror: Path, targets: Iterable[tuple[str, Path]]) -> list[str]:
         REFUSED.pop(dst, None)
         staged.append(name)
     return staged
+
+
+def _link_into(path: Path, mirror: Path) -> bool:
+    """`path` is a symbolic link into `mirror`, as earlier versions staged."""
+    return path.is_symlink() and path.resolve().is_relative_to(mirror.resolve())
 
 
 def check_staged(metric: str, paths: Iterable[Path]) -> None:

@@ -25,6 +25,7 @@ class Role(enum.Enum):
     TRIAL = "trial"  # tests/test_docs.py runs a page's trial blocks as one test module
     SUITE = "suite"  # tests/test_embedded_suite.py runs it
     TEST = "test"  # the project's test commands: .ci/run runs exactly these
+    INSTALL = "install"  # tests/test_install_anywhere.py runs it beside a checkout
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ it, and a metric module beside the user imports without PYTHONPATH."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -91,3 +92,22 @@ def test_a_metric_module_beside_you_imports_as_under_python_m(
     result = suite.runpytest_subprocess("--dataset=data", "--metric=gradmag:mean_gradient", "--steps=5")
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stderr.str()
     assert_outcomes(result, missed=1)  # noise raises the mean gradient: a higher-is-better score misses it
+
+
+def test_the_readmes_install_commands_run_as_printed(tmp_path: Path) -> None:
+    """banana-tests is not on the index yet: the README's `pip install banana-tests` named nothing
+    (3466396). Its install block runs beside a checkout (`banana-tests/`); pip is told, by its own
+    environment variables, to change nothing here and fetch nothing."""
+    from tests.doc_blocks import README, Role, marked_blocks
+
+    [block] = [b for b in marked_blocks(README) if b.role is Role.INSTALL]
+    (tmp_path / "banana-tests").symlink_to(ROOT)
+    quiet = {"PIP_DRY_RUN": "1", "PIP_NO_DEPS": "1", "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0"}
+    env = {**os.environ, **quiet, "PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    done = subprocess.run(
+        ["bash", "-ec", block.text], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("Would install banana-tests-") == 2, done.stdout[-2000:]
+    assert [p.name for p in (tmp_path / "dist").glob("banana_tests-*.whl")]

@@ -121,7 +121,7 @@ def test_a_named_metric_without_weights_fails_the_run_naming_the_file(suite: pyt
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(errors=6)
     result.stdout.fnmatch_lines(
-        ["cnniqa was named with --metric but cannot load: *CNNIQA_koniq10k-e6f14c91.pth*"]
+        ["cnniqa is on trial but cannot load: *CNNIQA_koniq10k-e6f14c91.pth*; --metric=offline *"]
     )
 
 
@@ -130,7 +130,7 @@ def test_weights_unknown_to_the_catalog_fail_naming_what_was_fetched(suite: pyte
     result = suite.runpytest_subprocess("--dataset=data", "--metric=hyperiqa", "--steps=5")
     result.assert_outcomes(errors=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["hyperiqa was named with --metric but cannot load: *cannot fetch *"])
+    result.stdout.fnmatch_lines(["hyperiqa is on trial but cannot load: *cannot fetch *"])
 
 
 @pytest.mark.parametrize(

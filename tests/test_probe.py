@@ -44,6 +44,13 @@ def one_score(images):
     return [float(sum(float(i.mean()) for i in images) / len(images))]  # one for the whole batch
 
 
+@metric("complex_scores", lower_better=False, score_range=(0.0, 1.0))
+def complex_scores(images):
+    import torch
+
+    return torch.ones(len(images), dtype=torch.complex64)  # float() of it raised RuntimeError
+
+
 class Crashing:
     name, lower_better, score_range = "crashing", False, (0.0, 1.0)
 
@@ -86,20 +93,71 @@ def test_a_metric_that_is_nan_only_on_degenerate_images_loads(module) -> None:  
             "raise ValueError('expected a square image')",
             r"metric 'x' failed the load-time probe \(its scores on astronaut.png \(256×256 crop\) and "
             r"brick.png \(256×256 crop\)\): it raised ValueError: expected a square image "
-            r"\(at .*usermetric_\w+\.py:6 in __call__\)$",
+            r"\(at .*usermetric_\w+\.py:9 in __call__\)$",
         ),
         ("return 'good'", r"it returned 'good', not one float per image$"),
         ("return None", r"it returned None, not one float per image$"),
+        # float() takes each of these; on 3466396 they loaded (text, booleans) or escaped the probe
+        # as a RuntimeError traceback (complex and meta tensors)
+        (
+            "return ['0.5'] * len(images)",
+            r"it returned '0.5', text, not a number: return one float per image$",
+        ),
+        (
+            "return [True] * len(images)",
+            r"it returned True, a boolean, not a score: return one float per image$",
+        ),
+        (
+            "return [1 + 2j] * len(images)",
+            r"it returned \(1\+2j\), a complex number, not a score: return one",
+        ),
+        (
+            "return np.ones(len(images), bool)",
+            r"it returned np.True_, a boolean, not a score: return one float",
+        ),
+        (
+            "return torch.ones(len(images), dtype=torch.complex64)",
+            r", a complex number \(torch.complex64\), not a score",
+        ),
+        (
+            "return torch.ones(len(images), device='meta')",
+            r"it returned a tensor on the meta device \(torch.float32\), which holds no value",
+        ),
+        ("return torch.ones(len(images), 2)", r"it returned tensor\(\[1., 1.\]\), 2 values where one is due"),
+        ("return torch.tensor(0.5)", r"it returned tensor\(0.5000\), not one float per image \(TypeError: "),
     ],
 )
 def test_a_probe_failure_names_the_probe_image_and_what_came_back(module, call: str, error: str) -> None:  # type: ignore[no-untyped-def]
-    mod = module(
+    (spec,) = resolve(f"{module(returning(call))}:M")
+    with pytest.raises(MetricError, match=error) as raised:
+        custom.build(spec, "cpu")
+    assert "\n" not in str(raised.value)
+
+
+def returning(call: str) -> str:
+    """A metric `M` named 'x' whose `__call__` body is `call` (numpy and torch imported)."""
+    return (
+        "import numpy as np\nimport torch\n\n"
         "class M:\n    name = 'x'\n    lower_better = True\n    score_range = (0, 1)\n"
         f"    def __call__(self, images):\n        {call}\n"
     )
-    (spec,) = resolve(f"{mod}:M")
-    with pytest.raises(MetricError, match=error):
-        custom.build(spec, "cpu")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "return torch.full((len(images),), 0.1, dtype=torch.float16)",
+        "return torch.full((len(images), 1), 0.1, dtype=torch.bfloat16)",
+        "return [np.float16(0.1)] * len(images)",
+        "return np.arange(len(images))",
+    ],
+)
+def test_low_precision_floats_and_integers_are_scores(module, call: str) -> None:  # type: ignore[no-untyped-def]
+    """Decided (docs/metrics.md): a float16 or bfloat16 score is widened exactly; its resolution is
+    the metric's own."""
+    (spec,) = resolve(f"{module(returning(call))}:M")
+    metric = custom.build(spec, "cpu")
+    assert metric is not None
 
 
 def test_weights_missing_at_the_first_call_are_missing_weights_not_a_probe_failure(module) -> None:  # type: ignore[no-untyped-def]
@@ -169,12 +227,20 @@ PROBE_FAILURE = (
     "brick.png (256×256 crop)): it returned 1 score(s) for 2 image(s)"
 )
 BUILD_FAILURE = "metric 'crashing' could not load: RuntimeError: no GPU today"
+COMPLEX_FAILURE = (
+    "metric 'complex_scores' failed the load-time probe (its scores on astronaut.png (256×256 crop) and "
+    "brick.png (256×256 crop)): it returned tensor(1.+0.j), a complex number (torch.complex64), not a score"
+)
 
 
 @pytest.mark.parametrize(
     "target, says",
-    [("broken:one_score", PROBE_FAILURE), ("broken:Crashing", BUILD_FAILURE)],
-    ids=["probe", "build"],
+    [
+        ("broken:one_score", PROBE_FAILURE),
+        ("broken:Crashing", BUILD_FAILURE),
+        ("broken:complex_scores", COMPLEX_FAILURE),
+    ],
+    ids=["probe", "build", "complex tensor"],
 )
 def test_a_metric_that_cannot_load_errors_each_case_in_a_few_lines(
     suite: pytest.Pytester, target: str, says: str

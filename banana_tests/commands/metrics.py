@@ -2,7 +2,7 @@
 
 Reads the registry and the installed entry points only; pyiqa and torch are never imported, so
 the listing is instant. Availability is about parameter files: present in pyiqa's cache
-(`$TORCH_HOME/hub`), or in the `--weights-dir` mirror the suite links them from.
+(`$TORCH_HOME/hub`), or in the `--weights-dir` mirror the suite stages them from.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def _row(spec: MetricSpec, weights_dir: Path | None, entry_point: str | None = N
         how = "nothing to provide: runs from its Python package"
     elif missing:
         how = (
-            f"put {', '.join(missing)} in {pyiqa_cache_dir()} (or a folder passed as --weights-dir / "
+            f"put {', '.join(missing)} in {pyiqa_cache_dir()} (or a folder passed as --weights-dir=FOLDER / "
             f"$BANANA_WEIGHTS_DIR), or run once with network access so pyiqa downloads them"
         )
     elif spec.weights_note:
@@ -170,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
     _print_paper_metrics(table)
     missing = [r for r in table if not r.get("available", True)]
     print(f"\n{len(table) - len(missing)} of {len(table)} metrics can run here. To provide parameter files:")
-    print(f"  put them in {pyiqa_cache_dir()} or in a folder passed as --weights-dir / $BANANA_WEIGHTS_DIR;")
+    print(f"  put them in {pyiqa_cache_dir()} or in a folder passed as --weights-dir=FOLDER")
+    print("  or $BANANA_WEIGHTS_DIR;")
     print("  `banana-tests metrics --json` gives each file's URL and path.")
     print("s/2K: CPU seconds per 2048x1152 image measured on the project's 2-core machine (docs/metrics.md).")
     return 0

@@ -9,8 +9,9 @@ from pathlib import Path
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, Ledger
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, describe_replacements, read_junit
+from banana_tests.reports.search_table import SearchOutcome, search_markdown
 from banana_tests.reports.trends import TrendSeries
-from banana_tests.session.versions import RUN_PACKAGES, package_versions
+from banana_tests.session.versions import SUITE, package_versions
 from banana_tests.verdicts.baseline import Other, write_baseline
 from banana_tests.verdicts.matrix import Matrix
 
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     failing_others: list[Other] = []
     checked = ""  # the invariance table, when the run had invariance cases
     controls: list[ControlOutcome] = []
+    searches: list[SearchOutcome] = []
     incomplete = False
     if args.paper_only:
         matrix = Matrix.of(paper_cells())
@@ -107,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         matrix, title, trends = reading.matrix, "banana-tests failure matrix", reading.trends
         failing_others = reading.failing_others()
         checked = invariance_markdown(reading.invariance)
-        controls = reading.controls
+        controls, searches = reading.controls, reading.searches
         metadata = _metadata(reading)
         for path in reading.repeated:
             print(f"{path} is given more than once; it is read once", file=sys.stderr)
@@ -118,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {line}", file=sys.stderr)
             notes.append(("Cases seen twice (newest kept)", "\n".join(lines)))
         incomplete = _completeness(reading.ledger, notes)
-    metadata = {**metadata, **_shape(matrix), "report tool": package_versions((*RUN_PACKAGES, "matplotlib"))}
+    metadata = {**metadata, **_shape(matrix), "report tool": package_versions((SUITE, "matplotlib"))}
     for section in summary_sections(matrix):  # separability and the oracle, also in summary.md
         print(section)
     comparisons = None
@@ -127,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         text = comparison_markdown(comparisons)
         print(text)
         summary_extra = text
+    if searches:
+        print(search_markdown(searches))
     if checked:
         print(checked)
         summary_extra = f"{summary_extra}\n\n{checked}" if summary_extra else checked
@@ -149,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
                 comparisons,
                 args.figure_steps,
                 controls,
+                searches,
             )
             written = [args.out / p.name for p in written]
             if args.write_baseline:

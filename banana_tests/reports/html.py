@@ -19,9 +19,12 @@ from banana_tests.cases import CaseKey
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_rows
 from banana_tests.reports.oracle_table import ORACLE, invalid_trials, oracle_cells, oracle_steps, psnr_text
+from banana_tests.reports.search_table import HEADER as SEARCH_HEADER
+from banana_tests.reports.search_table import SearchOutcome, search_pairs_html
 from banana_tests.reports.separability_table import separabilities
 from banana_tests.reports.tables import sorted_cells, summarise
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL, UNCHANGED_PSNR
+from banana_tests.verdicts.escape import VISIBLE_PSNR
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.uncertainty import RunSpread, spread
@@ -447,6 +450,7 @@ def html_chunks(
     comparisons: Sequence[MetricComparison] | None = None,
     separability_figure: Path | None = None,
     controls: Sequence[ControlOutcome] = (),
+    searches: Sequence[SearchOutcome] = (),
 ) -> Iterator[Html]:
     """The page, piece by piece for writing as it is made: the run's facts, per-metric summary
     (with the oracle's reference row), separability and the oracle when the cells recorded them,
@@ -475,6 +479,15 @@ def html_chunks(
             "<p>Per metric and distortion: does the stronger of two strengths score worse on every drawn "
             "crop? A failure gives the first failing crop's normalised scores (controls.csv too).</p>",
             _table(header, rows),
+        ]
+    if searches:
+        parts += [
+            "<h2>Worst escape</h2>",
+            f"<p>Per metric, the most degraded image it still scores at least as well as its clean "
+            f"source (PSNR &lt; {VISIBLE_PSNR:g} dB), clean and degraded side by side; without an "
+            "escape, the most degraded image it detected.</p>",
+            _table(SEARCH_HEADER, (o.row() for o in searches)),
+            search_pairs_html(searches),
         ]
     if comparisons is not None:
         parts += ["<h2>Compared with the paper (Figure 5)</h2>", comparison_html(comparisons)]

@@ -22,6 +22,7 @@ from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
 from banana_tests.reports.completeness import PLAN_PROPERTIES, Ledger, id_of_testcase
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.invariance_table import InvarianceOutcome
+from banana_tests.reports.search_table import SearchOutcome
 from banana_tests.reports.trends import TrendSeries
 from banana_tests.verdicts.baseline import ControlKey, Other
 from banana_tests.verdicts.matrix import Cell, Matrix
@@ -124,7 +125,16 @@ class SourcedInvariance:
     order: tuple[int, int]
 
 
-Item = Sourced | SourcedTrend | SourcedOther | SourcedInvariance
+@dataclass(frozen=True)
+class SourcedSearch:
+    """A search case's outcome with its figures, ordered like `Sourced`."""
+
+    outcome: SearchOutcome
+    timestamp: datetime
+    order: tuple[int, int]
+
+
+Item = Sourced | SourcedTrend | SourcedOther | SourcedInvariance | SourcedSearch
 
 
 @dataclass
@@ -143,6 +153,7 @@ class Reading:
     others: dict[Other, Outcome] = field(default_factory=dict)
     invariance: list[InvarianceOutcome] = field(default_factory=list)
     controls: list[ControlOutcome] = field(default_factory=list)
+    searches: list[SearchOutcome] = field(default_factory=list)  # newest per metric
     ledger: Ledger = field(default_factory=Ledger)  # the runs' plans against the testcases read
 
     def failing_others(self) -> list[Other]:
@@ -161,6 +172,7 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
     trends: list[SourcedTrend] = []
     others: list[SourcedOther] = []
     invariance: list[SourcedInvariance] = []
+    searches: list[SourcedSearch] = []
     metadata: dict[str, set[str]] = {}
     files, repeated = _distinct(paths)
     ledger = Ledger()
@@ -176,6 +188,8 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
                 others.append(item)
             elif isinstance(item, SourcedInvariance):
                 invariance.append(item)
+            elif isinstance(item, SourcedSearch):
+                searches.append(item)
             else:
                 sourced.append(item)
             for name, value in props.items():
@@ -202,6 +216,8 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
     ]
     checked = {i.outcome.key: i.outcome for i in sorted(invariance, key=_when)}
     reading.invariance = [checked[k] for k in sorted(checked)]
+    searched = {s.outcome.key: s.outcome for s in sorted(searches, key=_when)}
+    reading.searches = [searched[k] for k in sorted(searched)]
     latest: dict[CaseKey, Sourced] = {}
     for item in sourced:
         reading.matrix.add(item.cell)
@@ -345,6 +361,8 @@ def _case(
         found.append((SourcedTrend(series, stamp, order), {}))
     if record.kind is CaseKind.INVARIANCE:
         found.append((SourcedInvariance(InvarianceOutcome.of(record, verdict), stamp, order), {}))
+    if record.kind is CaseKind.SEARCH:
+        found.append((SourcedSearch(SearchOutcome.of(record, verdict), stamp, order), {}))
     return found, legacy
 
 

@@ -13,6 +13,7 @@ from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_markdown, write_control_csv
 from banana_tests.reports.html import html_chunks
 from banana_tests.reports.oracle_table import oracle_markdown
+from banana_tests.reports.search_table import SearchOutcome, search_markdown
 from banana_tests.reports.separability_table import separabilities, separability_markdown
 from banana_tests.reports.tables import summary_markdown, write_csv
 from banana_tests.reports.trends import TrendSeries, render_trends
@@ -30,13 +31,15 @@ def write_report(
     comparisons: Sequence[MetricComparison] | None = None,
     figure_steps: Sequence[int] | None = None,
     controls: Sequence[ControlOutcome] = (),
+    searches: Sequence[SearchOutcome] = (),
 ) -> list[Path]:
     """matrix.csv, summary.md (`summary_sections`, then `summary_extra`), the figures (heatmaps
     for `figure_steps`, see `heatmap_steps`; separability.png/.svg when the cells carry per-run
     scores), a trend figure per seed image when `trends` are given, and report.html (with
     `notes`: a heading and preformatted text each, and the comparison with the paper when
     `comparisons` is given), and controls.csv with the control cases' outcomes when there are any
-    (also in summary.md and the page). Returns the files written, each once."""
+    (also in summary.md and the page), and the worst-escape searches' rows (and images on the
+    page). Returns the files written, each once."""
     from banana_tests.reports.figures import render_figures, separability_figure
 
     out.mkdir(parents=True, exist_ok=True)
@@ -48,6 +51,7 @@ def write_report(
         with written[-1].open("w", encoding="utf-8", newline="") as table:
             write_control_csv(controls, table)
     sections = [summary_markdown(matrix, title), *summary_sections(matrix), control_markdown(controls)]
+    sections.append(search_markdown(searches))
     sections.append(summary_extra)
     written[1].write_text("\n".join(s for s in sections if s), encoding="utf-8")
     figures = render_figures(matrix, out, figure_steps)
@@ -67,6 +71,7 @@ def write_report(
                 comparisons,
                 separable_files[0] if separable_files else None,
                 controls,
+                searches,
             )
         )
     trend_files = (p for f in trend_figures for p in f.files)

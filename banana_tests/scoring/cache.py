@@ -4,7 +4,8 @@ One SQLite file in WAL mode, shared by every xdist worker: short transactions, a
 and INSERT OR REPLACE make concurrent writers safe. A score is keyed by the sha256 of the image
 file's bytes and the metric's identity (name, backend and its version, parameter file hashes,
 device, precision; for a custom metric, every file of the user's own code it runs, the version
-of every installed library that code imports and the data files it declares), so any change to
+of every installed library that code imports or those libraries require, and the data files it
+declares), so any change to
 what produces a score misses. A file that fails its integrity or schema check is moved aside
 and rebuilt, never read. A folder that cannot hold the file (read-only, or not a folder) turns
 the cache off with one warning: scores are computed.
@@ -229,9 +230,9 @@ def identity(
 ) -> dict[str, object]:
     """What produces a metric's scores; a change to any part is a cache miss. A custom metric's
     part is all the code of its own it runs, the installed distributions (name and version) that
-    code imports, and the files it declares (`own_code`); a VLM's, the adapters' code and the hub
-    commit its files come from. The device is its kind (`cuda`, not `cuda:1`), so xdist workers
-    on different GPUs share their scores."""
+    code imports with every distribution they require, and the files it declares (`own_code`);
+    a VLM's, the adapters' code and the hub commit its files come from. The device is its kind
+    (`cuda`, not `cuda:1`), so xdist workers on different GPUs share their scores."""
     from importlib import metadata
 
     description: dict[str, object] = {"name": spec.name, "backend": spec.backend}

@@ -19,6 +19,7 @@ from banana_tests.scoring.process_tuning import release_freed_memory
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.protocol import Image, Metric, MetricError, raised_at
+from metrics_under_test.score_value import NotAScore, as_list, as_score
 from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import MissingWeights, UnwritableCache
 
@@ -57,22 +58,35 @@ def unscored(records: Sequence[Record], errors: dict[Path, DataError]) -> DataEr
 
 
 def record_scores(name: str, records: Sequence[Record], scores: Sequence[float]) -> list[float | DataError]:
-    """One finite float per record, or an error naming each record whose score is not finite;
-    a metric that returns the wrong number of scores breaks the protocol for the whole batch."""
-    values = [float(s) for s in scores]
-    if len(values) != len(records):
-        raise MetricError(f"metric {name!r} returned {len(values)} scores for {len(records)} images")
-    return [
-        v
-        if math.isfinite(v)
-        else UnscoredImage(f"{r.named}: metric {name!r} scored it {v!r}, not a finite number")
-        for r, v in zip(records, values, strict=True)
-    ]
+    """One finite float per record, or an error naming each record whose score is not one (see
+    `score_value`). A metric that returns the wrong number of scores errors each record of that
+    batch, by file: which score is whose cannot be known, and no other record is touched."""
+    try:
+        returned = as_list(scores)
+    except NotAScore as exc:
+        return [UnscoredImage(f"{r.named}: metric {name!r} returned {exc}") for r in records]
+    if len(returned) != len(records):
+        what = f"metric {name!r} returned {len(returned)} scores for a batch of {len(records)} images"
+        return [UnscoredImage(f"{r.named}: {what}, this one among them") for r in records]
+    return [_record_score(name, r, v) for r, v in zip(records, returned, strict=True)]
+
+
+def _record_score(name: str, record: Record, value: object) -> float | DataError:
+    try:
+        score = as_score(value)
+    except NotAScore as exc:
+        return UnscoredImage(f"{record.named}: metric {name!r} returned {exc}")
+    if math.isfinite(score):
+        return score
+    return UnscoredImage(f"{record.named}: metric {name!r} scored it {score!r}, not a finite number")
 
 
 def pixel_scores(name: str, positions: Sequence[Sequence[int]], scores: Sequence[float]) -> list[float]:
     """`record_scores` for in-memory images, named by their positions in the caller's list."""
-    values = [float(s) for s in scores]
+    try:
+        values = [as_score(s) for s in scores]
+    except NotAScore as exc:
+        raise MetricError(f"metric {name!r} returned {exc}") from None
     if len(values) != len(positions):
         raise MetricError(f"metric {name!r} returned {len(values)} scores for {len(positions)} images")
     bad = [(p, v) for p, v in zip(positions, values, strict=True) if not math.isfinite(v)]

@@ -15,6 +15,7 @@ import pytest
 
 from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, TREND_FIXTURE, CaseKey
 from banana_tests.verdicts.baseline import BaselineError, ControlKey, Known, load_baseline
+from banana_tests.verdicts.escape import SEARCH_FIXTURE, SearchKey
 from banana_tests.verdicts.invariance import PARAM as INVARIANCE_PARAM
 from banana_tests.verdicts.invariance import Invariance, InvarianceKey
 from banana_tests.verdicts.trend import TrendKey
@@ -35,6 +36,8 @@ def item_key(item: pytest.Item) -> Known | None:
     metric, check = params.get(METRIC_FIXTURE), params.get(INVARIANCE_PARAM)
     if isinstance(metric, str) and isinstance(check, Invariance):
         return InvarianceKey(metric, check.value)
+    if isinstance(metric, str) and SEARCH_FIXTURE in getattr(item, "fixturenames", ()):
+        return SearchKey(metric)
     return None
 
 

@@ -206,6 +206,14 @@ def add_data_options(addoption: AddOption) -> None:
         default=False,
         help="also test, per metric and seed image, the Spearman trend over all steps selected",
     )
+    addoption(
+        "--search",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also search, per metric, N drawn degradations of the clean seed images for the worst "
+        "escape: a plainly degraded image scored as well as its clean source (default: off)",
+    )
     addoption("--variant", default="replicate", help="trajectory variant to test (default: replicate)")
     addoption(
         "--steps",
@@ -288,8 +296,8 @@ def add_weights_option(addoption: AddOption) -> None:
         "--weights-dir",
         default=None,
         metavar="DIR",
-        help="read-only mirror of pyiqa parameter files, linked into pyiqa's cache as needed "
-        "(default: $BANANA_WEIGHTS_DIR)",
+        help="read-only mirror of pyiqa parameter files, hard-linked (or copied) into pyiqa's cache as "
+        "needed (default: $BANANA_WEIGHTS_DIR)",
     )
 
 

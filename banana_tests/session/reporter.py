@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import pytest
 
 from banana_tests.cases import CaseKind, Field
+from banana_tests.reports.search_table import SearchOutcome, search_lines
 from banana_tests.reports.separability_table import separability_lines
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL
 from banana_tests.session.gating import item_key
@@ -22,6 +23,7 @@ from banana_tests.session.shard_selection import ShardSelection
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import SuiteState
 from banana_tests.verdicts.baseline import ControlKey
+from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix, TrendTally
 from banana_tests.verdicts.outcome import Outcome
@@ -98,12 +100,12 @@ def run_facts(state: SuiteState, worker_devices: dict[str, str] | None = None) -
     """What the report's Run table says about the run, written once by the process that writes
     the JUnit file, as testsuite properties. `worker_devices`: each xdist worker's device, as
     it reported it; without them, this process's."""
-    from banana_tests.session.versions import metric_libraries, package_versions
+    from banana_tests.session.versions import metric_libraries, run_versions
 
     return [
         ("variant", state.variant),
         ("dataset", str(state.source.source)),
-        ("versions", package_versions()),
+        ("versions", run_versions(state.metrics.values())),
         ("libraries", metric_libraries(state.metrics.values())),
         ("device", devices_fact(worker_devices) if worker_devices else device_of(state)),
         ("command", state.settings.command),
@@ -137,6 +139,7 @@ class MatrixReporter:
         self.verdict_lines: list[str] = []  # failing verdicts, printed one line each
         # under --tb=long or --full-trace, their reports: printed with their tracebacks instead
         self.verdict_reports: list[pytest.TestReport] = []
+        self.searches: list[SearchOutcome] = []  # the worst-escape searches (--search)
         self.tracebacks = keeps_traceback(config)
         # an xdist worker's reports go to the controller, which builds the matrix it prints
         self.builds_matrix = not hasattr(config, "workerinput")
@@ -144,11 +147,11 @@ class MatrixReporter:
         self.worker_plan: tuple[list[str], list[str]] | None = None  # the first worker's
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """A control or invariance case's identity is known from its parameters: recorded now,
-        so a case that errors in setup still names itself."""
+        """A control, invariance or search case's identity is known from its parameters:
+        recorded now, so a case that errors in setup still names itself."""
         for item in items:
             key = item_key(item)
-            if isinstance(key, ControlKey | InvarianceKey):
+            if isinstance(key, ControlKey | InvarianceKey | SearchKey):
                 item.user_properties.extend(CaseRecord(key).identity())
 
     @pytest.hookimpl(wrapper=True)
@@ -209,6 +212,8 @@ class MatrixReporter:
             self.trends.add(record.key.metric, outcome, record.number(Field.SPEARMAN), first)
         elif record.kind is CaseKind.DELTA:
             self.matrix.add(record.cell(outcome).as_verdict())
+        elif record.kind is CaseKind.SEARCH:
+            self.searches.append(SearchOutcome.of(record, outcome))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:
@@ -267,6 +272,10 @@ class MatrixReporter:
         for found in saturations(self.matrix):
             write(f"banana-tests: warning: {found.message()}", yellow=True)
             warn(found)
+        if self.searches:
+            terminalreporter.section("banana-tests worst escape")
+            for line in search_lines(self.searches):
+                write(line)
         trends = self.trends.lines()
         if trends:
             terminalreporter.section("banana-tests trends")

@@ -4,7 +4,8 @@ A `Scorer` is what the public `banana_metric` fixture yields. It scores records 
 set, image files and in-memory images through the worker's `ScoreBook` (one model per worker,
 batches of one size, the persistent score cache), and computes Δ with the same engine as the
 shipped cases. Loading follows the gate's rule: a metric whose parameters are missing skips a
-test when only `offline` or `all` chose it, and fails it when `--metric` named it.
+test when only `offline` or `all` chose it, and fails it otherwise (named with `--metric`, or one
+of the default metrics), with a hint that runs as printed.
 
 Nothing here imports torch, pyiqa or numpy: the model is built on the first score that the cache
 does not hold, never when the fixture is set up.
@@ -34,16 +35,17 @@ Scoreable: TypeAlias = "Record | str | os.PathLike[str] | Image"
 """A record of the trajectory set, an image file's path, or an (H, W, 3) uint8 RGB array."""
 Pair: TypeAlias = "tuple[Scoreable, Scoreable]"
 T = TypeVar("T")
+OFFLINE_HINT = "--metric=offline tries only the metrics whose files are here"
 
 
 def load_or_skip(
     name: str, named: bool, load: Callable[[], T], say: Callable[[str], None] | None = None
 ) -> T:
     """`load()`, or, when the metric's parameters are missing, a skip for a metric that only
-    `offline` or `all` chose and a failure for one the user `named`: a gate whose metric never
-    ran must not pass. A cache folder that refused the metric's files fails it, naming the folder,
-    and so does a metric that breaks the protocol (MetricError: a failed probe, a wrong number of
-    scores), in one line: its traceback is the suite's, not the user's.
+    `offline` or `all` chose and a failure for one `named` (by the user or as a default metric):
+    a gate whose metric never ran must not pass. A cache folder that refused the metric's files
+    fails it, naming the folder, and so does a metric that breaks the protocol (MetricError: a
+    failed probe), in one line: its traceback is the suite's, not the user's.
     A metric that calls sys.exit stops the run (exit 2), as Ctrl-C does: pytest would otherwise
     report a SystemExit as one failed case and go on. In an xdist worker the reason is also
     `say`-ed, since the controller shows only "received keyboard-interrupt"."""
@@ -52,7 +54,7 @@ def load_or_skip(
     except MissingWeights as exc:
         if not named:
             pytest.skip(str(exc))
-        failure = f"{name} was named with --metric but cannot load: {exc}"
+        failure = f"{name} is on trial but cannot load: {exc}; {OFFLINE_HINT}"
     except (UnwritableCache, MetricError) as exc:
         failure = str(exc)
     except SystemExit as exc:

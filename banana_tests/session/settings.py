@@ -55,6 +55,7 @@ class Settings:
     max_pixels: int
     image_budget_mib: int
     trend: bool
+    search: int | None  # examples per metric of the worst-escape search; None: no search
     baseline: Path | None
     strict_baseline: bool
     strict_runs: bool  # a cell's verdict from the sign of its whole run range (verdicts.uncertainty)
@@ -117,6 +118,9 @@ class Settings:
                 f"--steps={value('steps')} includes the reference step {reference}: its Δ is 0 by "
                 "definition, which can never pass"
             )
+        search = value("search")
+        if search is not None and search < 1:
+            raise ValueError(f"--search takes a positive number of examples per metric, got {search}")
         heartbeat, batch_timeout = value("heartbeat"), value("batch-timeout")
         if not heartbeat >= 0:
             raise ValueError(f"--heartbeat takes a number of seconds (0: never), got {heartbeat}")
@@ -158,6 +162,7 @@ class Settings:
             max_pixels=value("max-pixels"),
             image_budget_mib=value("image-budget"),
             trend=value("trend"),
+            search=search,
             baseline=Path(baseline) if baseline else None,
             strict_baseline=value("strict-baseline"),
             strict_runs=value("strict-runs"),

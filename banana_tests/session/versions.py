@@ -1,5 +1,6 @@
 """The installed versions of the packages behind a run, for the JUnit properties and the report:
-the suite's own (banana-tests, pyiqa, torch) and the libraries its custom metrics import.
+the suite's own, the backends its metrics ran on (pyiqa and torch only when a pyiqa metric was
+selected) and the libraries its custom metrics import.
 
 Read from package metadata, so nothing heavy (torch, pyiqa) is imported to learn them.
 """
@@ -13,11 +14,22 @@ from importlib.metadata import PackageNotFoundError, version
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.spec import MetricSpec
 
-RUN_PACKAGES = ("banana-tests", "pyiqa", "torch")
+SUITE = "banana-tests"
+BACKEND_PACKAGES: dict[str, tuple[str, ...]] = {
+    "pyiqa": ("pyiqa", "torch"),
+    "vlm": ("pyiqa", "torch", "transformers"),
+}
+"""What each built-in backend runs on; a custom metric's libraries are `metric_libraries`."""
+
+
+def run_versions(specs: Iterable[MetricSpec]) -> str:
+    """`package_versions` of the suite and of the backends of the metrics `specs` only."""
+    names = [SUITE, *(name for spec in specs for name in BACKEND_PACKAGES.get(spec.backend, ()))]
+    return package_versions(tuple(dict.fromkeys(names)))
 
 
 @cache
-def package_versions(names: tuple[str, ...] = RUN_PACKAGES) -> str:
+def package_versions(names: tuple[str, ...] = (SUITE,)) -> str:
     """`name version` for each installed package, joined by "; "; missing packages are left out."""
     found = []
     for name in names:

@@ -2,8 +2,8 @@
 
 Under `pytest --baseline FILE` those cases are expected failures, so CI stays quiet about them
 and speaks up on a new failure (or, with `--strict-baseline`, on a fixed one). A baseline lists
-every kind of case the suite can fail: Δ cells, trend cases, control degradations and
-invariance checks, so a baseline written from a run makes that same run pass.
+every kind of case the suite can fail: Δ cells, trend cases, control degradations,
+invariance checks and worst-escape searches, so a baseline written from a run makes that same run pass.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from banana_tests.atomic import write_atomic
 from banana_tests.cases import CaseKey
+from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix
 from banana_tests.verdicts.outcome import Outcome
@@ -49,7 +50,7 @@ class ControlKey:
         return cls(metric, distortion)
 
 
-Other = TrendKey | ControlKey | InvarianceKey
+Other = TrendKey | ControlKey | InvarianceKey | SearchKey
 """A case outside the matrix that a baseline can list."""
 Known = CaseKey | Other
 """Any case a baseline can list."""
@@ -60,6 +61,7 @@ ENTRY_KEYS = {
     "trend": ({"kind", "metric", "seed_image"}, set()),
     "control": ({"kind", "metric", "distortion"}, set()),
     "invariance": ({"kind", "metric", "check"}, set()),
+    "search": ({"kind", "metric"}, set()),
 }
 
 
@@ -74,6 +76,8 @@ def _entry(key: Known) -> dict[str, Any]:
         return {"kind": "control", "metric": key.metric, "distortion": key.distortion}
     if isinstance(key, InvarianceKey):
         return {"kind": "invariance", "metric": key.metric, "check": key.check}
+    if isinstance(key, SearchKey):
+        return {"kind": "search", "metric": key.metric}
     entry: dict[str, Any] = {"metric": key.metric, "seed_image": key.seed_image, "step": key.step}
     if key.run is not None:
         entry["run"] = key.run
@@ -82,13 +86,15 @@ def _entry(key: Known) -> dict[str, Any]:
 
 def _order(key: Known) -> tuple[str, int, str, int, int]:
     """A metric's entries together: its Δ cells (as `cases.sort_key`), then trends, controls and
-    invariance checks."""
+    invariance checks, searches."""
     if isinstance(key, TrendKey):
         return key.metric, 1, key.seed_image, 0, 0
     if isinstance(key, ControlKey):
         return key.metric, 2, key.distortion, 0, 0
     if isinstance(key, InvarianceKey):
         return key.metric, 3, key.check, 0, 0
+    if isinstance(key, SearchKey):
+        return key.metric, 4, "", 0, 0
     return key.metric, 0, key.seed_image, key.step, -1 if key.run is None else key.run
 
 
@@ -134,7 +140,8 @@ def load_baseline(path: Path) -> frozenset[Known]:
 def _key(entry: dict[str, Any]) -> Known:
     kind = entry.get("kind")
     if kind not in ENTRY_KEYS:
-        raise ValueError(f"unknown kind {kind!r} (known: trend, control, invariance, or none for a Δ cell)")
+        known = "trend, control, invariance, search, or none for a Δ cell"
+        raise ValueError(f"unknown kind {kind!r} (known: {known})")
     required, optional = ENTRY_KEYS[kind]
     unknown = sorted(set(entry) - required - optional)
     if unknown:
@@ -145,6 +152,8 @@ def _key(entry: dict[str, Any]) -> Known:
         return ControlKey(str(entry["metric"]), str(entry["distortion"]))
     if kind == "invariance":
         return InvarianceKey(str(entry["metric"]), str(entry["check"]))
+    if kind == "search":
+        return SearchKey(str(entry["metric"]))
     run = entry.get("run")
     return CaseKey(
         str(entry["metric"]), str(entry["seed_image"]), int(entry["step"]), None if run is None else int(run)

@@ -18,6 +18,7 @@ from functools import cached_property
 from banana_tests.cases import SCHEMA, CaseKey, CaseKind, Field
 from banana_tests.scoring.oracle import valid_trial
 from banana_tests.verdicts.baseline import ControlKey
+from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Cell
 from banana_tests.verdicts.outcome import Outcome
@@ -36,15 +37,22 @@ FIGURES = {
     CaseKind.INVARIANCE: frozenset(
         {Field.CHANGE, Field.TOLERANCE, Field.SCORE_CACHED, Field.CROP_SIDE, Field.RAISED}
     ),
+    CaseKind.SEARCH: frozenset(
+        {Field.EXAMPLES, Field.ESCAPED, Field.SEARCH_SECONDS, Field.DEGRADATION, Field.CLEAN_PNG}
+        | {Field.DEGRADED_PNG, Field.NORM_REFERENCE, Field.NORM_STEP, Field.PSNR, Field.SSIM}
+    ),
 }
 """The measured fields each kind may carry; identity fields come from its key."""
 FIGURE_ORDER = {kind: tuple(name for name in Field if name in names) for kind, names in FIGURES.items()}
 """Each kind's figures in `Field` order, the order a record keeps them in."""
 
-NUMBERS = {CaseKind.INVARIANCE: (Field.CHANGE, Field.TOLERANCE)}
+NUMBERS = {
+    CaseKind.INVARIANCE: (Field.CHANGE, Field.TOLERANCE),
+    CaseKind.SEARCH: (Field.EXAMPLES, Field.NORM_REFERENCE, Field.NORM_STEP, Field.PSNR, Field.SSIM),
+}
 """Figures a kind's readers compute with: a record whose value is no number is refused."""
 
-Key = CaseKey | TrendKey | ControlKey | InvarianceKey
+Key = CaseKey | TrendKey | ControlKey | InvarianceKey | SearchKey
 
 
 def figure_properties(figures: Mapping[Field, str]) -> list[tuple[str, str]]:
@@ -76,6 +84,8 @@ class CaseRecord:
             return CaseKind.CONTROL
         if isinstance(self.key, InvarianceKey):
             return CaseKind.INVARIANCE
+        if isinstance(self.key, SearchKey):
+            return CaseKind.SEARCH
         return CaseKind.DELTA
 
     def identity(self) -> list[tuple[str, str]]:
@@ -88,7 +98,7 @@ class CaseRecord:
             out.append((Field.DISTORTION, key.distortion))
         elif isinstance(key, InvarianceKey):
             out.append((Field.INVARIANCE, key.check))
-        else:
+        elif not isinstance(key, SearchKey):  # a search is named by its metric alone
             out.append((Field.SEED_IMAGE, key.seed_image))
         if isinstance(key, CaseKey):
             out.append((Field.STEP, str(key.step)))
@@ -177,6 +187,8 @@ class CaseRecord:
                 key = TrendKey(metric, props[Field.SEED_IMAGE])
             elif kind is CaseKind.INVARIANCE:
                 key = InvarianceKey(metric, props[Field.INVARIANCE])
+            elif kind is CaseKind.SEARCH:
+                key = SearchKey(metric)
             else:
                 run = props.get(Field.RUN)
                 key = CaseKey(

@@ -52,6 +52,14 @@ def misbehaving(images):
     scores = laplacian_variance(images)
     if act == "nan":
         return [math.nan if m else s for m, s in zip(marked, scores)]
+    if act == "bool":
+        return [True if m else s for m, s in zip(marked, scores)]
+    if act == "extra" and any(marked):
+        return scores + [0.0]
+    if act == "short" and any(marked):
+        return scores[1:]
+    if act == "none" and any(marked):
+        return None
     return scores
 """
 METRIC = "--metric=misbehaving:misbehaving"
@@ -170,6 +178,35 @@ ROWS = {
         errored=frozenset({"misbehaving-alpha-step5"}),
         named=A5[:1],
         says="metric 'misbehaving' scored it nan, not a finite number",
+    ),
+    # a boolean is 1.0 to float(): it was taken as a score
+    "a boolean score": Row(
+        "bool",
+        marked=A5[:1],
+        errored=frozenset({"misbehaving-alpha-step5"}),
+        named=A5[:1],
+        says="metric 'misbehaving' returned True, a boolean, not a score",
+    ),
+    # a wrong count raised on whichever case first asked for the batch, naming no file; now the
+    # records of that batch (the two marked images, of a size of their own) error, each by file
+    **{
+        f"one score too {which}": Row(
+            act,
+            marked=A5,
+            size=(64, 48),
+            errored=frozenset({"misbehaving-alpha-step5"}),
+            named=A5,
+            says=f"metric 'misbehaving' returned {count} scores for a batch of 2 images, this one among them",
+        )
+        for which, act, count in (("many", "extra", 3), ("few", "short", 1))
+    },
+    "no scores at all": Row(
+        "none",
+        marked=A5[:1],
+        size=(64, 48),
+        errored=frozenset({"misbehaving-alpha-step5"}),
+        named=A5[:1],
+        says="metric 'misbehaving' returned None, not one float per image",
     ),
     # under the run mean, a case named only its first bad record
     "two bad records in one mean": Row(

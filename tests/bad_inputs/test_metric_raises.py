@@ -7,7 +7,7 @@ first asked for the batch: `<metric>-good_astronaut-step5` errored beside `<metr
 Now the 1x1 step's case alone errors, in one line naming the record, the file and the exception,
 and every case of the other seed image has its verdict. Below the suite run, the ScoreBook rules
 behind it: a batch that raises is tried one image at a time (out of memory: in halves first), what
-succeeded is cached, and a metric that breaks the protocol still fails as a whole.
+succeeded is cached, and a batch given the wrong number of scores errors its own records.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from PIL import Image
 from banana_tests.scoring.cache import ScoreCache
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.records import DataError, Record, read_imagefolder
-from metrics_under_test.protocol import MetricError
 from metrics_under_test.spec import MetricSpec
 from tests.conftest import weights_mirror, write_set
 
@@ -192,12 +191,18 @@ class OneShort(Picky):
         return super().__call__(images)[1:]
 
 
-def test_a_protocol_breach_fails_the_whole_batch_untried(tmp_path: Path) -> None:
+def test_a_wrong_number_of_scores_errors_the_batchs_records_each_by_file(tmp_path: Path) -> None:
+    """Which score is whose cannot be known: the batch is not tried again, each of its records
+    errors, named by file (a MetricError naming no file errored the whole case before)."""
     rows = six_records(tmp_path / "set")
     metric = OneShort(ValueError("never raised"))
 
-    with pytest.raises(MetricError, match="metric 'picky' returned 5 scores for 6 images"):
+    with pytest.raises(DataError) as raised:
         book_of(metric, tmp_path).scores(SPEC, rows)
+    message = str(raised.value)
+    assert message.startswith("6 records cannot be scored: ")
+    assert message.endswith(": metric 'picky' returned 5 scores for a batch of 6 images, this one among them")
+    assert all(str(r.path) in message for r in rows)
     assert metric.calls == [6]
 
 

@@ -69,6 +69,8 @@ ROWS: dict[str, tuple[list[str], str]] = {
         "--shard takes K/N, shard K of N jobs with 1 <= K <= N (e.g. 1/3), got 'x'",
     ),
     "batch-timeout-zero": (["--batch-timeout=0"], "--batch-timeout takes a positive number of seconds"),
+    "search-zero": (["--search=0"], "--search takes a positive number of examples per metric, got 0"),
+    "search-not-a-number": (["--search=many"], "--search: invalid int value: 'many'"),
 }
 
 

@@ -1,0 +1,127 @@
+"""The worst-escape searches read back from JUnit: per metric, the escape found, or "none found in
+N examples" with the most degraded image the metric did detect.
+
+`report` puts one row a metric in summary.md; report.html adds the two images side by side
+(embedded, when the PNG pair is still where the run wrote it).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+
+from banana_tests.cases import CaseKind, Field
+from banana_tests.verdicts.escape import VISIBLE_PSNR, SearchKey
+from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.record import CaseRecord
+
+HEADER = ["metric", "outcome", "found", "examples", "seconds", "PSNR (dB)", "SSIM"]
+HEADER += ["clean", "degraded", "degradation"]  # normalised scores, then what was drawn
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """One metric's search as a run left it, with the figures of the image it shows (none when it
+    skipped or errored before scoring anything)."""
+
+    key: SearchKey
+    outcome: Outcome
+    record: CaseRecord
+
+    @classmethod
+    def of(cls, record: CaseRecord, outcome: Outcome) -> SearchOutcome:
+        """From a search record (ValueError for another kind)."""
+        if not isinstance(record.key, SearchKey) or record.kind is not CaseKind.SEARCH:
+            raise ValueError(f"a {record.kind.value} case is no search outcome")
+        return cls(record.key, outcome, record)
+
+    @property
+    def escaped(self) -> bool:
+        return self.record.figures.get(Field.ESCAPED) == "true"
+
+    @property
+    def found(self) -> str:
+        """`escape`, or `none found in N examples` (its image: the most degraded one detected)."""
+        examples = self.record.figures.get(Field.EXAMPLES, "?")
+        return "escape" if self.escaped else f"none found in {examples} examples"
+
+    def row(self) -> list[str]:
+        figures, number = self.record.figures, self.record.number
+        psnr, ssim = number(Field.PSNR), number(Field.SSIM)
+        clean, degraded = number(Field.NORM_REFERENCE), number(Field.NORM_STEP)
+        return [
+            self.key.metric,
+            self.outcome.value,
+            self.found,
+            figures.get(Field.EXAMPLES, ""),
+            figures.get(Field.SEARCH_SECONDS, ""),
+            "" if psnr is None else f"{psnr:.2f}",
+            "" if ssim is None else f"{ssim:.3f}",
+            "" if clean is None else f"{clean:.2f}",
+            "" if degraded is None else f"{degraded:.2f}",
+            figures.get(Field.DEGRADATION, ""),
+        ]
+
+    @property
+    def pair(self) -> tuple[Path, Path] | None:
+        clean, degraded = (self.record.figures.get(f) for f in (Field.CLEAN_PNG, Field.DEGRADED_PNG))
+        return None if not clean or not degraded else (Path(clean), Path(degraded))
+
+
+def search_markdown(outcomes: Sequence[SearchOutcome]) -> str:
+    """The table with its heading, for summary.md; empty when the run had no search."""
+    if not outcomes:
+        return ""
+    lines = [
+        f"## Worst escape (a degraded image scored at least as well as clean, PSNR < {VISIBLE_PSNR:g} dB)",
+        "",
+        "Without an escape, the figures are those of the most degraded image the metric detected.",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "---|" * len(HEADER),
+        *("| " + " | ".join(cell.replace("|", "\\|") for cell in o.row()) + " |" for o in outcomes),
+    ]
+    return "\n".join(lines)
+
+
+def search_lines(outcomes: Sequence[SearchOutcome]) -> list[str]:
+    """The terminal's lines, one a metric: `piqe: escape at PSNR 16.35 dB, SSIM 0.322, normalised
+    61.21 ≥ clean 60.02 (145 examples, 41.2 s)`, or none found with the most degraded detected."""
+    out = []
+    for o in sorted(outcomes, key=lambda o: o.key):
+        _, outcome, found, examples, seconds, psnr, ssim, clean, degraded, _ = o.row()
+        if not psnr:
+            out.append(f"{o.key.metric}: {outcome}, nothing scored")
+            continue
+        what = "escape" if o.escaped else f"{found}; the most degraded detected"
+        sign = "≥" if o.escaped else "<"
+        out.append(
+            f"{o.key.metric}: {what} at PSNR {psnr} dB, SSIM {ssim}, normalised {degraded} {sign} clean "
+            f"{clean} ({examples} examples, {seconds} s)"
+        )
+    return out
+
+
+def search_pairs_html(outcomes: Sequence[SearchOutcome]) -> str:
+    """Each metric's clean and degraded images side by side, embedded; a pair whose files are
+    gone (a report built on another machine) is named instead."""
+    parts = []
+    for o in outcomes:
+        pair = o.pair
+        if pair is None:
+            continue
+        caption = f"{o.key.metric}: {o.found}; clean {pair[0].name}, degraded {pair[1].name}"
+        if all(p.is_file() for p in pair):
+            images = "".join(
+                f'<img alt="{escape(p.stem)}" src="data:image/png;base64,'
+                f'{base64.b64encode(p.read_bytes()).decode("ascii")}">'
+                for p in pair
+            )
+            parts.append(f"<figure>{images}<figcaption>{escape(caption)}</figcaption></figure>")
+        else:
+            gone = escape(str(pair[0].parent))
+            parts.append(f"<p>{escape(caption)}: the PNG pair is not here ({gone})</p>")
+    return "\n".join(parts)

@@ -1,0 +1,127 @@
+"""The worst-escape search's verdict: when a degraded image "escapes" a metric, and what a search saw.
+
+An escape is a degraded image that the metric scores at least as well as its clean source
+(normalised, so higher is better for every metric) while the degradation is plainly visible:
+its PSNR against the clean image (BT.601 luma, as the degradation oracle computes it) is below
+VISIBLE_PSNR. The search (banana_tests/test_search.py) fails a metric on an escape and reports the
+worst one it saw (the lowest PSNR); with none, the most degraded image the metric did detect.
+Kept apart from the test module, which imports hypothesis and numpy: the record and the report
+read these figures without them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from banana_tests.cases import Field
+
+VISIBLE_PSNR = 30.0
+"""dB. Below it a degradation is plainly visible: an RMS error over 8 grey levels, about what
+JPEG at quality 10 or Gaussian noise of σ 8 does to these seed images; the embedded set's step 20
+sits at 22-27 dB from step 1."""
+UNCHANGED_CAP = 100.0
+"""dB: an unchanged image's PSNR (infinite) as the objective counts it."""
+SEARCH_FIXTURE = "banana_search"
+"""The fixture the search test requests: the gate and the scheduler know its cases by it."""
+
+
+@dataclass(frozen=True, order=True)
+class SearchKey:
+    """One metric's search, `test_no_worst_escape[<metric>]`."""
+
+    metric: str
+
+    @property
+    def test_id(self) -> str:
+        return self.metric
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One drawn example as the metric scored it: what was drawn (a crop and a degradation, whose
+    repr and str say what they are), and its figures."""
+
+    crop: object
+    degradation: object
+    psnr: float
+    ssim: float
+    norm_clean: float
+    norm_degraded: float
+
+    @property
+    def escaped(self) -> bool:
+        """Scored at least as well as the clean image while plainly degraded (nan never escapes)."""
+        return self.norm_degraded >= self.norm_clean and self.psnr < VISIBLE_PSNR
+
+    @property
+    def objective(self) -> float:
+        """What hypothesis's `target` maximises: how degraded the image is (−PSNR), less four
+        points a normalised point the metric rated it below the clean image. An escape scores
+        by its PSNR alone; a detected image is pulled towards the metric's blind side."""
+        if not (math.isfinite(self.norm_clean) and math.isfinite(self.norm_degraded)):
+            return -1e9  # a nan or infinite score is no direction
+        shortfall = max(0.0, self.norm_clean - self.norm_degraded)
+        return -min(self.psnr, UNCHANGED_CAP) - 4.0 * shortfall
+
+    def describe(self) -> str:
+        return (
+            f"PSNR {self.psnr:.2f} dB, SSIM {self.ssim:.3f}, normalised {self.norm_degraded:.2f} "
+            f"(clean {self.norm_clean:.2f}) on {self.crop!r} after {self.degradation}"
+        )
+
+
+@dataclass
+class SearchLog:
+    """What one search saw: the examples scored, the worst escape (lowest PSNR), the one hypothesis
+    shrank to (the mildest visible escape it found), the most degraded image the metric detected,
+    and where the PNG pair of the one shown was written."""
+
+    examples: int = 0
+    escape: Seen | None = None
+    shrunk: Seen | None = None  # the escape hypothesis shrank to; None when none ended the search
+    most_degraded_detected: Seen | None = None
+    pair: tuple[str, str] | None = None
+    seconds: float = 0.0
+
+    def add(self, seen: Seen) -> None:
+        self.examples += 1
+        if seen.escaped:
+            if self.escape is None or seen.psnr < self.escape.psnr:
+                self.escape = seen
+        elif seen.norm_degraded < seen.norm_clean:
+            best = self.most_degraded_detected
+            if best is None or seen.psnr < best.psnr:
+                self.most_degraded_detected = seen
+
+    @property
+    def shown(self) -> Seen | None:
+        """The image the report shows: the escape, else the most degraded one detected."""
+        return self.escape or self.most_degraded_detected
+
+    def line(self, metric: str) -> str:
+        """The failing case's one line (an escape must have been found)."""
+        escape, shrunk = self.escape, self.shrunk
+        assert escape is not None and self.pair is not None
+        mildest = "" if shrunk is None else f"; shrunk to {shrunk.psnr:.2f} dB after {shrunk.degradation}"
+        return (
+            f"{metric} scores a plainly degraded image as well as its clean source: {escape.describe()}; "
+            f"pair (clean, escaped): {self.pair[0]} {self.pair[1]}{mildest} ({self.examples} examples)"
+        )
+
+    def properties(self) -> dict[Field, str]:
+        """The figures a search case records (banana_tests.verdicts.record)."""
+        out = {Field.EXAMPLES: str(self.examples), Field.ESCAPED: str(self.escape is not None).lower()}
+        out[Field.SEARCH_SECONDS] = f"{self.seconds:.2f}"
+        shown = self.shown
+        if shown is not None:
+            out |= {
+                Field.NORM_REFERENCE: repr(shown.norm_clean),
+                Field.NORM_STEP: repr(shown.norm_degraded),
+                Field.PSNR: repr(shown.psnr),
+                Field.SSIM: repr(shown.ssim),
+                Field.DEGRADATION: f"{shown.crop!r} after {shown.degradation}",
+            }
+        if self.pair is not None:
+            out |= {Field.CLEAN_PNG: self.pair[0], Field.DEGRADED_PNG: self.pair[1]}
+        return out

@@ -1,0 +1,72 @@
+"""One score as the suite takes it: a real number, read once into a Python float.
+
+A metric may return Python numbers, numpy scalars or one-element arrays and tensors. What `float()`
+would quietly take but is no score is refused with the reason: text (`"0.5"`), a boolean (`True`
+is 1.0 to `float`), a complex number, a tensor on the meta device (it holds no value; reading it
+raised RuntimeError), several values where one is due. Low-precision floats (float16, bfloat16)
+are scores: their value is widened exactly to a float64, and their resolution (about three
+significant digits) is the metric's own, to be covered by its `snapshot_points`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+from typing import Any
+
+
+class NotAScore(ValueError):
+    """A returned value that is no real number; the message says what it is."""
+
+
+def as_list(raw: Any) -> list[Any]:
+    """A batch's returned scores as a list, or NotAScore when they are no sequence (None, text, a
+    number, a 0-d tensor)."""
+    if isinstance(raw, str | bytes) or not isinstance(raw, Iterable):
+        raise NotAScore(f"{short(raw)}, not one float per image")
+    try:
+        return list(raw)
+    except Exception as exc:  # a 0-d tensor or array cannot be iterated
+        raise NotAScore(f"{short(raw)}, not one float per image ({type(exc).__name__}: {exc})") from None
+
+
+def as_score(value: Any) -> float:
+    """`value` as a float, or NotAScore saying why it is none (finiteness is the caller's check)."""
+    if isinstance(value, str | bytes | bytearray):
+        raise NotAScore(f"{short(value)}, text, not a number")
+    if isinstance(value, bool):
+        raise NotAScore(f"{value!r}, a boolean, not a score")
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None:
+        value = _element(value, dtype)
+    if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
+        raise NotAScore(f"{short(value)}, a complex number, not a score")
+    try:
+        return float(value)
+    except Exception as exc:  # what a tensor or an object raises is its own: TypeError, RuntimeError, ...
+        raise NotAScore(f"{short(value)}, not a number ({type(exc).__name__}: {exc})") from None
+
+
+def _element(value: Any, dtype: Any) -> Any:
+    """The one element of a numpy or torch value, its dtype checked first."""
+    kind = getattr(dtype, "kind", None)  # numpy's: b(ool), c(omplex), f, i, u, or not a number
+    text = str(dtype)
+    if kind == "b" or text == "torch.bool":
+        raise NotAScore(f"{short(value)}, a boolean, not a score")
+    if kind == "c" or getattr(dtype, "is_complex", False):
+        raise NotAScore(f"{short(value)}, a complex number ({text}), not a score")
+    if kind is not None and kind not in "fiu":
+        raise NotAScore(f"{short(value)} of dtype {text}, not a number")
+    if getattr(value, "is_meta", False):
+        raise NotAScore(f"a tensor on the meta device ({text}), which holds no value")
+    size = getattr(value, "size", None)
+    count = size if isinstance(size, int) else value.numel() if hasattr(value, "numel") else 1
+    if count != 1:
+        raise NotAScore(f"{short(value)}, {count} values where one is due")
+    return value.item() if hasattr(value, "item") else value
+
+
+def short(value: object, limit: int = 80) -> str:
+    """`repr(value)` on one line, cut to `limit` characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
