@@ -67,6 +67,8 @@ class Field(StrEnum):
     INVARIANCE = "invariance"
     CHANGE = "change"
     TOLERANCE = "tolerance"
+    CROP_SIDE = "crop_side"  # px
+    RAISED = "raised"  # what the metric raised on the crops, when it could not be checked
     # worst-escape searches (banana_tests/test_search.py): the image shown is the worst escape, else
     # the most degraded image detected; its normalised scores are NORM_REFERENCE (clean) and
     # NORM_STEP, its PSNR and SSIM against the clean image PSNR and SSIM

@@ -67,6 +67,22 @@ class Crop:
         box = (slice(self.top, self.top + self.height), slice(self.left, self.left + self.width))
         return np.ascontiguousarray(clean_images()[self.seed_image][box])
 
+    def at_least(self, side: int | None) -> Crop:
+        """This crop grown about its centre to `side` px in each dimension where it is smaller (a
+        metric's `min_side`), as far as its seed image allows."""
+        height, width = clean_images()[self.seed_image].shape[:2]
+        top, h = _grown(self.top, self.height, side or 0, height)
+        left, w = _grown(self.left, self.width, side or 0, width)
+        return Crop(self.seed_image, top, left, h, w)
+
+
+def _grown(start: int, length: int, side: int, limit: int) -> tuple[int, int]:
+    """(start, length) of a span grown to `side` about its centre, kept within [0, limit)."""
+    if length >= side:
+        return start, length
+    grown = min(side, limit)
+    return max(0, min(start - (grown - length) // 2, limit - grown)), grown
+
 
 EXAMPLES = 8
 SEED = 20260403
@@ -161,8 +177,23 @@ def test_detects_control_degradation(
 ) -> None:
     scorer = banana_metrics[control_metric]
     distort = DISTORTIONS[distortion]
+    crop = crop.at_least(scorer.spec.min_side)
     pixels = crop.pixels
-    mild, strong = map(scorer.normalise, scorer.scores([distort(pixels, s, noise_seed) for s in levels]))
+    try:
+        scores = scorer.scores([distort(pixels, s, noise_seed) for s in levels])
+    except (MemoryError, Exit):
+        raise  # the machine's limit, or the run stops: no verdict
+    except Exception as exc:  # the metric cannot score the crop: its verdict, one line
+        if scorer.book.load_failed(scorer.spec):
+            raise  # it cannot load at all: no verdict, an error (session.scorer.load_or_skip)
+        raised = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        fail_verdict(
+            f"{control_metric} cannot be checked for {distortion} on the crop {crop!r}: it raised "
+            f"{raised}; a metric that needs larger images declares min_side (docs/metrics.md)",
+            f"cannot be checked on the crop {crop!r}: {raised}",
+            pytestconfig,
+        )
+    mild, strong = map(scorer.normalise, scores)
     if not strong < mild:
         fail_verdict(
             f"{control_metric} did not rank {distortion} at strength {levels[1]:.2f} below {levels[0]:.2f} "

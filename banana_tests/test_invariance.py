@@ -6,11 +6,17 @@ metric with such a flaw moves the failure matrix for reasons that have nothing t
 degradation. Each selected metric, a user's `module:callable` included, is checked on small crops
 of the embedded seed images, one case per property: ids `[brisque-batch]`, `[brisque-shift]`, …
 
+Crops are 96 px, or the metric's declared `min_side` when larger (at most `largest_side()`, which
+the seed images allow). A check the metric cannot run (it raises on the crops, or its `min_side`
+is past what the seed images allow) fails as its verdict, in one line naming the metric, the crop
+size and the exception: a baseline can expect it like any other, so an unchanged metric can gate
+green (docs/metrics.md, "Inputs a metric needs").
+
 Same pixels (batch, repeat, png) must give the same score within a tiny tolerance; a 1-pixel
 shift and a resize by a few percent are allowed a per-metric tolerance on the median change,
 measured here (docs/matrix.md, "Invariance"). Changes are in normalised points (the [0, 100]
 scale of the verdicts), so tolerances compare across metrics. Written on the public fixtures:
-`banana_metric.model` for the calls the score cache must not answer (batch, repeat), and
+`banana_metric.call` for the calls the score cache must not answer (batch, repeat), and
 `Scorer.scores` for the rest, so batching and cache are the suite's. Each check's measured change
 is kept in the score cache (`Scorer.remembered`) under the metric's identity and the crop set's
 (`crop_set`): a rerun builds no model and decodes no crop, and a changed metric is checked again.
@@ -26,15 +32,18 @@ from dataclasses import dataclass, replace
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
 from banana_tests.cases import Field
 from banana_tests.data import SEEDS
 from banana_tests.session.scorer import Scorer
+from banana_tests.trajectories.records import DataError
 from banana_tests.verdicts.invariance import PARAM, Invariance
 from banana_tests.verdicts.record import figure_properties
+from banana_tests.verdicts.verdict import fail_verdict
+from metrics_under_test.protocol import raised_at
 from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
@@ -44,7 +53,7 @@ SIDE = 96  # NIQE's smallest block; each crop costs ~0.1-0.3 CPU s per metric he
 BATCH = 16
 ALONE = 4  # members of the batch also scored alone, and twice for `repeat`
 GEOMETRIC = 8  # crops shifted and resized
-RESIZED = 101  # 96 -> 101 px: +5 %
+GROWTH = 101 / 96  # the resize: 96 -> 101 px, +5 %
 SEED = 20261201
 
 
@@ -92,10 +101,23 @@ def tolerance(spec: MetricSpec) -> Tolerance:
     return replace(found, shift=spec.invariance_points, resize=spec.invariance_points)
 
 
+def crop_side(spec: MetricSpec) -> int:
+    """The crops' side for a metric: 96 px, or its declared `min_side` when larger."""
+    return max(SIDE, spec.min_side or 0)
+
+
 @cache
-def windows() -> tuple[tuple[str, int, int], ...]:
-    """(seed image, top, left) of BATCH crop windows, two per seed image, drawn once from a seeded
-    generator; each leaves room for the one-pixel shift."""
+def largest_side() -> int:
+    """The largest crop side every seed image allows with room for a draw and the shift."""
+    from banana_tests.test_control import clean_images
+
+    return min(min(image.shape[0] - 1, image.shape[1] - 2) for image in clean_images().values())
+
+
+@cache
+def windows(side: int = SIDE) -> tuple[tuple[str, int, int], ...]:
+    """(seed image, top, left) of BATCH crop windows of `side` px, two per seed image, drawn once
+    from a seeded generator; each leaves room for the one-pixel shift."""
     import numpy as np
 
     from banana_tests.test_control import clean_images
@@ -107,44 +129,41 @@ def windows() -> tuple[tuple[str, int, int], ...]:
     for i in range(BATCH):
         name = names[i % len(names)]
         height, width = images[name].shape[:2]
-        out.append((name, int(rng.integers(height - SIDE)), int(rng.integers(width - SIDE - 1))))
+        out.append((name, int(rng.integers(height - side)), int(rng.integers(width - side - 1))))
     return tuple(out)
 
 
-def crop(window: tuple[str, int, int], shift: int = 0) -> Array:
+def crop(window: tuple[str, int, int], side: int = SIDE, shift: int = 0) -> Array:
     import numpy as np
 
     from banana_tests.test_control import clean_images
 
     name, top, left = window
-    pixels = clean_images()[name][top : top + SIDE, left + shift : left + shift + SIDE]
+    pixels = clean_images()[name][top : top + side, left + shift : left + shift + side]
     return np.ascontiguousarray(pixels)
 
 
 def resized(image: Array) -> Array:
+    """Bicubic, by GROWTH (+5 %)."""
     import numpy as np
     from PIL import Image
 
-    return np.asarray(Image.fromarray(image).resize((RESIZED, RESIZED), Image.Resampling.BICUBIC))
+    side = round(image.shape[0] * GROWTH)
+    return np.asarray(Image.fromarray(image).resize((side, side), Image.Resampling.BICUBIC))
 
 
 def alone(scorer: Scorer, images: Sequence[Array]) -> list[float]:
     """Each image in a call of its own, straight to the model: the score cache would answer a
     second call, and the suite's batches would group crops of one size."""
-    model = scorer.model
-
-    def one(image: Array) -> float:
-        return float(scorer.guard(lambda: model([image]))[0])
-
-    return [one(image) for image in images]
+    return [scorer.call([image])[0] for image in images]
 
 
 def changes(scorer: Scorer, invariance: Invariance, folder: Path) -> list[float]:
     """|normalised score under the property − normalised score of the plain crop|, per crop."""
-    crops = [crop(w) for w in windows()]
+    side = crop_side(scorer.spec)
+    crops = [crop(w, side) for w in windows(side)]
     if invariance is Invariance.BATCH:
-        model = scorer.model
-        batched = list(scorer.guard(lambda: model(crops)))[:ALONE]
+        batched = scorer.call(crops)[:ALONE]
         pairs = list(zip(batched, alone(scorer, crops[:ALONE]), strict=True))
     elif invariance is Invariance.REPEAT:
         pairs = list(zip(alone(scorer, crops[:ALONE]), alone(scorer, crops[:ALONE]), strict=True))
@@ -158,7 +177,7 @@ def changes(scorer: Scorer, invariance: Invariance, folder: Path) -> list[float]
     else:
         plain = crops[:GEOMETRIC]
         moved: list[Array] = (
-            [crop(w, shift=1) for w in windows()[:GEOMETRIC]]
+            [crop(w, side, shift=1) for w in windows(side)[:GEOMETRIC]]
             if invariance is Invariance.SHIFT
             else [resized(c) for c in plain]
         )
@@ -189,9 +208,11 @@ def crop_set() -> str:
 
 
 def cache_name(scorer: Scorer, invariance: Invariance) -> str:
-    """The check's name in the score cache, beside the metric's identity; the normalisation is
-    in it as the change is measured in normalised points."""
-    scale = json.dumps([scorer.scale.low, scorer.scale.high, scorer.scale.lower_better])
+    """The check's name in the score cache, beside the metric's identity; the normalisation and
+    the crop side are in it as the change is measured in normalised points on those crops."""
+    figures = [scorer.scale.low, scorer.scale.high, scorer.scale.lower_better]
+    side = crop_side(scorer.spec)
+    scale = json.dumps(figures if side == SIDE else [*figures, side])
     digest = hashlib.sha256(f"{crop_set()}\0{scale}".encode()).hexdigest()
     return f"invariance/{invariance.value}/{digest}"
 
@@ -218,20 +239,55 @@ def test_score_is_invariant(
     """Its identity (metric, check) is recorded at collection (session.reporter); its figures here."""
     invariance = banana_invariance
     limit = tolerance(banana_metric.spec).of(invariance)
-    change, cached = banana_metric.remembered(
-        cache_name(banana_metric, invariance), lambda: measured_change(banana_metric, invariance, tmp_path)
-    )
-    figures = {
-        Field.CHANGE: repr(change),
-        Field.TOLERANCE: repr(limit),
-        Field.SCORE_CACHED: str(cached).lower(),
-    }
+    side = crop_side(banana_metric.spec)
+    figures = {Field.CROP_SIDE: str(side), Field.TOLERANCE: repr(limit)}
+    if side > largest_side():
+        cannot_check(request, banana_metric.name, invariance, figures, None)
+    name = cache_name(banana_metric, invariance)
+    try:
+        change, cached = banana_metric.remembered(
+            name, lambda: measured_change(banana_metric, invariance, tmp_path)
+        )
+    except (MemoryError, pytest.exit.Exception):
+        raise  # the machine's limit, or the run stops (a metric's sys.exit): no verdict
+    except Exception as exc:  # the metric cannot score the crops: its verdict, one line
+        if banana_metric.book.load_failed(banana_metric.spec):
+            raise  # it cannot load at all: no verdict, an error (session.scorer.load_or_skip)
+        cannot_check(request, banana_metric.name, invariance, figures, exc)
+    figures.update({Field.CHANGE: repr(change), Field.SCORE_CACHED: str(cached).lower()})
     request.node.user_properties.extend(figure_properties(figures))
     if not change <= limit:  # nan included
         measure = "largest" if invariance.same_pixels else "median"
         pytest.fail(
             f"{banana_metric.name} is not {invariance.value}-invariant: the {measure} change of the "
-            f"normalised score over {crops_of(invariance)} crops of {SIDE} px is {change:.4g} points, "
+            f"normalised score over {crops_of(invariance)} crops of {side} px is {change:.4g} points, "
             f"not within its tolerance {limit:.4g}",
             pytrace=False,
         )
+
+
+def cannot_check(
+    request: pytest.FixtureRequest,
+    metric: str,
+    invariance: Invariance,
+    figures: dict[Field, str],
+    exc: Exception | None,
+) -> NoReturn:
+    """Fail the case in one line, naming the metric, the crop size and what the metric raised
+    (`exc`), or, with None, the `min_side` that no crop of the seed images reaches."""
+    side = int(figures[Field.CROP_SIDE])
+    if exc is None:
+        raised = f"its min_side {side} px is larger than the seed images allow ({largest_side()} px)"
+        what = raised
+    else:
+        raised = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        where = "" if isinstance(exc, DataError) else raised_at(exc)  # a DataError names its own
+        what = f"it raised {raised}{where}"
+    figures[Field.RAISED] = raised
+    request.node.user_properties.extend(figure_properties(figures))
+    fail_verdict(
+        f"{metric} cannot be checked for {invariance.value}-invariance on crops of {side} px: {what}; "
+        "a metric that needs larger images declares min_side (docs/metrics.md)",
+        f"cannot be checked on crops of {side} px: {raised}",
+        request.config,
+    )

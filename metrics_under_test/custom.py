@@ -13,7 +13,9 @@ Optional attributes: `cost` (fast | slow | neural | vlm, default neural), `versi
 reads (checkpoints, tables), relative to its module's folder, hashed into the key too, and
 `snapshot_points`: how far, in normalised points, its scores may move between machines before
 a snapshot fails, and `invariance_points`: how far its median score may move under a one-pixel
-shift or a 5 % resize (banana_tests/test_invariance.py). Everything is checked when the metric loads.
+shift or a 5 % resize (banana_tests/test_invariance.py), and `min_side`: the smallest height and
+width, in pixels, it can score (a NIQE of 96 px blocks that needs two of them: 192), which the
+crops of the invariance and control families then honour. Everything is checked when the metric loads.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ def spec_for(target: str) -> MetricSpec:
         files=declared_files(target, obj),
         snapshot_points=getattr(obj, "snapshot_points", None),
         invariance_points=getattr(obj, "invariance_points", None),
+        min_side=getattr(obj, "min_side", None),
     )
 
 
@@ -139,6 +142,9 @@ def check_attributes(target: str, obj: Any) -> None:
             isinstance(points, int | float) and not isinstance(points, bool) and 0 <= points < math.inf
         ):
             raise MetricError(f"{where}: {tolerance} must be a finite number >= 0, got {points!r}")
+    side = getattr(obj, "min_side", None)
+    if side is not None and not (isinstance(side, int) and not isinstance(side, bool) and side >= 1):
+        raise MetricError(f"{where}: min_side must be a whole number of pixels >= 1, got {side!r}")
     if isinstance(obj, type):
         calls = any("__call__" in vars(c) for c in obj.__mro__ if c is not object)
     else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from metrics_under_test.protocol import Image, MetricError, raised_at
@@ -38,8 +38,15 @@ class ProbeImage:
 
         with PILImage.open(SEEDS / self.seed) as file:
             whole = np.asarray(file.convert("RGB"))
-        top, left = (whole.shape[0] - self.height) // 2, (whole.shape[1] - self.width) // 2
+        top, left = (max(0, whole.shape[0] - self.height) // 2, max(0, whole.shape[1] - self.width) // 2)
         return np.ascontiguousarray(whole[top : top + self.height, left : left + self.width])
+
+    def at_least(self, side: int | None) -> ProbeImage:
+        """This crop at least `side` px high and wide (a metric's `min_side`), as far as its seed
+        image allows."""
+        if not side:
+            return self
+        return replace(self, height=max(self.height, side), width=max(self.width, side))
 
 
 PROBE: tuple[tuple[ProbeImage, ...], ...] = (
@@ -52,7 +59,9 @@ PROBE: tuple[tuple[ProbeImage, ...], ...] = (
 
 def probe(name: str, metric: Callable[[Sequence[Image]], Sequence[float]]) -> None:
     """Score each of PROBE's batches with `metric`; a MetricError at the first that fails."""
-    for batch in PROBE:
+    side = getattr(metric, "min_side", None)
+    for planned in PROBE:
+        batch = tuple(image.at_least(side) for image in planned)
         where = " and ".join(map(str, batch))
         try:
             raw = metric([image.pixels() for image in batch])  # fresh: a metric may write into them

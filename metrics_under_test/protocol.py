@@ -37,15 +37,23 @@ F = TypeVar("F", bound=Callable[[Sequence[Image]], Sequence[float]])
 
 
 def metric(
-    name: str, *, lower_better: bool, score_range: tuple[float, float], cost: str = "fast"
+    name: str,
+    *,
+    lower_better: bool,
+    score_range: tuple[float, float],
+    cost: str = "fast",
+    min_side: int | None = None,
 ) -> Callable[[F], F]:
-    """Turn a plain batch function into a `Metric` by giving it the protocol's attributes."""
+    """Turn a plain batch function into a `Metric` by giving it the protocol's attributes;
+    `min_side`: the smallest height and width, in pixels, it can score (None: any)."""
 
     def mark(fn: F) -> F:
         fn.name = name  # type: ignore[attr-defined]
         fn.lower_better = lower_better  # type: ignore[attr-defined]
         fn.score_range = score_range  # type: ignore[attr-defined]
         fn.cost = cost  # type: ignore[attr-defined]
+        if min_side is not None:
+            fn.min_side = min_side  # type: ignore[attr-defined]
         return fn
 
     return mark

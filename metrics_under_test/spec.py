@@ -43,6 +43,7 @@ class MetricSpec:
     files: tuple[Path, ...] = ()  # backend "custom": data files it reads, hashed into the cache key
     snapshot_points: float | None = None  # snapshot tolerance in normalised points; None: default
     invariance_points: float | None = None  # shift/resize invariance tolerance, the same; None: default
+    min_side: int | None = None  # the smallest height and width, in pixels, it can score; None: any
 
     @property
     def scale(self) -> Scale:

@@ -25,10 +25,16 @@ def workers(
     affinity: int | None = None,
     given: str | None = None,
     omp: str | None = None,
+    memory_gb: float = 4096,
 ) -> int | None:
-    """The hook's answer on a machine of `cores` cores of which the process may use `affinity`."""
+    """The hook's answer on a machine of `cores` cores of which the process may use `affinity`,
+    with `memory_gb` available (the kernel's MemAvailable, as /proc/meminfo says it)."""
     monkeypatch.setattr(worker_count.os, "cpu_count", lambda: cores)
     monkeypatch.setattr(worker_count.os, "sched_getaffinity", lambda pid: set(range(affinity or cores)))
+    meminfo = pytester.path / "meminfo"
+    meminfo.write_text(f"MemTotal: 1 kB\nMemAvailable: {int(memory_gb * 1e9 / 1024)} kB\n")
+    monkeypatch.setattr(worker_count, "MEMINFO", meminfo)
+    monkeypatch.setattr(worker_count, "CGROUP", pytester.path / "no-cgroup")
     for name, value in ((worker_count.AUTO_ENV, given), ("OMP_NUM_THREADS", omp)):
         if value is None:
             monkeypatch.delenv(name, raising=False)
@@ -148,3 +154,60 @@ def test_cores_left_idle_leave_a_note_for_the_header(
     assert auto_workers(config) == 0
     note = config.stash[worker_count.AUTO_NOTE]
     assert "a serial run on 3 cores: 2 torch thread(s) per process" in note and "-n N overrides" in note
+
+
+@pytest.mark.parametrize(
+    ("metrics", "memory_gb", "expected", "why"),
+    [
+        ("ilniqe", 16, 5, "ilniqe peaks at 2.8 GiB a process and 14.9 GiB of memory is available"),
+        ("brisque,ilniqe", 16, 5, "ilniqe peaks at 2.8 GiB"),  # a worker may run any of them
+        ("brisque", 16, 14, "brisque peaks at 1.0 GiB a process"),
+        ("ilniqe", 4, 0, "ilniqe peaks at 2.8 GiB"),  # one worker would not pay: serial
+        ("ilniqe", 400, 64, None),  # cores, not memory, set the number: no note
+    ],
+)
+def test_n_auto_starts_no_more_workers_than_fit_the_memory(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    metrics: str,
+    memory_gb: float,
+    expected: int,
+    why: str | None,
+) -> None:
+    """Issue 40: 64 cores meant 64 workers whatever each model needs, and ILNIQE alone peaks at
+    2.8 GB a process (about 180 GB for 64). 16 GB here is 16e9 bytes (14.9 GiB)."""
+    assert workers(pytester, monkeypatch, 64, f"--metric={metrics}", memory_gb=memory_gb) == expected
+    config = pytester.parseconfig("-n", "auto", f"--metric={metrics}")
+    auto_workers(config)
+    note = config.stash.get(worker_count.AUTO_NOTE, None)
+    if why is None:
+        assert note is None
+    else:
+        assert note is not None and why in note and "on 64 cores" in note and "-n N overrides" in note
+
+
+def test_n_auto_on_a_64_core_16_gb_machine_with_ilniqe_starts_five_workers(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real run on the simulated machine: its cores and memory as the process reads them (CPU
+    affinity, /proc/meminfo), ILNIQE selected, every case deselected (only the workers start)."""
+    meminfo = pytester.path / "meminfo"
+    meminfo.write_text(f"MemAvailable: {16 * 10**9 // 1024} kB\n")
+    pytester.makeconftest(
+        "import os\n"
+        "from pathlib import Path\n"
+        "from banana_tests.scheduler import worker_count\n"
+        "os.sched_getaffinity = lambda pid: set(range(64))\n"
+        f"worker_count.MEMINFO = Path({str(meminfo)!r})\n"
+        f"worker_count.CGROUP = Path({str(pytester.path / 'no-cgroup')!r})\n"
+    )
+    monkeypatch.delenv(worker_count.AUTO_ENV, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    result = pytester.runpytest_subprocess(
+        "--pyargs", "banana_tests", "--metric=ilniqe", "-n", "auto", "-k", "no_such_case", "--no-cache"
+    )  # fmt: skip
+
+    out = result.stdout.str()
+    assert "created: 5/5 workers" in out, out
+    assert "-n auto chose 5 workers on 64 cores: ilniqe peaks at 2.8 GiB a process and 14.9 GiB" in out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -92,6 +93,11 @@ def changes(pytester: pytest.Pytester) -> dict[str, tuple[str, str]]:
     return {name: (props["change"], props["score_cached"]) for name, (_, props) in cases(pytester).items()}
 
 
+def report_with_baseline(path: Path) -> int:
+    """`banana-tests report j.xml --out=r --write-baseline=b.json` in `path`."""
+    return main(["report", str(path / "j.xml"), f"--out={path / 'r'}", f"--write-baseline={path / 'b.json'}"])
+
+
 def test_a_batch_dependent_metric_fails_the_batch_case_only(users: pytest.Pytester) -> None:
     result = run(users, "BatchMean")
 
@@ -161,19 +167,7 @@ def test_a_baseline_expects_a_known_invariance_failure_and_fails_a_new_one(users
     first = run(users, "BatchMean")
     assert first.ret == pytest.ExitCode.TESTS_FAILED
     path = users.path
-    assert (
-        main(
-            [
-                "report",
-                str(path / "j.xml"),
-                "--out",
-                str(path / "r"),
-                "--write-baseline",
-                str(path / "b.json"),
-            ]
-        )
-        == 0
-    )
+    assert report_with_baseline(path) == 0
     assert json.loads((path / "b.json").read_text())["failures"] == [
         {"kind": "invariance", "metric": "batch_mean", "check": "batch"}
     ]
@@ -211,3 +205,111 @@ def test_the_invariance_table_has_a_row_per_metric_and_a_column_per_check() -> N
         "| piqe | skipped | FAIL 7.25 > 6.7 | - |",
     ]
     assert invariance_markdown([]) == ""
+
+
+TWO_BLOCKS = """
+import numpy as np
+
+BLOCK = 96
+SIGN = 1.0
+
+
+class TwoBlocks:
+    '''A NIQE-like score over 96 px blocks: the blocks' feature covariance (numpy.cov) is NaN for a
+    single block and numpy.linalg.pinv then raises LinAlgError, as a published NIQE does.'''
+
+    name = "two_blocks"
+    lower_better = True
+    score_range = (0.0, 10.0)
+    cost = "fast"
+
+    def __call__(self, images):
+        out = []
+        for img in images:
+            grey = img.mean(-1) / 255.0
+            rows, cols = (s // BLOCK for s in grey.shape)
+            blocks = [grey[i * BLOCK:(i + 1) * BLOCK, j * BLOCK:(j + 1) * BLOCK]
+                      for i in range(rows) for j in range(cols)]
+            feats = np.array([[b.std(), np.abs(np.diff(b, axis=1)).mean(), np.abs(np.diff(b, axis=0)).mean()]
+                              for b in blocks])
+            d = feats.mean(0) - 0.05
+            distance = float(np.sqrt(abs(d @ np.linalg.pinv(np.cov(feats.T) + np.eye(3)) @ d)))
+            out.append(SIGN * (distance + 50 * float(np.abs(np.diff(grey, axis=1)).mean())))
+        return out
+
+
+class Declared(TwoBlocks):
+    name = "declared"
+    min_side = 192
+
+
+class TooLarge(TwoBlocks):
+    name = "too_large"
+    min_side = 300
+"""
+
+
+@pytest.fixture
+def blocks(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A user's project with the invariance module and a metric that needs two 96 px blocks."""
+    suite_folder(pytester, monkeypatch, module=INVARIANCE_MODULE, seeds=("alpha",), runs=(0,), steps=(1, 5))
+    pytester.makepyfile(blockmetric=TWO_BLOCKS)
+    return pytester
+
+
+def test_a_metric_that_declares_its_min_side_is_checked_on_crops_that_large(blocks: pytest.Pytester) -> None:
+    result = blocks.runpytest_subprocess(
+        "--metric=blockmetric:Declared", "--junitxml=j.xml", "-o", "junit_family=xunit1", "-p", "no:randomly"
+    )
+
+    assert_outcomes(result, passed=5)
+    for _, props in cases(blocks).values():
+        assert props["crop_side"] == "192" and float(props["change"]) <= float(props["tolerance"])
+
+
+def test_a_min_side_no_crop_reaches_fails_each_check_in_one_line(blocks: pytest.Pytester) -> None:
+    result = blocks.runpytest_subprocess("--metric=blockmetric:TooLarge", "-p", "no:randomly")
+
+    assert_outcomes(result, missed=5)
+    result.stdout.fnmatch_lines(
+        ["too_large cannot be checked for batch-invariance on crops of 300 px: its min_side 300 px is "
+         "larger than the seed images allow (254 px)*"]
+    )  # fmt: skip
+
+
+def test_a_metric_that_raises_on_the_crops_gates_green_after_a_baseline_and_red_when_its_scores_change(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: a published NIQE raised LinAlgError on every 96 px crop, each a 45-line
+    traceback that JUnit called a failure, the report an error and the baseline left out, so the
+    gate stayed red on an unchanged metric. Now each check fails in one line, the baseline keeps
+    it, the gate goes green, and a change of the metric's scores turns it red."""
+    suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5))
+    source = pytester.makepyfile(blockmetric=TWO_BLOCKS)
+    path = pytester.path
+
+    def gate(*options: str) -> pytest.RunResult:
+        return pytester.runpytest_subprocess(
+            "--pyargs", "banana_tests", "--metric=blockmetric:TwoBlocks", "-p", "no:randomly",
+            f"--rootdir={path}", f"--cache-dir={path / 'cache'}",
+            "-k", "test_score_is_invariant or test_detects_degradation", *options,
+        )  # fmt: skip
+
+    first = gate("--junitxml=j.xml")
+    assert first.ret == pytest.ExitCode.TESTS_FAILED
+    out = first.stdout.str()
+    for check in CHECKS:
+        assert f"two_blocks cannot be checked for {check}-invariance on crops of 96 px: it raised " in out
+    assert "LinAlgError: SVD did not converge" in out and "raise LinAlgError" not in out  # no traceback
+    assert "image files cannot be scored" in out and "crop0.png (" not in out  # each path once
+    assert report_with_baseline(path) == 0
+    listed = load_baseline(path / "b.json")
+    assert {InvarianceKey("two_blocks", check) for check in CHECKS} <= listed
+    assert "| two_blocks | FAIL cannot run: LinAlgError |" in (path / "r" / "summary.md").read_text()
+
+    assert gate("--baseline=b.json").ret == pytest.ExitCode.OK  # green on the unchanged metric
+
+    source.write_text(source.read_text().replace("SIGN = 1.0", "SIGN = -1.0"))
+    changed = gate("--baseline=b.json")
+    assert changed.ret == pytest.ExitCode.TESTS_FAILED  # its scores changed: the Δ cases say so
+    assert changed.parseoutcomes().get("missed", 0) > 0

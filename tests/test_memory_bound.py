@@ -10,9 +10,16 @@ thresholds however the process was tuned before, and one image per call of its m
 
 from __future__ import annotations
 
+import shutil
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
 import pytest
 
+from banana_tests.cli import main
 from banana_tests.scoring import process_tuning
+from tests.conftest import suite_folder
 
 GLIBC = process_tuning._glibc() is not None
 
@@ -86,3 +93,72 @@ def test_ilniqe_scores_one_image_per_model_call_where_niqe_takes_the_batch() -> 
             metric(chunk)
         shapes[name] = list(handed)
     assert shapes == {"ilniqe": [(1, 3, 384, 384)] * 3, "niqe": [(3, 3, 384, 384)]}
+
+
+GROWING = """
+import numpy as np
+
+from metrics_under_test.examples import laplacian_variance
+
+
+class Growing:
+    '''Keeps 1 MiB buffers on each call past the load-time probe until the allocator refuses
+    (never written to: address space, not the machine's memory).'''
+
+    name = "growing"
+    lower_better = False
+    score_range = (0.0, 2000.0)
+    cost = "fast"
+
+    def __init__(self):
+        self.kept = []
+        self.calls = 0
+
+    def __call__(self, images):
+        self.calls += 1
+        if self.calls > 5:
+            while True:
+                self.kept.append(np.empty(1 << 20, np.uint8))
+        return laplacian_variance(images)
+"""
+OTHER = "metrics_under_test.examples:laplacian_variance"
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="util-linux's prlimit")
+def test_a_metric_that_exhausts_memory_errors_its_own_cases_and_the_junit_file_is_complete(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: under `prlimit --as` with -n 2, a metric that grew until MemoryError left the
+    worker no memory: INTERNALERROR while it sent a report, exit 3, cases missing from JUnit. Its
+    model is dropped the moment it runs out, so the run ends normally, with every planned case
+    in the file and the other metric's verdicts as in a run without it."""
+    pytest.importorskip("xdist")
+    suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0,), steps=(1, 5))
+    pytester.makepyfile(growing=GROWING)
+    common = ("--pyargs", "banana_tests", "--dataset=data", "--no-cache", "-p", "no:randomly", "-n", "2")
+
+    def run(metrics: str, junit: str, *limit: str) -> pytest.RunResult:
+        args = (*limit, sys.executable, "-m", "pytest", *common, f"--metric={metrics}", f"--junitxml={junit}")
+        return pytester.run(*args, timeout=300)
+
+    alone = run(OTHER, "alone.xml")
+    limited = run(f"growing:Growing,{OTHER}", "both.xml", "prlimit", "--as=3000000000")
+
+    assert limited.ret == pytest.ExitCode.TESTS_FAILED, limited.stdout.str()[-3000:]
+    assert "INTERNALERROR" not in limited.stdout.str() + limited.stderr.str()
+    both = outcomes(pytester.path / "both.xml")
+    other = {name: outcome for name, outcome in both.items() if "laplacian_variance" in name}
+    assert other == outcomes(pytester.path / "alone.xml")
+    assert len(both) == 2 * len(other)  # every planned case of both metrics
+    assert any(o == "error" for n, o in both.items() if "growing" in n)
+    assert main(["report", str(pytester.path / "both.xml"), "--out", str(pytester.path / "r")]) == 0
+    assert alone.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+
+
+def outcomes(junit: Path) -> dict[str, str]:
+    """Each testcase's outcome: passed, failure, error or skipped."""
+    found = {}
+    for case in ET.parse(junit).iter("testcase"):
+        tags = [c.tag for c in case if c.tag in ("failure", "error", "skipped")]
+        found[case.get("name", "")] = tags[0] if tags else "passed"
+    return found

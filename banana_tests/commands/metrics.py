@@ -56,6 +56,13 @@ CPU_SECONDS_2K: dict[str, float] = {
     "wadiqam_nr": 26.1,
 }
 
+# Peak resident memory of one scoring process (an xdist worker holds one model at a time), MiB:
+# the largest process of benchmarks/bench_memory.py's runs serial and -n 2 (docs/speed.md, "Peak
+# memory per metric"), and of the whole suite serial with --no-cache, 2026-12-04 (brisque 1,058,
+# niqe 1,136, piqe 1,095). `-n auto` starts no more workers than fit the memory available.
+PEAK_MIB: dict[str, int] = {"brisque": 1058, "ilniqe": 2847, "niqe": 1194, "piqe": 1095}
+PEAK_BYTES = {name: mib * 2**20 for name, mib in PEAK_MIB.items()}
+
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("metrics", help="list every metric: direction, range, backend, weights here")

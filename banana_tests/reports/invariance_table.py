@@ -26,17 +26,23 @@ class InvarianceOutcome:
     outcome: Outcome
     change: float | None = None
     tolerance: float | None = None
+    raised: str | None = None  # what the metric raised on the crops, when it could not be checked
 
     @classmethod
     def of(cls, record: CaseRecord, outcome: Outcome) -> InvarianceOutcome:
         """From an invariance record (ValueError for another kind)."""
         if not isinstance(record.key, InvarianceKey):
             raise ValueError(f"a {record.kind.value} case is no invariance outcome")
-        return cls(record.key, outcome, record.number(Field.CHANGE), record.number(Field.TOLERANCE))
+        change, tolerance = record.number(Field.CHANGE), record.number(Field.TOLERANCE)
+        return cls(record.key, outcome, change, tolerance, record.figures.get(Field.RAISED))
 
     @property
     def text(self) -> str:
-        """The cell: `pass 0.17 ≤ 0.3`, `FAIL 4.1 > 3.9`, or the bare outcome when nothing was measured."""
+        """The cell: `pass 0.17 ≤ 0.3`, `FAIL 4.1 > 3.9`, `FAIL cannot run: LinAlgError`, or the
+        bare outcome when nothing was measured."""
+        if self.raised:
+            word = "FAIL" if self.outcome is Outcome.FAILED else self.outcome.value
+            return f"{word} cannot run: {self.raised.partition(':')[0]}"
         if self.change is None or self.tolerance is None:
             return self.outcome.value
         word, sign = ("FAIL", ">") if self.outcome is Outcome.FAILED else ("pass", "≤")

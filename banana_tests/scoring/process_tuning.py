@@ -72,14 +72,23 @@ def keep_freed_memory(keep: bool = True) -> bool:
     with 4.7 s in the kernel, and takes 4.7 s with 0.6 s there with this. `keep` False (a
     metric whose buffers fragment such a heap, see `reuses_freed_memory`) puts the thresholds
     back at glibc's 32 MiB ceiling, also after an earlier metric of the process raised them.
-    Left alone when the user tunes glibc malloc through its environment variables, and off
-    glibc. Returns whether the setting was made."""
+    Left alone when the user tunes glibc malloc through its environment variables, off glibc,
+    and under an address-space limit (`ulimit -v`, `prlimit --as`): there the memory a heap
+    keeps counts against the limit and cannot serve a library or arena mapped later, so a metric
+    that ran out of memory would leave the next one none. Returns whether the setting was made."""
     libc = _glibc()
-    if libc is None or any(name in os.environ for name in USER_SETTINGS):
+    if libc is None or any(name in os.environ for name in USER_SETTINGS) or address_space_limited():
         return False
     SAVED.before_malloc_change(lambda: keep_freed_memory(False))
     mmap, trim = (MMAP_THRESHOLD, TRIM_THRESHOLD) if keep else (GLIBC_MMAP_CEILING, 2 * GLIBC_MMAP_CEILING)
     return bool(libc.mallopt(M_MMAP_THRESHOLD, mmap)) and bool(libc.mallopt(M_TRIM_THRESHOLD, trim))
+
+
+def address_space_limited() -> bool:
+    """Whether this process runs under an address-space limit (RLIMIT_AS)."""
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
 
 
 def reuses_freed_memory(metric: object) -> bool:

@@ -52,11 +52,12 @@ def unscored(records: Sequence[Record], errors: dict[Path, DataError]) -> DataEr
         return next(iter(bad.values()))[1] if bad else None
     by_reason: dict[str, list[str]] = {}
     for r, error in bad.values():
-        name, text = f"{r.source} ({r.path})", str(error)
+        name, text = r.named, str(error)
         reason = text.removeprefix(f"{name}: ") if text.startswith(f"{name}: ") else text
         by_reason.setdefault(reason, []).append(name)
     listed = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
-    return DataError(f"{len(bad)} records cannot be scored: {listed}")
+    what = "image files" if all(r.is_file for r, _ in bad.values()) else "records"
+    return DataError(f"{len(bad)} {what} cannot be scored: {listed}")
 
 
 def record_scores(name: str, records: Sequence[Record], scores: Sequence[float]) -> list[float | DataError]:
@@ -66,10 +67,10 @@ def record_scores(name: str, records: Sequence[Record], scores: Sequence[float])
     try:
         returned = as_list(scores)
     except NotAScore as exc:
-        return [UnscoredImage(f"{r.source} ({r.path}): metric {name!r} returned {exc}") for r in records]
+        return [UnscoredImage(f"{r.named}: metric {name!r} returned {exc}") for r in records]
     if len(returned) != len(records):
         what = f"metric {name!r} returned {len(returned)} scores for a batch of {len(records)} images"
-        return [UnscoredImage(f"{r.source} ({r.path}): {what}, this one among them") for r in records]
+        return [UnscoredImage(f"{r.named}: {what}, this one among them") for r in records]
     return [_record_score(name, r, v) for r, v in zip(records, returned, strict=True)]
 
 
@@ -77,12 +78,10 @@ def _record_score(name: str, record: Record, value: object) -> float | DataError
     try:
         score = as_score(value)
     except NotAScore as exc:
-        return UnscoredImage(f"{record.source} ({record.path}): metric {name!r} returned {exc}")
+        return UnscoredImage(f"{record.named}: metric {name!r} returned {exc}")
     if math.isfinite(score):
         return score
-    return UnscoredImage(
-        f"{record.source} ({record.path}): metric {name!r} scored it {score!r}, not a finite number"
-    )
+    return UnscoredImage(f"{record.named}: metric {name!r} scored it {score!r}, not a finite number")
 
 
 def pixel_scores(name: str, positions: Sequence[Sequence[int]], scores: Sequence[float]) -> list[float]:
@@ -170,10 +169,19 @@ def batches(window: list[tuple[K, Image]]) -> Iterator[list[tuple[K, Image]]]:
         yield batch
 
 
+class OutOfMemory(MemoryError):
+    """A metric ran out of memory on in-memory images (a test's crops); its model was dropped."""
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """MemoryError, or torch's CUDA OutOfMemoryError."""
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+
+
 def smaller(chunk: Sequence[K], exc: Exception) -> list[Sequence[K]]:
     """The batches to try a batch in after the metric raised `exc` on it: out of memory, its two
     halves (each halved again if it runs out too); anything else, one image at a time."""
-    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":  # torch's CUDA one
+    if out_of_memory(exc):
         half = (len(chunk) + 1) // 2
         return [chunk[:half], chunk[half:]]
     return [[item] for item in chunk]
@@ -255,11 +263,7 @@ class ScoreBook:
                 del todo[d]
         if todo:
             for chunk in batches(list(todo.items())):
-                metric, batch = self._metric(spec), [img for _, img in chunk]
-                first = f"item {positions[chunk[0][0]][0]}"
-                raw = self.watch.run(
-                    spec.name, len(batch), first, partial(metric, batch), self._abandon(spec, Phase.BATCH)
-                )
+                raw = self.call(spec, [img for _, img in chunk], f"item {positions[chunk[0][0]][0]}")
                 values = pixel_scores(spec.name, [positions[d] for d, _ in chunk], raw)
                 self._pixels.update(((spec.name, d), v) for (d, _), v in zip(chunk, values, strict=True))
             if self.cache is not None:
@@ -283,17 +287,39 @@ class ScoreBook:
             self.cache.put(key, {name: value}, description)
         return value, False
 
+    def load_failed(self, spec: MetricSpec) -> bool:
+        """Whether the metric could not be built in this process (its cases say so; see LoadFailure)."""
+        return spec.name in self._broken
+
     def model(self, spec: MetricSpec) -> WatchedModel:
         """The metric's model, built on first use, its calls under the watch (`call`); the
         worker holds one model at a time."""
         self._metric(spec)
         return WatchedModel(self, spec)
 
-    def call(self, spec: MetricSpec, images: Sequence[Image]) -> Sequence[float]:
-        """The metric's raw answer on `images`, uncached and unchecked, bounded as a batch is."""
-        metric, batch = self._metric(spec), list(images)
-        return self.watch.run(
-            spec.name, len(batch), "item 0", partial(metric, batch), self._abandon(spec, Phase.BATCH)
+    def call(self, spec: MetricSpec, images: Sequence[Image], first: str = "item 0") -> Sequence[float]:
+        """One call of the metric on in-memory `images` (`first` names the first), bounded as a
+        batch is, as the metric returns them: no cache, no checks. Out of memory, the model is
+        dropped at once and OutOfMemory raised in one line, so the process (and pytest) has
+        memory again."""
+        exhausted = ""
+        try:
+            return self.watch.run(
+                spec.name,
+                len(images),
+                first,
+                partial(self._metric(spec), list(images)),
+                self._abandon(spec, Phase.BATCH),
+            )
+        except Exception as exc:
+            if not out_of_memory(exc):
+                raise
+            exhausted = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        self._free_memory()  # out of the handler: its frames, which hold the model, are gone
+        height, width = images[0].shape[:2]
+        raise OutOfMemory(
+            f"{spec.name} ran out of memory scoring {len(images)} image(s) of {width}x{height} px "
+            f"({exhausted}); its model was dropped and is built again for the next batch"
         )
 
     def cached(self, spec: MetricSpec, records: Sequence[Record]) -> list[bool]:
@@ -374,7 +400,9 @@ class ScoreBook:
         from metrics_under_test.vlm import UnscoredImages
 
         records = [r for r, _ in chunk]
-        values: list[float | DataError]
+        values: list[float | DataError] = []
+        parts: list[Sequence[tuple[Record, Image]]] = []
+        exhausted = False
         try:
             raw = self._watched(spec, chunk)
         except BatchTimeout:
@@ -389,16 +417,20 @@ class ScoreBook:
         except KEPT:
             raise
         except Exception as exc:  # the metric's own: an image it cannot take, or out of memory
+            exhausted = out_of_memory(exc)
             if len(chunk) > 1:
-                for part in smaller(chunk, exc):
-                    self._score_batch(spec, part)
-                return
-            (record, _), what = chunk[0], " ".join(f"{type(exc).__name__}: {exc}".split())
-            values = [
-                UnscoredImage(f"{record.source} ({record.path}): {spec.name} raised {what}{raised_at(exc)}")
-            ]
+                parts = smaller(chunk, exc)
+            else:
+                (record, _), what = chunk[0], " ".join(f"{type(exc).__name__}: {exc}".split())
+                values = [UnscoredImage(f"{record.named}: {spec.name} raised {what}{raised_at(exc)}")]
         else:
             values = record_scores(spec.name, records, raw)
+        if exhausted:  # out of the handler: its frames, which hold the model, are gone
+            self._free_memory()
+        if parts:
+            for part in parts:
+                self._score_batch(spec, part)
+            return
         self._scores.update(((spec.name, r.path), v) for r, v in zip(records, values, strict=True))
 
     def _watched(self, spec: MetricSpec, chunk: Sequence[tuple[Record, Image]]) -> Sequence[float]:
@@ -409,12 +441,18 @@ class ScoreBook:
         def abandon(abandoned: Abandoned) -> None:
             self._abandon(spec, Phase.BATCH)(abandoned)
             self._scores.update(
-                ((spec.name, r.path), UnscoredImage(f"{r.source} ({r.path}): {abandoned.reason}"))
-                for r, _ in chunk
+                ((spec.name, r.path), UnscoredImage(f"{r.named}: {abandoned.reason}")) for r, _ in chunk
             )
 
-        named = f"{first.source} ({first.path})"
-        return self.watch.run(spec.name, len(chunk), named, partial(metric, images), abandon)
+        return self.watch.run(spec.name, len(chunk), first.named, partial(metric, images), abandon)
+
+    def _free_memory(self) -> None:
+        """After a metric ran out of memory: drop its model, and what the model holds, before
+        anything else allocates (pytest's report of the case, xdist's message to its controller),
+        so the process goes on; the next batch builds the model again."""
+        self._current = None
+        gc.collect()
+        release_freed_memory()
 
     def _abandon(self, spec: MetricSpec, phase: Phase) -> Callable[[Abandoned], None]:
         """What abandoning `spec` in `phase` does: forget the current model (the abandoned thread

@@ -118,6 +118,13 @@ class Scorer:
         scoring thread, bounded as the suite's batches are; its other attributes are the metric's."""
         return self.guard(lambda: self.book.model(self.spec))
 
+    def call(self, images: Sequence[Image]) -> list[float]:
+        """One call of the model on (H, W, 3) uint8 arrays, its raw scores as it returns them: no
+        score cache, no batching (what `model(images)` gives, with the suite's batch time limit,
+        and its model dropped at once when it runs out of memory: a one-line MemoryError)."""
+        arrays = [checked_array(image, i) for i, image in enumerate(images)]
+        return [float(s) for s in self.guard(lambda: self.book.call(self.spec, arrays))]
+
     def guard(self, action: Callable[[], T]) -> T:
         """`action()` under the loading rule (see `load_or_skip`). A stop of the case
         (pytest-timeout's) while the metric was loading or scoring leaves it hung for the run:

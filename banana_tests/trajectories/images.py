@@ -47,7 +47,7 @@ def _opened(record: Record, max_pixels: int) -> Iterator[tuple[ImageFile, str]]:
     """The checked image, header read and pixels not yet decoded, with its file's sha256."""
     from PIL import Image, UnidentifiedImageError
 
-    where = f"{record.source} ({record.path})"
+    where = record.named
     try:
         data = record.path.read_bytes()
     except OSError as exc:

@@ -60,6 +60,19 @@ class Record:
     sha256: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
+    @property
+    def named(self) -> str:
+        """How a message names it: `source (path)`, or the path alone for an image file scored
+        by its path (`Scorer.scores`), whose source is that path."""
+        if self.is_file:
+            return self.source
+        return f"{self.source} ({self.path})"
+
+    @property
+    def is_file(self) -> bool:
+        """An image file outside any trajectory set: its source is its own path."""
+        return os.path.realpath(self.source) == str(self.path)
+
 
 @dataclass(frozen=True)
 class Problem:

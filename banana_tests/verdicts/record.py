@@ -34,7 +34,9 @@ FIGURES = {
         {Field.SPEARMAN, Field.FIRST_DETECTION_STEP, Field.TREND_STEPS, Field.TREND_SERIES}
     ),
     CaseKind.CONTROL: frozenset(),
-    CaseKind.INVARIANCE: frozenset({Field.CHANGE, Field.TOLERANCE, Field.SCORE_CACHED}),
+    CaseKind.INVARIANCE: frozenset(
+        {Field.CHANGE, Field.TOLERANCE, Field.SCORE_CACHED, Field.CROP_SIDE, Field.RAISED}
+    ),
     CaseKind.SEARCH: frozenset(
         {Field.EXAMPLES, Field.ESCAPED, Field.SEARCH_SECONDS, Field.DEGRADATION, Field.CLEAN_PNG}
         | {Field.DEGRADED_PNG, Field.NORM_REFERENCE, Field.NORM_STEP, Field.PSNR, Field.SSIM}
