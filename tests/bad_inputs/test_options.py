@@ -69,6 +69,16 @@ ROWS: dict[str, tuple[list[str], str]] = {
         "--shard takes K/N, shard K of N jobs with 1 <= K <= N (e.g. 1/3), got 'x'",
     ),
     "batch-timeout-zero": (["--batch-timeout=0"], "--batch-timeout takes a positive number of seconds"),
+    "artifact-unknown": (
+        ["--artifact=stati"],
+        "--artifact=stati: 'stati' is not an artifact; known: replicate, soften, resynthesis, tint, static, "
+        "scatter, or all",
+    ),
+    "artifact-empty": (["--artifact=,"], "--artifact=,: no name is not an artifact"),
+    "artifact-with-dataset": (
+        ["--banana-artifact=static"],
+        "--artifact=static: the trial sets are built from the embedded seed images; leave out --dataset=",
+    ),
 }
 
 
