@@ -184,7 +184,8 @@ def test_the_artifact_option_runs_the_trial_sets_and_reports_misses_by_artifact(
     report` puts it in summary.md, report.html and a figure."""
     xml, images = tmp_path / "junit.xml", tmp_path / "images"
     cmd = [sys.executable, "-m", "pytest", "--pyargs", "banana_tests.test_degradation",
-           "-p", "no:cacheprovider", "--banana-artifact=tint,scatter", "--metric=piqe", f"--dataset-cache={images}", "--no-cache",
+           "-p", "no:cacheprovider", "--banana-artifact=tint,scatter", "--metric=piqe",
+           f"--dataset-cache={images}", "--no-cache",
            f"--junitxml={xml}", "-q"]  # fmt: skip
     run = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]

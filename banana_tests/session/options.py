@@ -210,7 +210,7 @@ def add_data_options(addoption: AddOption) -> None:
     addoption(
         "--artifact",
         default=None,
-        metavar="NAME[,NAME...]|all",
+        metavar="NAME[,NAME...]",
         help="test the per-artifact trial sets instead of the embedded set: replicate, soften, "
         "resynthesis, tint, static, scatter, or all (built from the shipped seeds on first use)",
     )

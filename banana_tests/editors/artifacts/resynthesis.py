@@ -23,7 +23,7 @@ NAME = "resynthesis"
 
 @dataclass(frozen=True)
 class Params:
-    share: float = bounded(0.0, 1.0, 0.15)
+    share: float = bounded(0.0, 1.0, 0.1)
     """Share of the fine band's energy replaced a round (0: none, 1: all of it)."""
     cutoff: float = bounded(0.02, 0.5, 0.16)
     """The fine band's lowest spatial frequency (cycles per pixel; 0.5 is the finest)."""
