@@ -15,14 +15,13 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
-from banana_tests.atomic import write_atomic
+from banana_tests.atomic import exclusive_lock, write_atomic
 from banana_tests.data import EMBEDDED, SEEDS
 from banana_tests.editors.fixture_recipe import RECIPE, Recipe, build_images, load_recipe, write_metadata
 from banana_tests.editors.trial_names import ARTIFACTS
@@ -77,7 +76,7 @@ def ensure(
     if (folder / "metadata.jsonl").is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(folder.parent / f".{folder.name}.lock"):
+    with exclusive_lock(folder.parent / f".{folder.name}.lock"):
         if (folder / "metadata.jsonl").is_file():  # another process built it while this one waited
             return folder
         seeds = shipped_seeds(recipe, seeds_dir)
@@ -107,19 +106,3 @@ def _check(rows: list[dict[str, Any]], expected: dict[str, str], root: Path, art
                 f"{root / name}: rebuilt with sha256 {sha[:12]}…, shipped {expected[name][:12]}…: this "
                 "machine's numpy/scipy/Pillow/zlib do not rebuild the trial sets byte for byte"
             )
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One builder at a time across processes (xdist workers); no lock where fcntl is absent."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: concurrent builders race, and the last rename wins the same bytes
-        yield
-        return
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
