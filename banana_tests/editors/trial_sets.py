@@ -24,7 +24,7 @@ from PIL import Image
 from banana_tests.atomic import exclusive_lock, write_atomic
 from banana_tests.data import EMBEDDED, SEEDS
 from banana_tests.editors.fixture_recipe import RECIPE, Recipe, build_images, load_recipe, write_metadata
-from banana_tests.editors.trial_names import ARTIFACTS
+from banana_tests.editors.trial_names import ARTIFACTS, COMPOSITE, trial_id
 
 MANIFEST = "trials.json"
 
@@ -86,12 +86,20 @@ def ensure(
             for artifact in artifacts:
                 made = build_images(recipe, tmp, seeds, artifact)
                 _check(made, shipped[artifact], tmp, artifact)
-                rows += made
+                rows += [_as_trial(r) for r in made]
             write_metadata(tmp, rows)
             os.replace(tmp, folder)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return folder
+
+
+def _as_trial(row: dict[str, Any]) -> dict[str, Any]:
+    """The composite's rows named as a trial too (`astronaut.replicate`), so a run over several
+    sets reports the composite beside the families; its files are the embedded set's."""
+    if row["artifact"] != COMPOSITE:
+        return row
+    return {**row, "seed_image": trial_id(row["seed_image"], COMPOSITE)}
 
 
 def _check(rows: list[dict[str, Any]], expected: dict[str, str], root: Path, artifact: str) -> None:
