@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -35,3 +37,20 @@ def write_atomic(path: Path, data: bytes) -> None:
         temp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """One process at a time (xdist workers) while `path` is held, where POSIX allows; on
+    Windows the block runs unlocked."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +72,15 @@ def test_editor_options_are_typed_and_unknown_ones_refused() -> None:
         base.create("jpeg", base.EditorConfig(options={"qualty": "90"}))
     with pytest.raises(base.EditorError, match="quality='high' is not a int"):
         base.create("jpeg", base.EditorConfig(options={"quality": "high"}))
-    emulate = base.create("emulate", base.EditorConfig(options={"long_side": "64"}))
+    emulate = base.create(
+        "emulate", base.EditorConfig(options={"reframe.long_side": "64", "artifact": "tint"})
+    )
     assert isinstance(emulate, EmulateEditor) and emulate.params.long_side == 64
+    assert emulate.params.tint is not None and emulate.params.static is None
+    with pytest.raises(base.EditorError, match=r"unknown artifact 'dust'; known: replicate, soften"):
+        base.create("emulate", base.EditorConfig(options={"artifact": "dust"}))
+    with pytest.raises(base.EditorError, match=r"static.amplitude=99.0 is outside \[0.0, 16.0\]"):
+        base.create("emulate", base.EditorConfig(options={"static.amplitude": "99"}))
 
 
 def test_redact_hides_secrets_but_not_trivial_strings() -> None:
@@ -128,54 +134,6 @@ def test_emulate_editor_is_the_emulator_after_the_prompted_transform() -> None:
     flipped = editor.edit(request(image, seed=3, run=2, transform="mirror")).image
     expected = ReplicaEmulator(seed=3).edit(ImageOps.mirror(image), step=1, run=2, key="k")
     assert np.array_equal(np.asarray(flipped), np.asarray(expected))
-
-
-FLAT = EmulatorParams(
-    blur_sigma=0.0, chroma_noise=0.0, tint_rate=0.0, tint_run=0.0, tint_walk=0.0, luma_noise=6.0
-)
-
-
-def flat_grey(w: int = 256, h: int = 192) -> Image.Image:
-    return Image.new("RGB", (w, h), (128, 128, 128))
-
-
-def neighbour_correlation(image: Image.Image) -> tuple[float, float]:
-    """Std of the grey channel's deviation from 128, and the correlation of horizontal neighbours."""
-    x = np.asarray(image, float)[..., 1] - 128.0
-    return float(x.std()), float(np.corrcoef(x[:, :-1].ravel(), x[:, 1:].ravel())[0, 1])
-
-
-def test_noise_grain_correlates_the_static_but_keeps_its_std() -> None:
-    """White noise has uncorrelated neighbours; grain makes blotchy static of the same strength."""
-    image = flat_grey()
-    white = ReplicaEmulator(replace(FLAT, long_side=256, noise_grain=0.0)).edit(image, step=2, run=0, key="k")
-    grain = ReplicaEmulator(replace(FLAT, long_side=256, noise_grain=0.75)).edit(
-        image, step=2, run=0, key="k"
-    )
-    (white_std, white_r), (grain_std, grain_r) = neighbour_correlation(white), neighbour_correlation(grain)
-    assert abs(white_r) < 0.05 and grain_r > 0.5
-    assert 5.5 < white_std < 6.5 and 5.5 < grain_std < 6.5  # luma_noise stays the std (8-bit rounding aside)
-
-
-def test_latent_round_trip_keeps_the_size_and_loses_fine_texture() -> None:
-    rng = np.random.default_rng(0)
-    texture = Image.fromarray(rng.integers(0, 256, (96, 128, 3), dtype=np.uint8))
-    quiet = replace(FLAT, luma_noise=0.0, long_side=128)
-    same = ReplicaEmulator(quiet).edit(texture, step=2, run=0, key="k")
-    trip = ReplicaEmulator(replace(quiet, latent_factor=2.0)).edit(texture, step=2, run=0, key="k")
-    assert np.array_equal(np.asarray(same), np.asarray(texture))  # every effect off: the identity
-    assert (
-        trip.size == texture.size and np.asarray(trip, float).std() < 0.6 * np.asarray(texture, float).std()
-    )
-
-
-def test_sharpen_adds_contrast_at_edges() -> None:
-    x = np.mgrid[0:64, 0:64][1]
-    edge = Image.fromarray(np.repeat(np.where(x < 32, 64, 192)[..., None], 3, axis=2).astype(np.uint8))
-    quiet = replace(FLAT, luma_noise=0.0, long_side=64)
-    sharp = np.asarray(ReplicaEmulator(replace(quiet, sharpen=0.5)).edit(edge, step=2, run=0, key="k"))
-    assert sharp.min() < 64 and sharp.max() > 192  # overshoot on both sides of the edge
-    assert np.array_equal(sharp[:, :20], np.full_like(sharp[:, :20], 64))  # flat areas untouched
 
 
 def test_embedded_recipe_records_the_calibrated_defaults() -> None:

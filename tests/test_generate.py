@@ -38,7 +38,8 @@ def seeds(folder: Path) -> Path:
 
 def command(seed_dir: Path, out: Path, *extra: str, runs: int = 2, steps: int = 6) -> list[str]:
     return ["generate", "--editor", "emulate", "--seed-images", str(seed_dir), "--out", str(out),
-            "--runs", str(runs), "--steps", str(steps), "--option", "long_side=64", *extra]  # fmt: skip
+            "--runs", str(runs), "--steps", str(steps),
+            "--option", "reframe.long_side=64", *extra]  # fmt: skip
 
 
 def rows(out: Path) -> list[dict[str, Any]]:

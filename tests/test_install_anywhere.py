@@ -55,6 +55,7 @@ def test_the_wheel_carries_the_data_the_suite_reads(tmp_path: Path) -> None:
         f"{data}paper/paper_fig5_gaps.csv",
         f"{data}baselines/emulated.json",
         f"{data}baselines/paper.json",
+        f"{data}emulated/trials.json",  # the per-artifact trial sets' sha256s, built on first use
     } <= names
     shipped = ROOT / "banana_tests/__snapshots__/test_snapshots"
     assert {f"banana_tests/__snapshots__/test_snapshots/{p.name}" for p in shipped.glob("*.json")} <= names

@@ -1,4 +1,5 @@
-"""`banana-tests fixtures refresh`: rebuild the embedded emulated set from its recipe."""
+"""`banana-tests fixtures refresh`: rebuild the embedded emulated set from its recipe, and the
+sha256 manifest of the per-artifact trial sets built from it."""
 
 from __future__ import annotations
 
@@ -24,11 +25,17 @@ def add_parser(subparsers: Any) -> None:
         default=SEEDS,
         help="the clean step-0 images (default: %(default)s)",
     )
+    refresh.add_argument(
+        "--skip-trials",
+        action="store_true",
+        help="leave the per-artifact trial sets' sha256 manifest as it is (building it takes minutes)",
+    )
     refresh.set_defaults(func=run_refresh)
 
 
 def run_refresh(args: argparse.Namespace) -> int:
     from banana_tests.editors.fixture_recipe import RECIPE, build, load_recipe, write_seeds
+    from banana_tests.editors.trial_sets import shipped_seeds, write_manifest
 
     recipe = args.recipe or EMBEDDED / RECIPE
     if not recipe.is_file():
@@ -40,4 +47,7 @@ def run_refresh(args: argparse.Namespace) -> int:
     print(f"{len(rows)} images, {size / 1e6:.1f} MB of PNG in {args.out}")
     seeds = write_seeds(loaded, args.seeds_out)
     print(f"{len(seeds)} clean seed images in {args.seeds_out}")
+    if not args.skip_trials:
+        trials = write_manifest(loaded, shipped_seeds(loaded, args.seeds_out), args.out)
+        print(f"the per-artifact trial sets' sha256s in {trials}")
     return 0

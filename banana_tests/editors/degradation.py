@@ -2,21 +2,24 @@
 
 The search family (banana_tests/test_search.py) draws these with hypothesis and asks whether a
 metric still scores the result as well as the clean image. This module is the one seam between
-the search and the emulator: `Degradation` names the parameters, `RANGES` their documented
-ranges, `degradations()` the strategy that draws them and `Degradation.apply` the pixels. It is
-written on `ReplicaEmulator` (blur, luma and chroma noise and its grain, tint drift, the latent
-round trip, sharpening, over a number of replica rounds); step 1's reframing is left out, so the
+the search and the emulator: `Degradation` names the parameters, `RANGES` their searched ranges,
+`degradations()` the strategy that draws them and `Degradation.apply` the pixels. It is written on
+the emulator's artifact families (`banana_tests.editors.artifacts`): a strength for each of
+soften, resynthesis, tint, static and scatter, over a number of replica rounds; the families'
+other parameters stay at the embedded recipe's, and step 1's reframing is left out, so the
 degraded image keeps the clean one's geometry and PSNR/SSIM compare pixel for pixel.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+import dataclasses
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
 
+from banana_tests.editors.artifacts import ranges
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
 
 if TYPE_CHECKING:
@@ -24,42 +27,58 @@ if TYPE_CHECKING:
 
     from banana_tests.editors.distortions import Array
 
+STRENGTHS: dict[str, tuple[str, str]] = {
+    "soften_sigma": ("soften", "sigma"),
+    "resynthesis_share": ("resynthesis", "share"),
+    "tint_rate": ("tint", "rate"),
+    "static_amplitude": ("static", "amplitude"),
+    "static_chroma": ("static", "chroma"),
+    "scatter_density": ("scatter", "density"),
+}
+"""Each searched strength: the family and its parameter."""
+
+
+def _searched(family: str, parameter: str) -> tuple[float, float]:
+    """From nothing to twice the embedded recipe's strength, within the family's documented range."""
+    recipe = getattr(getattr(EmulatorParams(), family), parameter)
+    low, high = ranges(type(getattr(EmulatorParams(), family)))[parameter]
+    return (float(low), float(min(high, 2 * recipe)))
+
+
 RANGES: dict[str, tuple[float, float]] = {
     "steps": (1, 20),  # replica rounds, as the paper's trajectories (Δ5, Δ10, Δ20)
-    "blur_sigma": (0.0, 1.0),  # px, each round
-    "luma_noise": (0.0, 12.0),  # 8-bit code values, std of fresh static each round
-    "chroma_noise": (0.0, 4.0),  # code values, per-channel speckle each round
-    "noise_grain": (0.0, 2.0),  # px, correlation length of the static
-    "tint_rate": (0.0, 0.01),  # gain drift along the green bias, each round
-    "latent_factor": (1.0, 4.0),  # coarser grid of the encode/decode round trip; 1 = none
-    "sharpen": (0.0, 1.5),  # unsharp-mask amount after the round trip
+    **{name: _searched(*where) for name, where in STRENGTHS.items()},
 }
-"""Each parameter's range: from nothing (the lower end) to about twice the embedded recipe's
-strength (docs/trial.md, "The worst escape"). Hypothesis shrinks towards the lower ends."""
+"""Each parameter's range: from nothing (the lower end) to twice the embedded recipe's strength
+(docs/trial.md, "The worst escape"). Hypothesis shrinks towards the lower ends."""
 
 
 @dataclass(frozen=True)
 class Degradation:
-    """`steps` rounds of the replica emulator at these strengths, its noise drawn from `seed`."""
+    """`steps` rounds of the replica emulator at these strengths, its draws seeded by `seed`."""
 
     steps: int = 1
-    blur_sigma: float = 0.0
-    luma_noise: float = 0.0
-    chroma_noise: float = 0.0
-    noise_grain: float = 0.0
+    soften_sigma: float = 0.0
+    resynthesis_share: float = 0.0
     tint_rate: float = 0.0
-    latent_factor: float = 1.0
-    sharpen: float = 0.0
+    static_amplitude: float = 0.0
+    static_chroma: float = 0.0
+    scatter_density: float = 0.0
     seed: int = 0
 
     def __str__(self) -> str:
-        """`steps=12 blur_sigma=0.3107 …`: every parameter in one line, as drawn (4 decimals)."""
+        """`steps=12 soften_sigma=0.3107 …`: every parameter in one line, as drawn (4 decimals)."""
         return " ".join(f"{k}={v}" for k, v in asdict(self).items())
 
     def params(self) -> EmulatorParams:
-        """The emulator's parameters: these strengths, no reframing, no per-run tint direction."""
-        strengths = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("steps", "seed")}
-        return EmulatorParams(crop_fraction=1.0, tint_run=0.0, tint_walk=0.0, **strengths)
+        """The embedded recipe with these strengths and no per-round tint walk (`apply` starts at
+        step 2, past the reframing)."""
+        recipe = EmulatorParams()
+        changed: dict[str, dict[str, float]] = {"tint": {"walk": 0.0}}
+        for name, (family, parameter) in STRENGTHS.items():
+            changed.setdefault(family, {})[parameter] = getattr(self, name)
+        families = {f: dataclasses.replace(getattr(recipe, f), **values) for f, values in changed.items()}
+        return dataclasses.replace(recipe, **families)
 
     def apply(self, clean: Array) -> Array:
         """The degraded (H, W, 3) uint8 image of the same size; the same pixels on any machine."""

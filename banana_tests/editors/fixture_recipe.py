@@ -13,7 +13,6 @@ images go to `fixtures/seeds/`, so the control family runs from a wheel without 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import io
 import json
@@ -28,6 +27,7 @@ from PIL import Image
 from banana_tests.atomic import write_atomic
 from banana_tests.data import EMBEDDED
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
+from banana_tests.editors.trial_names import COMPOSITE, trial_id
 
 DEFAULT_DIR = EMBEDDED
 RECIPE = "recipe.json"
@@ -80,19 +80,17 @@ class Recipe:
             "stored_steps": list(self.stored_steps),
             "seed_long_side": self.seed_long_side,
             "output_long_side": self.params.long_side,
-            "emulator": dataclasses.asdict(self.params),
+            "emulator": self.params.to_json(),
         }
 
 
 def load_recipe(path: Path) -> Recipe:
     """Read and check `recipe.json`; a recipe that cannot be built exactly is refused here."""
     raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    emulator = dict(raw["emulator"])
-    unknown = set(emulator) - {f.name for f in dataclasses.fields(EmulatorParams)}
-    if unknown:
-        raise ValueError(f"{path}: unknown emulator parameter(s) {sorted(unknown)}")
-    if "tint_bias" in emulator:
-        emulator["tint_bias"] = tuple(float(v) for v in emulator["tint_bias"])
+    try:
+        params = EmulatorParams.from_json(dict(raw["emulator"]))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: emulator: {exc}") from None
     recipe = Recipe(
         editor=str(raw["editor"]),
         prompt=str(raw["prompt"]),
@@ -103,7 +101,7 @@ def load_recipe(path: Path) -> Recipe:
         steps=int(raw["steps"]),
         stored_steps=tuple(int(s) for s in raw["stored_steps"]),
         seed_long_side=int(raw["seed_long_side"]),
-        params=EmulatorParams(**emulator),
+        params=params,
     )
     problems = []
     if recipe.editor != "emulate":
@@ -153,37 +151,55 @@ def write_seeds(recipe: Recipe, out_dir: Path) -> list[Path]:
 def build(recipe: Recipe, out_dir: Path) -> list[dict[str, Any]]:
     """Write the images, `metadata.jsonl` and `recipe.json` under `out_dir`; return the rows."""
     out_dir = Path(out_dir)
-    emulator = ReplicaEmulator(recipe.params, seed=recipe.seed)
-    rows: list[dict[str, Any]] = []
-    for name in sorted(recipe.seed_images):
-        start = seed_image(name, recipe.seed_long_side)
-        for run in sorted(recipe.runs):
-            image = start
-            for step in range(1, recipe.steps + 1):
-                image = emulator.edit(image, step=step, run=run, key=name)
-                if step in recipe.stored_steps:
-                    rows.append(_store(recipe, out_dir, image, name, run, step))
+    seeds = {name: seed_image(name, recipe.seed_long_side) for name in recipe.seed_images}
+    rows = build_images(recipe, out_dir, seeds)
     _remove_stale(out_dir / "images", {out_dir / r["file_name"] for r in rows})
-    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    write_atomic(out_dir / METADATA, lines.encode("utf-8"))
+    write_metadata(out_dir, rows)
     save_recipe(recipe, out_dir / RECIPE)
     return rows
 
 
+def build_images(
+    recipe: Recipe, out_dir: Path, seeds: dict[str, Image.Image], artifact: str = COMPOSITE
+) -> list[dict[str, Any]]:
+    """Every run of every seed image through `recipe` with only `artifact` on (the composite:
+    all of it); the stored steps written under `out_dir`, their metadata rows returned. A trial
+    (any artifact but the composite) names its seed images `<seed>.<artifact>` and its files
+    `images/<artifact>/...`."""
+    emulator = ReplicaEmulator(recipe.params.only(artifact), seed=recipe.seed)
+    rows: list[dict[str, Any]] = []
+    for name in sorted(seeds):
+        for run in sorted(recipe.runs):
+            image = seeds[name]
+            for step in range(1, recipe.steps + 1):
+                image = emulator.edit(image, step=step, run=run, key=name)
+                if step in recipe.stored_steps:
+                    rows.append(_store(recipe, out_dir, image, name, run, step, artifact))
+    return rows
+
+
+def write_metadata(out_dir: Path, rows: list[dict[str, Any]]) -> None:
+    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    write_atomic(Path(out_dir) / METADATA, lines.encode("utf-8"))
+
+
 def _store(
-    recipe: Recipe, out_dir: Path, image: Image.Image, name: str, run: int, step: int
+    recipe: Recipe, out_dir: Path, image: Image.Image, name: str, run: int, step: int, artifact: str
 ) -> dict[str, Any]:
     data = _png(image)
-    file_name = f"images/{name}/run{run}/step{step:03d}.png"
+    trial = artifact != COMPOSITE
+    folder = f"images/{artifact}/{name}" if trial else f"images/{name}"
+    file_name = f"{folder}/run{run}/step{step:03d}.png"
     write_atomic(out_dir / file_name, data)
     return {
         "file_name": file_name,
-        "seed_image": name,
+        "seed_image": trial_id(name, artifact) if trial else name,
         "variant": recipe.variant,
         "run": run,
         "step": step,
         "editor": recipe.editor,
         "prompt": recipe.prompt,
+        "artifact": artifact,
         "sha256": hashlib.sha256(data).hexdigest(),
     }
 

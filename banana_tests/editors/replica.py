@@ -1,20 +1,36 @@
-"""The `emulate` editor: `ReplicaEmulator` behind the editor protocol (offline, deterministic)."""
+"""The `emulate` editor: `ReplicaEmulator` behind the editor protocol (offline, deterministic).
+
+`--option artifact=static` keeps one artifact family (reframing is always on); `--option
+FAMILY.PARAMETER=VALUE` sets any family's parameter (`static.amplitude=4`, `reframe.long_side=256`)
+within its documented range. The defaults are the embedded set's recipe.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from banana_tests.editors.base import EditorConfig, EditRequest, EditResult, take_options
+from banana_tests.editors.artifacts import FAMILIES
+from banana_tests.editors.base import EditorConfig, EditorError, EditRequest, EditResult, take_options
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
 from banana_tests.editors.prompts import apply_transform
+from banana_tests.editors.trial_names import COMPOSITE
 
 DEFAULTS = EmulatorParams()
-_SCALARS = {f.name: getattr(DEFAULTS, f.name) for f in dataclasses.fields(DEFAULTS) if f.name != "tint_bias"}
+
+
+def _scalars() -> dict[str, Any]:
+    """Every settable option and its default: `artifact`, and FAMILY.PARAMETER for scalar fields."""
+    out: dict[str, Any] = {"artifact": COMPOSITE}
+    for name, family in FAMILIES.items():
+        for f in dataclasses.fields(family.params):
+            if isinstance(f.default, (int, float)):
+                out[f"{name}.{f.name}"] = f.default
+    return out
 
 
 class EmulateEditor:
-    """Applies the prompt's geometric op exactly, then the emulator's replica noise."""
+    """Applies the prompt's geometric op exactly, then the emulator's replica artifacts."""
 
     name = "emulate"
     model = "replica-emulator"
@@ -24,7 +40,7 @@ class EmulateEditor:
         self.params = params
 
     def settings(self) -> dict[str, Any]:
-        return {"model": self.model, "params": dataclasses.asdict(self.params)}
+        return {"model": self.model, "params": self.params.to_json()}
 
     def cost_estimate(self, edits: int, resolution: str | None) -> str | None:
         return None
@@ -36,5 +52,14 @@ class EmulateEditor:
 
 
 def make(config: EditorConfig) -> EmulateEditor:
-    """`--option NAME=VALUE` sets any scalar `EmulatorParams` field (e.g. `long_side=256`)."""
-    return EmulateEditor(EmulatorParams(**take_options(config, "emulate", _SCALARS)))
+    """`--option artifact=NAME` and `--option FAMILY.PARAMETER=VALUE` (see the module docstring)."""
+    values = take_options(config, "emulate", _scalars())
+    artifact = str(values.pop("artifact"))
+    raw: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        family, _, field = key.partition(".")
+        raw.setdefault(family, {})[field] = value
+    try:
+        return EmulateEditor(EmulatorParams.from_json(raw).only(artifact))
+    except (TypeError, ValueError) as exc:
+        raise EditorError(f"editor 'emulate': {exc}") from None

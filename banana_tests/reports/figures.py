@@ -422,4 +422,32 @@ def render_figures(matrix: Matrix, out: Path, chosen: Sequence[int] | None = Non
     if len(matrix.steps) > MAX_HEATMAPS:
         paths += step_summary(matrix, out / "steps_summary")
     paths += failure_counts(matrix, out / "failure_counts")
+    paths += artifact_figure(matrix, out / "artifacts")
     return paths
+
+
+def artifact_figure(matrix: Matrix, stem: Path) -> list[Path]:
+    """Miss rate per artifact (rows) and metric (columns) of a run over the trial sets; none
+    without trial cells."""
+    from banana_tests.reports.artifact_table import miss_rates
+
+    artifacts, metrics, rates = miss_rates(matrix)
+    if not artifacts:
+        return []
+    plt = _pyplot()
+    fig, ax = plt.subplots(
+        figsize=(1.6 + 1.1 * len(metrics), 1.2 + 0.45 * len(artifacts)), layout="constrained"
+    )
+    image = ax.imshow(rates, cmap="Reds", vmin=0, vmax=100, aspect="auto")
+    ax.set_xticks(range(len(metrics)), metrics, rotation=30, ha="right")
+    ax.set_yticks(range(len(artifacts)), artifacts)
+    for i, row in enumerate(rates):
+        for j, value in enumerate(row):
+            if value == value:  # not nan
+                ax.text(j, i, f"{value:.0f}%", ha="center", va="center", fontsize=8)
+    fig.colorbar(image, ax=ax, label="cases missed (%)")
+    ax.set_title("Misses by artifact", fontsize=10)
+    try:
+        return _save(fig, stem)
+    finally:
+        plt.close(fig)

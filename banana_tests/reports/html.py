@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from banana_tests.cases import CaseKey
+from banana_tests.reports.artifact_table import artifact_html
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_rows
 from banana_tests.reports.oracle_table import ORACLE, invalid_trials, oracle_cells, oracle_steps, psnr_text
@@ -474,7 +475,8 @@ def html_chunks(
         "<h2>Summary per metric</h2>",
         summary,
     ]
-    parts += [part for part in (separability_html(matrix, separability_figure), oracle_html(matrix)) if part]
+    sections = (artifact_html(matrix), separability_html(matrix, separability_figure), oracle_html(matrix))
+    parts += [part for part in sections if part]
     if controls:
         header, rows = control_rows(controls)
         parts += [

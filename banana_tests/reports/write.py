@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from banana_tests.reports.artifact_table import artifact_markdown
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_markdown, write_control_csv
 from banana_tests.reports.html import html_chunks
@@ -79,9 +80,10 @@ def write_report(
 
 
 def summary_sections(matrix: Matrix) -> list[str]:
-    """summary.md's sections below the per-metric table, also printed by `report`: separability
-    and the degradation oracle, each when the cells recorded what it needs."""
-    return [text for text in (separability_markdown(matrix), oracle_markdown(matrix)) if text]
+    """summary.md's sections below the per-metric table, also printed by `report`: misses by
+    artifact, separability and the degradation oracle, each when the cells recorded what it needs."""
+    texts = (artifact_markdown(matrix), separability_markdown(matrix), oracle_markdown(matrix))
+    return [text for text in texts if text]
 
 
 @contextmanager

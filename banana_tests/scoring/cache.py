@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from banana_tests.atomic import exclusive_lock
 from metrics_under_test.spec import MetricSpec
 
 FILE = "scores.sqlite"
@@ -145,7 +146,7 @@ class ScoreCache:
             if folder.exists() and not folder.is_dir():
                 raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(folder))
             folder.mkdir(parents=True, exist_ok=True)
-            with _lock(self.path.with_suffix(".lock")):
+            with exclusive_lock(self.path.with_suffix(".lock")):
                 try:
                     return self._connect()
                 except sqlite3.OperationalError:
@@ -207,22 +208,6 @@ def _migrate(db: sqlite3.Connection, tables: Mapping[str, str]) -> None:
         for name in outdated:
             db.execute(f"DROP TABLE {name}")
             db.execute(SCHEMA[name])
-
-
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    """An exclusive lock while a worker checks (and maybe rebuilds) the file, where POSIX allows."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: the check runs unlocked
-        yield
-        return
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def identity(

@@ -216,6 +216,13 @@ def add_data_options(addoption: AddOption) -> None:
     )
     addoption("--variant", default="replicate", help="trajectory variant to test (default: replicate)")
     addoption(
+        "--artifact",
+        default=None,
+        metavar="NAME[,NAME...]",
+        help="test the per-artifact trial sets instead of the embedded set: replicate, soften, "
+        "resynthesis, tint, static, scatter, or all (built from the shipped seeds on first use)",
+    )
+    addoption(
         "--steps",
         default=DEFAULT_STEPS,
         help=f"comma list of steps i to test Δi at, or 'all' (default: {DEFAULT_STEPS})",

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import pytest
 
 from banana_tests.cases import CaseKind, Field
+from banana_tests.reports.artifact_table import artifact_lines
 from banana_tests.reports.search_table import SearchOutcome, search_lines
 from banana_tests.reports.separability_table import separability_lines
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL
@@ -292,6 +293,11 @@ class MatrixReporter:
         if lines:
             terminalreporter.section("banana-tests failure matrix")
             for line in [*self.matrix.legend(), *lines]:
+                write(line)
+        by_artifact = artifact_lines(self.matrix)
+        if by_artifact:
+            terminalreporter.section("banana-tests misses by artifact")
+            for line in by_artifact:
                 write(line)
         separable = separability_lines(self.matrix)
         if separable:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from banana_tests.data import EMBEDDED
+from banana_tests.editors.trial_names import parse_artifacts
 from banana_tests.scheduler.shards import Shard, parse_shard
 from banana_tests.scoring.batch_watch import DEFAULT_LOAD_LIMIT, Limit
 from banana_tests.session.devices import DeviceChoice, parse_device
@@ -66,6 +67,7 @@ class Settings:
     narrowed: tuple[str, ...]  # the selection options, as typed, that keep only part of the data set
     import_dirs: tuple[Path, ...]  # where `module:callable` metrics import from (cwd, rootdir)
     command: str  # the run's command line, as the report's Run table shows it
+    artifacts: tuple[str, ...] = ()  # --artifact: the trial sets to build and test; (): none
 
     @property
     def per_run(self) -> bool:
@@ -73,7 +75,7 @@ class Settings:
 
     @property
     def embedded(self) -> bool:
-        return Path(self.source.source) == EMBEDDED
+        return not self.artifacts and Path(self.source.source) == EMBEDDED
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -139,6 +141,12 @@ class Settings:
             refuse_url(f"--{option}", value(option))
         refuse_url("--dataset", value("dataset"), "give a local folder or files, or hf:<repo_id> for the hub")
         image_cache, mirror, baseline = value("dataset-cache"), value("weights-dir"), value("baseline")
+        artifacts = parse_artifacts(value("artifact")) if value("artifact") is not None else ()
+        if artifacts and value("dataset"):
+            raise ValueError(
+                f"--artifact={value('artifact')}: the trial sets are built from the embedded seed images; "
+                f"leave out --dataset={value('dataset')}"
+            )
         source = SourceOptions(
             source=value("dataset") or str(EMBEDDED),
             revision=value("dataset-revision"),
@@ -181,6 +189,7 @@ class Settings:
             narrowed=narrowing_options(value),
             import_dirs=tuple(dict.fromkeys((invocation_dir, rootdir))),
             command=shlex.join(["pytest", *args]),
+            artifacts=artifacts,
         )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,7 +60,7 @@ class CasePlanning:
         cannot satisfy, are a usage error."""
         if self.plans:
             return
-        source, selection = self.settings.source, self.settings.selection
+        source, selection = trial_source(self.settings), self.settings.selection
         try:
             loaded = load(source, selection)
         except DataError as exc:
@@ -121,6 +121,20 @@ class CasePlanning:
                 f"{', '.join(map(str, absent))} (the data set holds steps {', '.join(map(str, held))}); "
                 "see --steps and --reference-step"
             )
+
+
+def trial_source(settings: Settings) -> SourceOptions:
+    """The run's trajectory source: under --artifact, the trial sets, built once into the image
+    cache (banana_tests.editors.trial_sets); a set that cannot be rebuilt as shipped is a usage error."""
+    if not settings.artifacts:
+        return settings.source
+    from banana_tests.editors.trial_sets import TrialSetError, ensure
+
+    try:
+        folder = ensure(settings.artifacts, settings.source.cache_dir)
+    except (OSError, TrialSetError, ValueError) as exc:
+        raise pytest.UsageError(f"--artifact={','.join(settings.artifacts)}: {exc}") from exc
+    return replace(settings.source, source=str(folder))
 
 
 @dataclass
@@ -257,7 +271,8 @@ class SuiteState:
 
     @property
     def source(self) -> SourceOptions:
-        return self.settings.source
+        """Where the trajectories come from: --dataset, the embedded set, or the trial sets."""
+        return trial_source(self.settings)
 
     @property
     def selection(self) -> Selection:

@@ -80,6 +80,16 @@ ROWS: dict[str, tuple[list[str], str]] = {
     "search-zero": (["--search=0"], "--search takes a positive number of examples per metric, got 0"),
     "search-not-a-number": (["--search=many"], "--search: invalid int value: 'many'"),
     "load-timeout-zero": (["--load-timeout=0"], "--load-timeout takes a positive number of seconds"),
+    "artifact-unknown": (
+        ["--artifact=stati"],
+        "--artifact=stati: 'stati' is not an artifact; known: replicate, soften, resynthesis, tint, static, "
+        "scatter, or all",
+    ),
+    "artifact-empty": (["--artifact=,"], "--artifact=,: no name is not an artifact"),
+    "artifact-with-dataset": (
+        ["--banana-artifact=static"],
+        "--artifact=static: the trial sets are built from the embedded seed images; leave out --dataset=",
+    ),
 }
 
 

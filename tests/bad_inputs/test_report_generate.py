@@ -308,8 +308,8 @@ def seeds(root: Path) -> Path:
 
 def generate(root: Path, *extra: str, steps: int = 3) -> Act:
     argv = ["generate", "--editor", "emulate", "--seed-images", str(root / "seeds"),
-            "--out", str(root / "set"), "--runs", "1", "--steps", str(steps), "--option", "long_side=48",
-            *extra]  # fmt: skip
+            "--out", str(root / "set"), "--runs", "1", "--steps", str(steps),
+            "--option", "reframe.long_side=48", *extra]  # fmt: skip
     return lambda: main(argv)
 
 
@@ -410,7 +410,7 @@ def diffusers_option_of_the_wrong_type(root: Path, mp: pytest.MonkeyPatch) -> Ac
 
 def emulate_option_not_a_bool_or_number(root: Path, mp: pytest.MonkeyPatch) -> Act:
     seeds(root)
-    return generate(root, "--option", "long_side=big")
+    return generate(root, "--option", "reframe.long_side=big")
 
 
 def endpoint_for_an_offline_editor(root: Path, mp: pytest.MonkeyPatch) -> Act:
@@ -729,7 +729,7 @@ ROWS = [
         "generate: editor option of the wrong type",
         emulate_option_not_a_bool_or_number,
         1,
-        r"editor 'emulate': option long_side='big' is not a int",
+        r"editor 'emulate': option reframe.long_side='big' is not a int",
     ),
     Row(
         "generate: --endpoint for an editor without a service",

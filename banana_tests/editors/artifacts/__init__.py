@@ -1,0 +1,48 @@
+"""The emulator's artifact families: each a physical mechanism named after what the paper saw.
+
+`FAMILIES` lists them in the order the composite "replicate" recipe applies them; each entry has
+its parameter class (fields documented with their plausible range, `ranges(family.params)`) and a
+pure `apply(x, rng, step, params)` usable outside the trajectory generator, e.g.
+
+    from banana_tests.editors.artifacts import FAMILIES, stable_rng
+    static = FAMILIES["static"]
+    y = static.apply(x, stable_rng("mine", 0), 5, static.params(amplitude=4.0))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from banana_tests.editors.artifacts import reframe, resynthesis, scatter, soften, static, tint
+from banana_tests.editors.artifacts.common import Array, check_ranges, luma, ranges, stable_rng
+from banana_tests.editors.trial_names import TRIALS
+
+__all__ = ["FAMILIES", "TRIALS", "Array", "Family", "check_ranges", "luma", "ranges", "stable_rng"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One artifact family: its name, parameter class, pure `apply` and the paper's words for it."""
+
+    name: str
+    params: type[Any]
+    apply: Callable[[Array, np.random.Generator, int, Any], Array]
+    paper: str
+
+    @classmethod
+    def of(cls, module: ModuleType) -> Family:
+        return cls(module.NAME, module.Params, module.apply, (module.__doc__ or "").strip().splitlines()[0])
+
+
+FAMILIES: dict[str, Family] = {
+    m.NAME: Family.of(m) for m in (reframe, soften, resynthesis, tint, static, scatter)
+}
+"""Every family, in the composite's order: reframing first (step 1), the additive effects last."""
+
+if tuple(name for name in FAMILIES if name != "reframe") != TRIALS:
+    raise ImportError("banana_tests.editors.trial_names.TRIALS must list every family but reframe")
