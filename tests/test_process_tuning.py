@@ -197,6 +197,20 @@ def test_an_xdist_worker_keeps_its_tuning_to_its_exit(pytester: pytest.Pytester)
 
 # A suite run inside a longer-lived process (pytest.main, as a notebook or an in-process pytester
 # would): the state it tunes, before and after, then glibc's handling of a 64 MiB buffer.
+THREADS_SEEN = """
+import torch
+from known_metrics import noise_level
+from metrics_under_test.protocol import metric
+
+SEEN = []
+
+
+@metric("noise_threads", lower_better=True, score_range=(0.0, 100.0), cost="fast")
+def noise_threads(images):
+    SEEN.append(torch.get_num_threads())
+    return noise_level(images)
+"""
+
 AROUND_A_RUN = """
 import gc, json, sys
 import pytest
@@ -231,11 +245,13 @@ class During:
 
 
 before, during = state(), During()
-code = pytest.main(["test_suite.py", "--dataset=data", "--metric=known_metrics:noise_level", "-q", "-p",
+code = pytest.main(["test_suite.py", "--dataset=data", "--metric=threads_seen:noise_threads", "-q", "-p",
                     "no:randomly", "-p", "no:cacheprovider"], plugins=[during])
 after = state()
 faults = int(subprocess_free_churn()) if len(sys.argv) > 1 else None
-seen = {"code": int(code), "before": before, "during": during.state, "after": after, "faults": faults}
+import threads_seen
+seen = {"code": int(code), "before": before, "during": during.state, "after": after, "faults": faults,
+        "scoring_threads": sorted(set(threads_seen.SEEN))}
 print(json.dumps(seen))
 """
 
@@ -245,6 +261,7 @@ def test_a_suite_run_puts_back_what_it_tuned_in_its_process(suite: pytest.Pytest
     by a suite run and never put back."""
     env = {k: v for k, v in os.environ.items() if k not in (*process_tuning.USER_SETTINGS, "OMP_NUM_THREADS")}
     env["PYTEST_XDIST_WORKER_COUNT"] = "2"  # as in a worker: torch gets its share of the cores
+    (suite.path / "threads_seen.py").write_text(THREADS_SEEN, encoding="utf-8")
     run = subprocess.run(
         [sys.executable, "-c", AROUND_A_RUN, *(["churn"] if GLIBC else [])],
         cwd=suite.path,
@@ -258,7 +275,8 @@ def test_a_suite_run_puts_back_what_it_tuned_in_its_process(suite: pytest.Pytest
     assert seen["code"] == pytest.ExitCode.OK
     assert seen["during"]["threshold"][0] == process_tuning.YOUNG_COLLECTION  # it did tune them
     assert seen["during"]["frozen"] > 10_000
-    assert seen["during"]["threads"] == max(1, (os.cpu_count() or 1) // 2)
+    # torch's threads are the scoring thread's, where the metric loads and scores
+    assert seen["scoring_threads"] == [max(1, (os.cpu_count() or 1) // 2)]
     assert seen["after"] == seen["before"] == {"threshold": [700, 10, 10], "frozen": 0, "threads": 2}
     if GLIBC:  # no longer kept for reuse (as the run kept them): mapped and faulted in every round
         assert seen["faults"] > 15 * (64 * 2**20 // 4096)
