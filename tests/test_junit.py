@@ -410,8 +410,16 @@ def test_a_file_of_f958bf8_reads_to_the_cells_this_version_writes(pytester: pyte
         "passed",
         "failed",
     }
-    for k, cell in old.matrix.cells.items():  # numpy's last digit may differ across machines
-        assert cell.delta == pytest.approx(now.matrix.cells[k].delta, rel=1e-9)
+    # The embedded set was rebuilt from the artifact families since f958bf8 (issue 39), so today's
+    # Δs are of other images: the old file's Δs read exactly as it wrote them, today's are finite.
+    deltas = [
+        float(p.get("value", ""))
+        for p in ET.parse(LEGACY / "mean.xml").iter("property")
+        if p.get("name") == "delta"
+    ]
+    assert len(deltas) == 12
+    assert sorted(c.delta for c in old.matrix.cells.values()) == sorted(deltas)
+    assert all(math.isfinite(c.delta) for c in now.matrix.cells.values())
     assert old.others == now.others and len(old.others) == 10  # 6 control and 4 trend cases
     assert [(t.metric, t.seed_image, t.reference_step) for t in old.trends] == [
         (t.metric, t.seed_image, t.reference_step) for t in now.trends
