@@ -249,7 +249,7 @@ def test_report_html_renders_in_headless_chromium(reports: dict[str, Path], tmp_
         "--no-first-run",
         f"--user-data-dir={tmp_path / 'profile'}",
     ]
-    cmd += [f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri()]
+    cmd += [f"--screenshot={shot}", "--window-size=1200,3000", page.as_uri()]
     subprocess.run(cmd, capture_output=True, timeout=120, check=False)
     assert shot.exists(), "chromium wrote no screenshot"
     pixels = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3)
