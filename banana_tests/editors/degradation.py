@@ -40,9 +40,9 @@ STRENGTHS: dict[str, tuple[str, str]] = {
 
 def _searched(family: str, parameter: str) -> tuple[float, float]:
     """From nothing to twice the embedded recipe's strength, within the family's documented range."""
-    recipe = getattr(getattr(EmulatorParams(), family), parameter)
-    low, high = ranges(type(getattr(EmulatorParams(), family)))[parameter]
-    return (float(low), float(min(high, 2 * recipe)))
+    params = getattr(EmulatorParams(), family)
+    low, high = ranges(type(params))[parameter]
+    return (float(low), float(min(high, 2 * getattr(params, parameter))))
 
 
 RANGES: dict[str, tuple[float, float]] = {
