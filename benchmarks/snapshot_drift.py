@@ -69,7 +69,8 @@ def child(condition: Condition, metrics: Sequence[str]) -> dict[str, Any]:
     import torch
     from banana_tests.data import EMBEDDED
 
-    from banana_tests.scoring.score_book import batches, load_metric
+    from banana_tests.scoring.batching import batches
+    from banana_tests.scoring.loading import load_metric
     from banana_tests.session.snapshots import score_id
     from banana_tests.trajectories.images import ImageStore
     from banana_tests.trajectories.records import read_imagefolder

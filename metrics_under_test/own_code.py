@@ -217,7 +217,9 @@ def _files_under(root: Path) -> Iterator[Path]:
 
 
 def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """The file's sha256, read in blocks (a weight file may be large)."""
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _module_file(name: str) -> Path | None:

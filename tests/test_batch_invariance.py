@@ -1,6 +1,6 @@
 """An image's score must not depend on the batch it is scored in (issue 19).
 
-The suite scores images in batches of one size (`banana_tests.scoring.score_book.batches`), so a metric or
+The suite scores images in batches of one size (`banana_tests.scoring.batching.batches`), so a metric or
 adapter that mishandles a batch of two or more images (ILNIQE raised on the pyiqa adapter's
 channels-last tensor) or mixes images up within one would change the matrix silently. Every metric
 that can run offline here but ILNIQE (tests/test_paper_metrics.py, below) is scored through the
@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from banana_tests.scoring.score_book import ScoreBook, load_metric
+from banana_tests.scoring.loading import load_metric
+from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import Record
 from metrics_under_test.protocol import Image, Metric

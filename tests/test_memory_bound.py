@@ -69,7 +69,7 @@ def test_ilniqe_scores_one_image_per_model_call_where_niqe_takes_the_batch() -> 
     pytest.importorskip("pyiqa")
     import numpy as np
 
-    from banana_tests.scoring.score_book import batches
+    from banana_tests.scoring.batching import batches
     from metrics_under_test.pyiqa_backend import PyiqaMetric
     from metrics_under_test.registry import resolve
 

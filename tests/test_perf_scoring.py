@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
-from banana_tests.scoring import oracle_figures
+from banana_tests.scoring import batching, oracle_figures
 from banana_tests.scoring import score_book as scoring
 from banana_tests.scoring.oracle import change
 from banana_tests.scoring.oracle_figures import OracleFigures
@@ -72,15 +72,15 @@ def test_a_bad_image_in_a_window_is_reported_and_the_rest_scored(make_set) -> No
 
 
 def test_batches_hold_one_image_size_and_a_bounded_number_of_pixels(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scoring, "BATCH", 4)
-    monkeypatch.setattr(scoring, "BATCH_PIXELS", 10 * 10 * 3)
+    monkeypatch.setattr(batching, "BATCH", 4)
+    monkeypatch.setattr(batching, "BATCH_PIXELS", 10 * 10 * 3)
     sizes = [(10, 10)] * 6 + [(5, 5)] * 5 + [(20, 20)] * 2
     window = [
         (Record("s", "replicate", 0, i, Path(f"{i}.png"), "test"), np.zeros((*hw, 3), np.uint8))
         for i, hw in enumerate(sizes)
     ]
 
-    shapes = [[image.shape[:2] for _, image in batch] for batch in scoring.batches(window)]
+    shapes = [[image.shape[:2] for _, image in batch] for batch in batching.batches(window)]
 
     assert shapes == [
         [(5, 5)] * 4,  # the count cap
@@ -90,7 +90,7 @@ def test_batches_hold_one_image_size_and_a_bounded_number_of_pixels(monkeypatch:
         [(20, 20)],  # bigger than the cap: alone
         [(20, 20)],
     ]
-    assert sorted(r.step for batch in scoring.batches(window) for r, _ in batch) == list(range(13))
+    assert sorted(r.step for batch in batching.batches(window) for r, _ in batch) == list(range(13))
 
 
 class CountedReference(oracle_figures.Reference):

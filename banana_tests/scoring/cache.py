@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.atomic import exclusive_lock
+from metrics_under_test.own_code import file_sha256
 from metrics_under_test.spec import MetricSpec
 
 FILE = "scores.sqlite"
@@ -52,14 +53,6 @@ _CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
 
 class CacheWarning(UserWarning):
     """The cache was set aside or turned off for this run; scores are computed instead."""
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class ScoreCache:

@@ -1,198 +1,33 @@
-"""Scores: each image scored once per metric, one metric model held per worker at a time. The
-degradation oracle's figures, which need no model, are banana_tests.scoring.oracle_figures."""
+"""The score book: one worker's scores, each image scored once per metric, one metric model held
+at a time. Checking what a metric returned is banana_tests.scoring.returned_scores, the batches
+banana_tests.scoring.batching, loading banana_tests.scoring.loading and in-memory images
+banana_tests.scoring.pixels; the degradation oracle's figures, which need no model, are
+banana_tests.scoring.oracle_figures."""
 
 from __future__ import annotations
 
 import gc
-import hashlib
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
 from banana_tests.scoring.batch_watch import Abandoned, BatchTimeout, BatchWatch, MetricHangs, Phase
+from banana_tests.scoring.batching import WINDOW_BYTES, OutOfMemory, batches, out_of_memory, smaller
 from banana_tests.scoring.cache import ScoreCache, identity, identity_key
 from banana_tests.scoring.hung import Hung, MetricHung
+from banana_tests.scoring.loading import KEPT, Loader, LoadFailure, Prober, load_metric
+from banana_tests.scoring.pixels import PixelScores
 from banana_tests.scoring.process_tuning import release_freed_memory
+from banana_tests.scoring.returned_scores import UnscoredImage, record_scores, unscored
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record
-from metrics_under_test.protocol import Image, Metric, MetricError, raised_at
-from metrics_under_test.score_value import NotAScore, as_list, as_score
+from metrics_under_test.protocol import Image, Metric, raised_at
 from metrics_under_test.spec import MetricSpec
-from metrics_under_test.weights import MissingWeights, UnwritableCache
 
-BATCH = 16
-# NIQE's largest buffer is ~400 B per pixel: this keeps it below process_tuning.MMAP_THRESHOLD.
-BATCH_PIXELS = 2**19
-WINDOW_BYTES = 64 * 2**20  # decoded images per window, scored after the whole window is decoded
-
-Loader = Callable[[MetricSpec, str], Metric]
-Prober = Callable[[MetricSpec, Metric], None]
-K = TypeVar("K")
 T = TypeVar("T")
-# Load failures the suite's rules tell apart, and what a metric raises about itself rather than
-# an image: the whole metric's cases error.
-KEPT = (MissingWeights, UnwritableCache, MetricError)
-
-
-class UnscoredImage(DataError):
-    """A record the metric gave no usable score: a non-finite one, none within the time limit, or
-    an exception the metric raised on that image alone."""
-
-
-def unscored(records: Sequence[Record], errors: dict[Path, DataError]) -> DataError | None:
-    """One error listing every record of `records` that has one (each once), or None: a case over
-    several runs names all its bad records, not only the first; records with the same reason
-    share it."""
-    bad = {r.path: (r, errors[r.path]) for r in records if r.path in errors}
-    if len(bad) <= 1:
-        return next(iter(bad.values()))[1] if bad else None
-    by_reason: dict[str, list[str]] = {}
-    for r, error in bad.values():
-        name, text = r.named, str(error)
-        reason = text.removeprefix(f"{name}: ") if text.startswith(f"{name}: ") else text
-        by_reason.setdefault(reason, []).append(name)
-    listed = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
-    what = "image files" if all(r.is_file for r, _ in bad.values()) else "records"
-    return DataError(f"{len(bad)} {what} cannot be scored: {listed}")
-
-
-def record_scores(name: str, records: Sequence[Record], scores: Sequence[float]) -> list[float | DataError]:
-    """One finite float per record, or an error naming each record whose score is not one (see
-    `score_value`). A metric that returns the wrong number of scores errors each record of that
-    batch, by file: which score is whose cannot be known, and no other record is touched."""
-    try:
-        returned = as_list(scores)
-    except NotAScore as exc:
-        return [UnscoredImage(f"{r.named}: metric {name!r} returned {exc}") for r in records]
-    if len(returned) != len(records):
-        what = f"metric {name!r} returned {len(returned)} scores for a batch of {len(records)} images"
-        return [UnscoredImage(f"{r.named}: {what}, this one among them") for r in records]
-    return [_record_score(name, r, v) for r, v in zip(records, returned, strict=True)]
-
-
-def _record_score(name: str, record: Record, value: object) -> float | DataError:
-    try:
-        score = as_score(value)
-    except NotAScore as exc:
-        return UnscoredImage(f"{record.named}: metric {name!r} returned {exc}")
-    if math.isfinite(score):
-        return score
-    return UnscoredImage(f"{record.named}: metric {name!r} scored it {score!r}, not a finite number")
-
-
-def pixel_scores(name: str, positions: Sequence[Sequence[int]], scores: Sequence[float]) -> list[float]:
-    """`record_scores` for in-memory images, named by their positions in the caller's list."""
-    try:
-        values = [as_score(s) for s in scores]
-    except NotAScore as exc:
-        raise MetricError(f"metric {name!r} returned {exc}") from None
-    if len(values) != len(positions):
-        raise MetricError(f"metric {name!r} returned {len(values)} scores for {len(positions)} images")
-    bad = [(p, v) for p, v in zip(positions, values, strict=True) if not math.isfinite(v)]
-    if bad:
-        named = ", ".join(f"item {' and '.join(map(str, p))}: {v!r}" for p, v in bad)
-        raise MetricError(f"metric {name!r} returned non-finite scores ({named})")
-    return values
-
-
-@dataclass(frozen=True)
-class LoadFailure:
-    """Why a metric could not load, kept as its exception's type and message, never the object."""
-
-    metric: str
-    kind: type[Exception]
-    message: str
-
-    def again(self) -> Exception:
-        """A new exception for the next case: of the same type when the suite's rules read it
-        (a skip for MissingWeights, one line for UnwritableCache and MetricError), else a
-        MetricError in one line; the first case showed the whole traceback."""
-        if self.kind in KEPT:
-            return self.kind(self.message)
-        return MetricError(
-            f"metric {self.metric!r} could not load: {self.kind.__name__}: {self.message} "
-            "(the traceback is in the first case that loaded it)"
-        )
-
-
-def load_metric(spec: MetricSpec, device: str) -> Metric:
-    """Build the metric behind `spec` and probe it (`probe_custom`); the backend is imported only
-    now. The process is left as it is: a suite run tunes its own (banana_tests.session.suite.tuned_load)."""
-    metric = built_metric(spec, device)
-    probe_custom(spec, metric)
-    return metric
-
-
-def probe_custom(spec: MetricSpec, metric: Metric) -> None:
-    """A custom metric's load-time probe (metrics_under_test.probe); the others have none."""
-    if spec.backend == "custom":
-        from metrics_under_test.probe import probe
-
-        probe(spec.name, metric)
-
-
-def built_metric(spec: MetricSpec, device: str) -> Metric:
-    """The metric behind `spec`, built, not yet probed: the book bounds the two apart."""
-    if spec.backend == "custom":
-        from metrics_under_test.custom import build
-
-        return build(spec, device, probed=False)
-    if spec.backend == "vlm":
-        from metrics_under_test import vlm
-
-        return vlm.build(spec, device)
-    from metrics_under_test.pyiqa_backend import PyiqaMetric
-
-    return PyiqaMetric(spec, device)
-
-
-def batches(window: list[tuple[K, Image]]) -> Iterator[list[tuple[K, Image]]]:
-    """Images of one size together, at most BATCH images and BATCH_PIXELS pixels in a batch (an
-    image bigger than that alone). On the embedded data, batches of 8 scored NIQE 1.8× and BRISQUE
-    1.6× faster than one image at a time; batches of 16 were no faster and doubled NIQE's buffers."""
-    batch: list[tuple[K, Image]] = []
-    pixels = 0
-    for item in sorted(window, key=lambda item: item[1].shape):
-        shape = item[1].shape
-        if batch and (
-            len(batch) == BATCH or pixels + shape[0] * shape[1] > BATCH_PIXELS or shape != batch[0][1].shape
-        ):
-            yield batch
-            batch, pixels = [], 0
-        batch.append(item)
-        pixels += shape[0] * shape[1]
-    if batch:
-        yield batch
-
-
-class OutOfMemory(MemoryError):
-    """A metric ran out of memory on in-memory images (a test's crops); its model was dropped."""
-
-
-def out_of_memory(exc: BaseException) -> bool:
-    """MemoryError, or torch's CUDA OutOfMemoryError."""
-    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
-
-
-def smaller(chunk: Sequence[K], exc: Exception) -> list[Sequence[K]]:
-    """The batches to try a batch in after the metric raised `exc` on it: out of memory, its two
-    halves (each halved again if it runs out too); anything else, one image at a time."""
-    if out_of_memory(exc):
-        half = (len(chunk) + 1) // 2
-        return [chunk[:half], chunk[half:]]
-    return [[item] for item in chunk]
-
-
-def pixel_digest(image: Image) -> str:
-    """A cache key for an in-memory image: its shape and pixels. The prefix keeps it apart from
-    the files' sha256 in the same cache table."""
-    h = hashlib.sha256(f"{image.dtype}{image.shape}".encode())
-    h.update(memoryview(image.tobytes()))
-    return "pixels:" + h.hexdigest()
 
 
 class ScoreBook:
@@ -224,8 +59,7 @@ class ScoreBook:
         self._current: tuple[str, Metric] | None = None
         self._broken: dict[str, LoadFailure] = {}
         self._scores: dict[tuple[str, Path], float | DataError] = {}
-        self._pixels: dict[tuple[str, str], float] = {}
-        self.pixel_hits: set[tuple[str, str]] = set()
+        self.pixels = PixelScores(self.call, cache, self._key)
 
     def scores(
         self, spec: MetricSpec, records: Sequence[Record], upcoming: Sequence[Record] = ()
@@ -249,27 +83,9 @@ class ScoreBook:
 
     def score_pixels(self, spec: MetricSpec, images: Sequence[Image]) -> list[float]:
         """Raw scores of in-memory images (a test's own crops): batched as records are, each
-        scored once per worker and kept in the persistent cache by `pixel_digest`."""
+        scored once per worker and kept in the persistent cache (banana_tests.scoring.pixels)."""
         self._check_hung(spec)
-        digests = [pixel_digest(img) for img in images]
-        todo = {d: img for d, img in zip(digests, images, strict=True) if (spec.name, d) not in self._pixels}
-        positions: dict[str, list[int]] = {}
-        for i, d in enumerate(digests):
-            positions.setdefault(d, []).append(i)
-        if todo and self.cache is not None:
-            for d, value in self.cache.get(self._key(spec)[0], todo).items():
-                self._pixels[(spec.name, d)] = value
-                self.pixel_hits.add((spec.name, d))
-                del todo[d]
-        if todo:
-            for chunk in batches(list(todo.items())):
-                raw = self.call(spec, [img for _, img in chunk], f"item {positions[chunk[0][0]][0]}")
-                values = pixel_scores(spec.name, [positions[d] for d, _ in chunk], raw)
-                self._pixels.update(((spec.name, d), v) for (d, _), v in zip(chunk, values, strict=True))
-            if self.cache is not None:
-                key, description = self._key(spec)
-                self.cache.put(key, {d: self._pixels[(spec.name, d)] for d in todo}, description)
-        return [self._pixels[(spec.name, d)] for d in digests]
+        return self.pixels.scores(spec, images)
 
     def figure(self, spec: MetricSpec, name: str, measure: Callable[[], float]) -> tuple[float, bool]:
         """A figure measured on the metric (an invariance check's change), kept in the persistent

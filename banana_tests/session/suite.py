@@ -216,7 +216,7 @@ def tuned_load(spec: MetricSpec, device: str) -> Metric:
     suite run, never in another project's: see banana_tests.scoring.process_tuning). The book
     probes it next (`probe_custom`)."""
     from banana_tests.scoring.process_tuning import tune_for_scoring
-    from banana_tests.scoring.score_book import built_metric
+    from banana_tests.scoring.loading import built_metric
 
     metric = built_metric(spec, device)
     tune_for_scoring(metric)
@@ -224,7 +224,7 @@ def tuned_load(spec: MetricSpec, device: str) -> Metric:
 
 
 def probe_custom(spec: MetricSpec, metric: Metric) -> None:
-    from banana_tests.scoring.score_book import probe_custom as probe
+    from banana_tests.scoring.loading import probe_custom as probe
 
     probe(spec, metric)
 
