@@ -23,7 +23,6 @@ is declared in the metric's `files` attribute.
 from __future__ import annotations
 
 import ast
-import hashlib
 import importlib
 import importlib.machinery
 import re
@@ -37,6 +36,8 @@ from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from metrics_under_test.file_hash import file_sha256
 
 # Modules each target's first import brought in, by target module name.
 _LOADED_BY_IMPORT: dict[str, frozenset[str]] = {}
@@ -214,12 +215,6 @@ def _files_under(root: Path) -> Iterator[Path]:
         yield from sorted(p for p in root.rglob("*") if p.is_file())
     else:
         yield root
-
-
-def file_sha256(path: Path) -> str:
-    """The file's sha256, read in blocks (a weight file may be large)."""
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _module_file(name: str) -> Path | None:

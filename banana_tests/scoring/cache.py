@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.atomic import exclusive_lock
-from metrics_under_test.own_code import file_sha256
+from metrics_under_test.file_hash import file_sha256
 from metrics_under_test.spec import MetricSpec
 
 FILE = "scores.sqlite"
