@@ -3,47 +3,72 @@ without pytest, so a cluster task (Ray, Dask, Slurm) or `banana-tests score` can
 expensive part and a later `pytest --pyargs banana_tests --cache-dir=SAME` only gives verdicts.
 
 The selection, the metrics and the scoring are the suite's own objects (`SuiteState`: the same
-planning, the same ScoreBook and loader, the same (metric, seed image) groups and batches), so a
-score written here is the one the suite would have computed, under the same cache key. Loading a
-metric tunes this process for scoring as a suite run does (banana_tests.scoring.process_tuning).
+planning, the same ScoreBook and loader, the same (metric, seed image) groups, batched in the
+same order, banana_tests.scoring.batching), so a score written here is the one the suite would
+have computed, under the same cache key. Loading a metric tunes this process for scoring as a
+suite run does (banana_tests.scoring.process_tuning). Importing this module imports no pytest:
+the session's objects are imported when a selection is built.
 
+    from pathlib import Path
     from banana_tests.api import score
-    summary = score("runs/", "brisque,niqe", seed_images=["alpha"], cache_dir="cache-a")
+    summary = score(Path("runs"), ["brisque", "niqe"], seed_images=["alpha"], cache_dir=Path("cache-a"))
     assert summary.complete, summary.lines()
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pytest
-
+from banana_tests.scheduler.shards import Shard
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
-from banana_tests.scoring.score_book import unscored
-from banana_tests.session.metric_import import resolve_within
+from banana_tests.scoring.batching import case_records, group_records
+from banana_tests.scoring.cache_merge import Merged
+from banana_tests.scoring.cache_merge import merge as merge_caches
+from banana_tests.scoring.returned_scores import unscored
+from banana_tests.session.devices import Device, DeviceChoice
+from banana_tests.session.local_paths import refuse_url
 from banana_tests.session.options import DEFAULT_METRICS, DEFAULT_STEPS, suite_options
-from banana_tests.session.settings import Settings
-from banana_tests.session.suite import SuiteState, named_metrics
-from banana_tests.trajectories.plan import CasePlan
+from banana_tests.trajectories.plan import CasePlan, parse_steps
 from banana_tests.trajectories.records import DataError, Record
+from banana_tests.trajectories.selection import parse_where
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric
+from metrics_under_test.registry import resolve as resolve_metric
+from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import MissingWeights
 
+if TYPE_CHECKING:  # the session's modules import pytest: imported when a selection is built
+    from banana_tests.session.settings import Settings
+    from banana_tests.session.suite import SuiteState
+
 __all__ = [
+    "Device",
+    "DeviceChoice",
+    "Group",
+    "Merged",
+    "MetricSpec",
     "MetricSummary",
     "Progress",
     "ScoreSetupError",
     "ScoreSummary",
+    "Shard",
+    "merge_caches",
     "records_to_score",
+    "resolve_metric",
     "score",
     "score_selection",
+    "scoring_settings",
+    "seed_images",
+    "settings_from_options",
 ]
 
 Group = tuple[str, str]  # (metric, seed image): the suite's scheduling group
+_DEFAULT_STEPS: tuple[int, ...] = tuple(parse_steps(DEFAULT_STEPS) or ())
 
 
 class ScoreSetupError(ValueError):
@@ -106,44 +131,133 @@ class ScoreSummary:
 
 
 def score(
-    dataset: str | Path | None = None,
-    metrics: str | Sequence[str] = DEFAULT_METRICS,
+    dataset: Path | str | None = None,
+    metrics: Sequence[str] = DEFAULT_METRICS,
     *,
     variant: str = "replicate",
     seed_images: Sequence[str] = (),
-    steps: str | Sequence[int] = DEFAULT_STEPS,
-    cache_dir: str | Path = ".banana_cache",
-    device: str = "auto",
-    weights_dir: str | Path | None = None,
-    options: Mapping[str, object] | None = None,
+    steps: Sequence[int] | None = _DEFAULT_STEPS,
+    runs: int | None = None,
+    where: Sequence[str] = (),
+    shard: Shard | None = None,
+    cache_dir: Path = Path(".banana_cache"),
+    device: Device | DeviceChoice = Device.AUTO,
+    weights_dir: Path | None = None,
     root: Path | None = None,
     progress: Callable[[Progress], None] | None = None,
 ) -> ScoreSummary:
     """Score every image the suite's Δ cases of this selection need, with each metric, into the
     score cache at `cache_dir` (its file is `scores.sqlite`), plus the oracle's PSNR/SSIM
-    figures. The arguments are the suite's options of the same names (`--dataset`, `--metric`,
-    `--variant`, `--seed-image`, `--steps`, `--cache-dir`, `--device`, `--weights-dir`); any
-    other selection option goes in `options` by its short name, e.g. `{"runs": 2, "where":
-    ["temperature=0.4"]}`. Relative paths are taken from `root` (default: the current folder).
-    Raises ScoreSetupError for what a suite run would call a usage error; an image or a metric
-    that cannot be scored is in the summary, never raised."""
-    given: dict[str, object] = {
-        "dataset": None if dataset is None else str(dataset),
-        "metric": metrics if isinstance(metrics, str) else ",".join(metrics),
-        "variant": variant,
-        "seed-image": list(seed_images),
-        "steps": steps if isinstance(steps, str) else ",".join(map(str, steps)),
-        "cache-dir": str(cache_dir),
-        "device": device,
-        "weights-dir": None if weights_dir is None else str(weights_dir),
-        **(options or {}),
-    }
-    return score_selection(settings_from(given, root or Path.cwd()), progress)
+    figures. The arguments are `scoring_settings`'. Raises ScoreSetupError for what a suite run
+    would call a usage error; an image or a metric that cannot be scored is in the summary,
+    never raised."""
+    settings = scoring_settings(
+        dataset,
+        metrics,
+        variant=variant,
+        seed_images=seed_images,
+        steps=steps,
+        runs=runs,
+        where=where,
+        shard=shard,
+        cache_dir=cache_dir,
+        device=device,
+        weights_dir=weights_dir,
+        root=root,
+    )
+    return score_selection(settings, progress)
 
 
-def settings_from(values: Mapping[str, object], root: Path) -> Settings:
-    """The suite's settings for the options in `values` (short names), every other option at
-    its default; ScoreSetupError naming an option no run can satisfy."""
+def scoring_settings(
+    dataset: Path | str | None = None,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    *,
+    variant: str = "replicate",
+    seed_images: Sequence[str] = (),
+    steps: Sequence[int] | None = _DEFAULT_STEPS,
+    runs: int | None = None,
+    where: Sequence[str] = (),
+    shard: Shard | None = None,
+    cache_dir: Path = Path(".banana_cache"),
+    device: Device | DeviceChoice = Device.AUTO,
+    weights_dir: Path | None = None,
+    root: Path | None = None,
+) -> Settings:
+    """The suite's settings for this selection, every other option at its default. They are
+    the suite's options of the same names: `dataset` a folder, files or `hf:<repo_id>`;
+    `metrics` names or `module:callable` targets (a str is `--metric`'s comma list); `steps`
+    None for every step; `where` `key=value` filters. Relative paths are taken from `root`
+    (default: the current folder). ScoreSetupError naming an option no run can satisfy."""
+    base = settings_from_options({}, root or Path.cwd())
+    chosen = tuple(sorted(set(steps))) if steps is not None else None
+    reference = base.selection.reference_step
+    if chosen is not None and (not chosen or chosen[0] < 0):
+        raise ScoreSetupError(f"steps takes non-negative step numbers, got {list(steps or ())}")
+    if chosen is not None and reference in chosen:
+        raise ScoreSetupError(
+            f"steps {list(chosen)} include the reference step {reference}: its Δ is 0 by definition, "
+            "which can never pass"
+        )
+    if runs is not None and runs < 1:
+        raise ScoreSetupError(f"runs takes a positive number, got {runs}")
+    try:
+        refuse_url("--dataset", dataset, "give a local folder or files, or hf:<repo_id> for the hub")
+        refuse_url("--cache-dir", cache_dir, "the score cache is one local SQLite file")
+        refuse_url("--weights-dir", weights_dir)
+        filters = parse_where(where)
+    except ValueError as exc:
+        raise ScoreSetupError(str(exc)) from exc
+    selection = dataclasses.replace(
+        base.selection,
+        variant=variant,
+        seed_images=tuple(seed_images),
+        where=filters,
+        runs=runs,
+        steps=chosen,
+    )
+    return dataclasses.replace(
+        base,
+        metric=metrics if isinstance(metrics, str) else ",".join(metrics),
+        device=_device_choice(device),
+        weights_dir=base.weights_dir if weights_dir is None else weights_dir,
+        cache_dir=(root or Path.cwd()) / cache_dir,
+        source=base.source if dataset is None else dataclasses.replace(base.source, source=str(dataset)),
+        selection=selection,
+        shard=shard,
+        narrowed=_narrowing(seed_images, where, runs, chosen),
+    )
+
+
+def _device_choice(device: Device | DeviceChoice) -> DeviceChoice:
+    """`device` as the suite's choice; ScoreSetupError for a name that is no Device."""
+    if isinstance(device, DeviceChoice):
+        return device
+    try:
+        return DeviceChoice(Device(device))
+    except ValueError:
+        raise ScoreSetupError(
+            f"device takes one of {', '.join(Device)} or a DeviceChoice, got {device!r}"
+        ) from None
+
+
+def _narrowing(
+    seed_images: Sequence[str], where: Sequence[str], runs: int | None, steps: tuple[int, ...] | None
+) -> tuple[str, ...]:
+    """The selection's narrowing options as a suite run lists them (Settings.narrowed)."""
+    shown = [*(f"--seed-image={s}" for s in seed_images), *(f"--where={w}" for w in where)]
+    if runs is not None:
+        shown.append(f"--runs={runs}")
+    if steps != _DEFAULT_STEPS:
+        shown.append(f"--steps={'all' if steps is None else ','.join(map(str, steps))}")
+    return tuple(shown)
+
+
+def settings_from_options(values: Mapping[str, object], root: Path) -> Settings:
+    """The suite's settings for option values as a command line parsed them (short names, as
+    `banana-tests score` and `plan` read them), every other option at its default;
+    ScoreSetupError naming an option no run can satisfy."""
+    from banana_tests.session.settings import Settings
+
     defaults = {o.name: o.attrs.get("default") for o in suite_options()}
     unknown = sorted(set(values) - set(defaults))
     if unknown:
@@ -155,17 +269,28 @@ def settings_from(values: Mapping[str, object], root: Path) -> Settings:
         raise ScoreSetupError(str(exc)) from exc
 
 
+def seed_images(settings: Settings) -> list[str]:
+    """The seed images of the selection's records, sorted: a cluster's unit of work."""
+    from banana_tests.trajectories.sources import load
+
+    try:
+        records = load(settings.source, settings.selection).records
+    except DataError as exc:
+        raise ScoreSetupError(str(exc)) from exc
+    return sorted({r.seed_image for r in records})
+
+
 def score_selection(
     settings: Settings,
     progress: Callable[[Progress], None] | None = None,
     say: Callable[[str], None] = to_stderr,
 ) -> ScoreSummary:
-    """`score` for settings a suite run would have (`banana-tests score` builds them from its
-    options); `say` prints the long-batch heartbeat lines."""
+    """`score` for settings built already (`scoring_settings`, `settings_from_options`); `say`
+    prints the long-batch heartbeat lines."""
     if settings.cache_dir is None:
         raise ScoreSetupError("--no-cache: scoring without the score cache keeps nothing")
     start = time.perf_counter()
-    state = suite_state(settings, say)
+    state = _suite_state(settings, say)
     try:
         return _score(state, progress, start)
     finally:  # its WAL is folded into the file: a task can ship or merge the file as it is
@@ -174,12 +299,21 @@ def score_selection(
             cache.close()
 
 
-def selected_plans(state: SuiteState) -> list[CasePlan]:
-    """The Δ cases of the selection, `--shard`'s part of them, selected in the state's planning
-    (whose `needs` then holds each (metric, seed image) group's records)."""
+def records_to_score(settings: Settings) -> dict[Group, list[Record]]:
+    """Each (metric, seed image) group's records that `score` would score for `settings`, found
+    without building a metric, importing torch or opening a cache."""
+    state = _suite_state(settings, to_stderr)
+    _selected_plans(state)
+    return {group: list(dict.fromkeys(found)) for group, found in state.planning.needs.items()}
+
+
+def _selected_plans(state: SuiteState) -> list[CasePlan]:
+    """The Δ cases of the selection, `--shard`'s part of them (dealt by Shard.deal, as `pytest
+    --shard` deals them), selected in the state's planning (whose `needs` then holds each
+    (metric, seed image) group's records)."""
     plans = list(state.plans.values())
     shard = state.settings.shard
-    if shard is not None:  # its part of the selection's units, dealt as `pytest --shard` deals them
+    if shard is not None:
         from banana_tests.scheduler.metric_groups import Group as Unit
         from banana_tests.session.shard_selection import selection_units
 
@@ -189,21 +323,14 @@ def selected_plans(state: SuiteState) -> list[CasePlan]:
     return plans
 
 
-def records_to_score(settings: Settings) -> dict[Group, list[Record]]:
-    """Each (metric, seed image) group's records that `score` would score for `settings`, found
-    without building a metric, importing torch or opening a cache."""
-    state = suite_state(settings, to_stderr)
-    selected_plans(state)
-    return {group: list(dict.fromkeys(found)) for group, found in state.planning.needs.items()}
-
-
 def _score(state: SuiteState, progress: Callable[[Progress], None] | None, start: float) -> ScoreSummary:
-    plans = selected_plans(state)
-    firsts, needs = first_cases(plans), state.planning.needs
+    plans = _selected_plans(state)
+    firsts, needs = _first_cases(plans), state.planning.needs
     failures: dict[str, Exception] = {}
+    passed: set[Group] = set()
     for done, group in enumerate(needs, 1):  # a metric's groups follow each other: one model at a time
         if group[0] not in failures:
-            failure = score_group(state, group, firsts.get(group))
+            failure = _score_group(state, group, firsts.get(group), passed)
             if failure is not None:
                 failures[group[0]] = failure
         if progress is not None:
@@ -212,33 +339,34 @@ def _score(state: SuiteState, progress: Callable[[Progress], None] | None, start
     summaries = []
     for metric in state.metrics:
         records = list(dict.fromkeys(r for g, found in needs.items() if g[0] == metric for r in found))
-        summaries.append(summarise(state, metric, records, failures.get(metric)))
-    score_oracle(state, plans)
+        summaries.append(_summarise(state, metric, records, failures.get(metric)))
+    _score_oracle(state, plans)
     cache = state.scoring.book.cache
     assert cache is not None  # score_selection refuses --no-cache
     return ScoreSummary(tuple(summaries), cache.path, time.perf_counter() - start)
 
 
-def suite_state(settings: Settings, say: Callable[[str], None]) -> SuiteState:
+def _suite_state(settings: Settings, say: Callable[[str], None]) -> SuiteState:
     """The suite's state for `settings`, its metrics resolved, weights staged and cases planned,
     as at a suite run's collection."""
+    from banana_tests.session.metric_import import resolve_within
+    from banana_tests.session.suite import SuiteState
+
     watch = BatchWatch(settings.heartbeat, settings.batch_timeout, say, settings.load_limit)
     try:
         specs, hung = resolve_within(settings, watch)
     except (UnknownMetric, MetricError, ValueError) as exc:
         raise ScoreSetupError(str(exc)) from exc
     state = SuiteState.from_settings(settings, specs, say, hung, watch)
-    try:
-        state.collect()
-    except pytest.UsageError as exc:
-        raise ScoreSetupError(str(exc)) from exc
+    state.try_collect()
+    if state.usage_error is not None:
+        raise ScoreSetupError(state.usage_error)
     return state
 
 
-def first_cases(plans: Sequence[CasePlan]) -> dict[Group, CasePlan]:
-    """Each group's first case that can be scored: the suite's first case of a group scores its
-    own pairs, then the group's other records, in one pass (SuiteState.gap); the same order
-    here gives the same batches, so the same scores."""
+def _first_cases(plans: Sequence[CasePlan]) -> dict[Group, CasePlan]:
+    """Each group's first case that can be scored: the case that, in a suite run, scores the
+    group's records in one pass (SuiteState.gap, banana_tests.scoring.batching)."""
     found: dict[Group, CasePlan] = {}
     for plan in plans:
         if not plan.error:
@@ -246,25 +374,30 @@ def first_cases(plans: Sequence[CasePlan]) -> dict[Group, CasePlan]:
     return found
 
 
-def score_group(state: SuiteState, group: Group, first: CasePlan | None) -> Exception | None:
-    """Score one group's records as its first case in a suite run would; what stopped the metric
-    when it cannot load or breaks the protocol (the group's records then have no score)."""
-    spec, needs = state.metrics[group[0]], state.planning.needs[group]
-    own: list[Record] = [] if first is None else [*(a for a, _ in first.pairs), *(b for _, b in first.pairs)]
+def _score_group(
+    state: SuiteState, group: Group, first: CasePlan | None, passed: set[Group]
+) -> Exception | None:
+    """Score one group's records as its first case in a suite run would, in the batching order
+    the suite's cases follow; what stopped the metric when it cannot load or breaks the protocol
+    (the group's records then have no score)."""
+    spec = state.metrics[group[0]]
+    own: list[Record] = [] if first is None else case_records(first.pairs)
     try:
-        state.scoring.book.scores(spec, own, needs)
+        state.scoring.book.scores(spec, own, group_records(group, passed, state.planning.needs))
     except DataError:
-        pass  # the records' own errors: summarise lists them
+        pass  # the records' own errors: _summarise lists them
     except Exception as exc:  # a metric that cannot be built or breaks the protocol
         return exc
     return None
 
 
-def summarise(
+def _summarise(
     state: SuiteState, metric: str, records: list[Record], failure: Exception | None
 ) -> MetricSummary:
     """The metric's counts; a metric that failed is skipped when the suite would skip its cases:
     missing parameter files of a metric only `offline` or `all` chose."""
+    from banana_tests.session.suite import named_metrics
+
     spec, book = state.metrics[metric], state.scoring.book
     if failure is not None:
         named = metric in named_metrics(state.settings.metric, list(state.metrics.values()))
@@ -278,7 +411,7 @@ def summarise(
     return MetricSummary(metric, len(records), cached, scored, None if error is None else str(error))
 
 
-def score_oracle(state: SuiteState, plans: Sequence[CasePlan]) -> None:
+def _score_oracle(state: SuiteState, plans: Sequence[CasePlan]) -> None:
     """The oracle's PSNR/SSIM figures of every case's pairs into the cache, so the verdict pass
     decodes no image for them either; a pair that cannot be read is the metrics' unscored record."""
     seen: set[tuple[tuple[Record, Record], ...]] = set()

@@ -54,8 +54,10 @@ def unsharded(folder: pytest.Pytester) -> dict[str, str]:
 
 def test_the_api_fills_a_cache_the_verdict_pass_only_reads(suite: pytest.Pytester) -> None:
     script = (
-        "from banana_tests.api import score\n"
-        "s = score('data', 'countmetric:First,countmetric:Second', cache_dir='c', device='cpu')\n"
+        "from pathlib import Path\n"
+        "from banana_tests.api import Device, score\n"
+        "metrics = ['countmetric:First', 'countmetric:Second']\n"
+        "s = score(Path('data'), metrics, cache_dir=Path('c'), device=Device.CPU)\n"
         "print(s.complete, *s.lines(), sep='\\n')\n"
     )
     result = suite.run(sys.executable, "-c", script)

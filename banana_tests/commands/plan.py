@@ -43,7 +43,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from banana_tests.api import ScoreSetupError, records_to_score, settings_from
+    from banana_tests.api import ScoreSetupError, records_to_score, settings_from_options
     from banana_tests.commands.metrics import CPU_SECONDS_2K
     from banana_tests.scheduler.cost_plan import Unit, plan_cost
 
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         if args.job_hours <= 0 or args.job_cores < 1:
             raise ScoreSetupError("--job-hours must be above 0 and --job-cores at least 1")
         size = _size(args.assume_size)
-        groups = records_to_score(settings_from({**values, "no-cache": True}, Path.cwd()))
+        groups = records_to_score(settings_from_options({**values, "no-cache": True}, Path.cwd()))
         units = [
             Unit(metric, seed, tuple(size or _pixels(r.path, r.source) for r in records))
             for (metric, seed), records in groups.items()

@@ -40,7 +40,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from banana_tests.api import Progress, ScoreSetupError, score_selection, settings_from
+    from banana_tests.api import Progress, ScoreSetupError, score_selection, settings_from_options
 
     def progress(step: Progress) -> None:
         print(
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     values = {o.name: getattr(args, o.dest) for o in scoring_options()}
     try:
-        summary = score_selection(settings_from(values, Path.cwd()), progress)
+        summary = score_selection(settings_from_options(values, Path.cwd()), progress)
     except ScoreSetupError as exc:
         print(f"banana-tests score: error: {exc}", file=sys.stderr)
         return 2

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 import pytest
 from _pytest.outcomes import Failed  # `pytest.fail.Exception`, subclassed for HungOutcome
 
+from banana_tests.scoring.batching import case_records
 from banana_tests.scoring.hung import MetricHung
 from banana_tests.trajectories.records import Record
 from banana_tests.verdicts.gaps import Gap, gap
@@ -178,7 +179,7 @@ class Scorer:
         Δ = n(step) − n(reference). The result's `detected` is the paper's verdict, Δ < 0."""
         if not pairs:
             raise ValueError("delta needs at least one (reference, step) pair")
-        scores = self.scores([*(a for a, _ in pairs), *(b for _, b in pairs)], upcoming)  # errors name all
+        scores = self.scores(case_records(pairs), upcoming)  # errors name all
         return gap(self.scale, scores[: len(pairs)], scores[len(pairs) :])
 
     def remembered(self, name: str, measure: Callable[[], float]) -> tuple[float, bool]:

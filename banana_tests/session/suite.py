@@ -215,8 +215,8 @@ def tuned_load(spec: MetricSpec, device: str) -> Metric:
     """A suite run's metric loader: the metric, then this process tuned for scoring (only in a
     suite run, never in another project's: see banana_tests.scoring.process_tuning). The book
     probes it next (`probe_custom`)."""
-    from banana_tests.scoring.process_tuning import tune_for_scoring
     from banana_tests.scoring.loading import built_metric
+    from banana_tests.scoring.process_tuning import tune_for_scoring
 
     metric = built_metric(spec, device)
     tune_for_scoring(metric)
@@ -360,19 +360,18 @@ class SuiteState:
     def gap(self, key: CaseKey, scorer: Scorer) -> Gap:
         """Δ for one case with that metric's scorer (the public Δ engine). The first case of its
         (metric, seed image) in this process also scores every record the group's other cases
-        need, in one pass; later cases pass none, since the book scans all it is given (5,940
-        cases took 75 s). The group is the scheduler's (banana_tests.scheduler.metric_groups): a
-        worker scores the groups it runs, never another worker's, and the batches are the same
-        serial and under xdist, so are the scores."""
+        need, in one pass; later cases pass none, since the book scans all it is given
+        (banana_tests.scoring.batching, whose order banana_tests.api follows too). The group is
+        the scheduler's (banana_tests.scheduler.metric_groups): a worker scores the groups it
+        runs, never another worker's, and the batches are the same serial and under xdist, so
+        are the scores."""
         plan = self.plans[key]
         if plan.error:
             raise DataError(plan.error)
-        group = (key.metric, key.seed_image)
-        first = group not in self._prefetched
-        try:
-            return scorer.delta(plan.pairs, self.planning.needs.get(group, []) if first else ())
-        finally:
-            self._prefetched.add(group)
+        from banana_tests.scoring.batching import group_records
+
+        upcoming = group_records((key.metric, key.seed_image), self._prefetched, self.planning.needs)
+        return scorer.delta(plan.pairs, upcoming)
 
     def changes(self, key: CaseKey) -> list[Change]:
         """The degradation oracle's figures for the case's pairs, one per run."""

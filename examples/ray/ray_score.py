@@ -3,7 +3,8 @@
 One Ray task per (seed image, kind of metric): the classical metrics ask for a CPU each, the
 vision-language ones (cost `vlm`) for a GPU. Each task scores with `banana_tests.api.score`
 into a cache of its own on its node and returns the file's bytes; the driver writes them beside
-each other and merges them with `banana-tests cache merge`'s code. The data set must be
+each other and merges them with `banana-tests cache merge`'s code. It imports only
+`banana_tests.api` and Ray. The data set must be
 readable from every node (a shared folder or `hf:<repo_id>`). See docs/cluster.md.
 
     python examples/ray/ray_score.py --dataset=runs/ --metric=brisque,niqe,qalign --out=work/
@@ -22,18 +23,15 @@ from pathlib import Path
 
 import ray
 
-from banana_tests.api import score, settings_from
-from banana_tests.scoring.cache_merge import merge
-from banana_tests.trajectories.sources import load
-from metrics_under_test.registry import resolve
+from banana_tests.api import Device, merge_caches, resolve_metric, score, scoring_settings, seed_images
 
 
 @ray.remote
-def score_task(dataset: str, metrics: str, seed_image: str, device: str) -> tuple[list[str], bool, bytes]:
+def score_task(dataset: str, metrics: str, seed_image: str, device: Device) -> tuple[list[str], bool, bytes]:
     """One seed image's scores of `metrics`, into a cache of this task's own: (summary lines,
     whether complete, the cache file's bytes)."""
     with tempfile.TemporaryDirectory() as folder:
-        summary = score(dataset, metrics, seed_images=[seed_image], cache_dir=folder, device=device)
+        summary = score(dataset, metrics, seed_images=[seed_image], cache_dir=Path(folder), device=device)
         return summary.lines(), summary.complete, summary.cache.read_bytes()
 
 
@@ -47,17 +45,16 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     dataset = str(Path(args.dataset).resolve()) if Path(args.dataset).exists() else args.dataset
-    settings = settings_from({"dataset": dataset, "metric": args.metric}, Path.cwd())
-    seed_images = sorted({r.seed_image for r in load(settings.source, settings.selection).records})
+    settings = scoring_settings(dataset, args.metric)
     kinds = metrics_by_kind(args.metric, settings.weights_dir)
 
     ray.init(address=args.address, num_cpus=args.num_cpus)
     tasks = {}
-    for seed_image in seed_images:
+    for seed_image in seed_images(settings):
         for kind, metrics in kinds.items():
             if metrics:
                 resources = {"num_gpus": 1} if kind == "gpu" else {"num_cpus": 1}
-                device = "cuda" if kind == "gpu" else "cpu"
+                device = Device.CUDA if kind == "gpu" else Device.CPU
                 task = score_task.options(**resources).remote(dataset, metrics, seed_image, device)
                 tasks[f"{seed_image}-{kind}"] = task
     complete = True
@@ -70,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         caches.append(path)
-    merged = merge(caches, args.out / "merged")
+    merged = merge_caches(caches, args.out / "merged")
     print(f"{merged.added} scores merged into {merged.into}")
     verdicts = ["pytest", "--pyargs", "banana_tests", f"--dataset={dataset}", f"--metric={args.metric}"]
     print("verdict pass:", shlex.join([*verdicts, f"--cache-dir={merged.into}"]))
@@ -82,7 +79,7 @@ def metrics_by_kind(text: str, mirror: Path | None) -> dict[str, str]:
     `--metric` text; a `module:callable` stays as given, for the task to resolve again."""
     kinds: dict[str, list[str]] = {"cpu": [], "gpu": []}
     for part in (p.strip() for p in text.split(",") if p.strip()):
-        for spec in resolve(part, mirror):
+        for spec in resolve_metric(part, mirror):
             name = part if spec.backend == "custom" else spec.name
             kinds["gpu" if spec.cost == "vlm" else "cpu"].append(name)
     return {kind: ",".join(dict.fromkeys(names)) for kind, names in kinds.items()}
