@@ -104,3 +104,27 @@ def test_no_import_cycle() -> None:
     for node in sorted(edges):
         if node not in state:
             visit(node)
+
+
+# The book's ideas sit below it: checking returned scores, the batching policy, loading a
+# metric and in-memory images each stand alone, so none may import the book.
+BELOW_THE_BOOK = (
+    "banana_tests.scoring.returned_scores",
+    "banana_tests.scoring.batching",
+    "banana_tests.scoring.loading",
+    "banana_tests.scoring.pixels",
+)
+
+
+@pytest.mark.parametrize("module", BELOW_THE_BOOK)
+def test_the_score_books_parts_do_not_import_the_book(module: str) -> None:
+    assert module in GRAPH, f"{module} is gone: update BELOW_THE_BOOK"
+    assert "banana_tests.scoring.score_book" not in GRAPH[module]
+
+
+def test_the_api_imports_the_session_only_inside_functions() -> None:
+    """The session's modules import pytest; `import banana_tests.api` must not (tests/test_api.py)."""
+    tree = ast.parse((ROOT / "banana_tests" / "api.py").read_text(encoding="utf-8"))
+    top = {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
+    pytest_importers = {"banana_tests.session.settings", "banana_tests.session.suite", "pytest"}
+    assert top & pytest_importers == set()
