@@ -187,9 +187,9 @@ class ScoreBook:
         return self._keys[spec.name]
 
     def _score(self, spec: MetricSpec, records: list[Record]) -> None:
-        """Decode a window of images first, then score it in batches. Decoding between batches
+        """Decode a window of images first, then score it in batches: decoding between batches
         put each long-lived image array between the model's short-lived buffers on the heap, which
-        then could not be reused: 6,000 small images held ~0.8 GB extra, now the peak stays flat."""
+        then could not be reused (docs/speed.md)."""
         self._metric(spec)  # a metric that cannot be built fails before any image is decoded
         window: list[tuple[Record, Image]] = []
         size = 0
