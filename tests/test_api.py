@@ -31,9 +31,10 @@ def test_importing_the_api_imports_no_pytest() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_the_api_passes_mypy_strict() -> None:
+@pytest.mark.parametrize("typed", ["banana_tests/api.py", "banana_tests/verdicts/"])
+def test_the_facade_and_the_verdicts_pass_mypy_strict(typed: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "banana_tests/api.py"],
+        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", typed],
         cwd=ROOT,
         capture_output=True,
         text=True,
