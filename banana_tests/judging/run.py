@@ -4,8 +4,8 @@ Each run's steps are judged in order until the first one that acknowledges the n
 ones cannot change the first-acknowledgement step, so they cost no request. Judgments go to a
 JSON-lines file, one line per step written with one `write` and an fsync, as `generate` writes
 its metadata: a kill leaves at most a torn last line, trimmed on resume, and a rerun of the same
-command continues where it stopped. One writer per file: a filelock beside it (`<file>.lock`), which the kernel drops
-with the process.
+command continues where it stopped. One writer per file: a filelock beside it (`<file>.lock`),
+which the kernel drops with the process.
 """
 
 from __future__ import annotations
