@@ -8,6 +8,8 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
+from filelock import FileLock
+
 
 def fsync_dir(folder: Path) -> None:
     """Make a rename or a new file in `folder` survive a power cut: the entry lives in the folder."""
@@ -41,16 +43,6 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 @contextlib.contextmanager
 def exclusive_lock(path: Path) -> Iterator[None]:
-    """One process at a time (xdist workers) while `path` is held, where POSIX allows; on
-    Windows the block runs unlocked."""
-    try:
-        import fcntl
-    except ImportError:
+    """One process at a time (xdist workers) while `path`, a lock file of its own, is held."""
+    with FileLock(path):
         yield
-        return
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from banana_tests.data import SEEDS
 
+from tests import layout_doc
 from tests.conftest import PROJECT
 from tests.doc_blocks import (
     README,
@@ -227,3 +228,9 @@ def test_the_documented_trial_passes(page: Path, tmp_path: Path) -> None:
     )
     assert run.returncode == 0, f"{[b.where for b in blocks]}\n{run.stdout[-4000:]}\n{run.stderr[-3000:]}"
     assert " passed" in run.stdout.splitlines()[-1], run.stdout[-2000:]
+
+
+def test_the_development_layout_lists_the_tree() -> None:
+    """docs/development.md's module list is the tree's; refresh: `python -m tests.layout_doc --write`."""
+    text = layout_doc.DOC.read_text(encoding="utf-8")
+    assert text == layout_doc.with_layout(text), "stale: run `python -m tests.layout_doc --write`"

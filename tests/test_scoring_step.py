@@ -170,10 +170,10 @@ def test_a_verdict_pass_after_score_imports_no_torch(
 
 
 def test_the_ray_example_scores_merges_and_the_verdict_pass_scores_nothing(suite: pytest.Pytester) -> None:
-    """examples/ray/ray_score.py on a local Ray cluster of 2 CPUs (Ray is in the dev extra: without
+    """examples/ray/ray_score.py on a local Ray cluster of 2 CPUs (Ray is in the ray extra: without
     it the test skips, and fails in CI)."""
     if importlib.util.find_spec("ray") is None:
-        unavailable("Ray is not installed (it is in the dev extra)")
+        unavailable("Ray is not installed (it is in the ray extra)")
     example = Path(__file__).parents[1] / "examples" / "ray" / "ray_score.py"
     metrics = METRIC.split("=", 1)[1]
     result = suite.run(

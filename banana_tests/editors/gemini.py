@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import tenacity
 from PIL import Image
 
 from banana_tests.editors.base import (
@@ -160,22 +161,36 @@ class GeminiEditor:
         if request.resolution is not None:
             config["image_config"] = {"image_size": request.resolution}
         attempts = failures = no_image = 0
-        while True:
+
+        def attempt() -> Any:
+            nonlocal attempts
             if self.max_requests is not None and self.requests_made >= self.max_requests:
                 raise BudgetExhausted(
                     f"request budget of {self.max_requests} used up; finished steps are kept, rerun to go on"
                 )
             self.requests_made += 1
             attempts += 1
+            return self._client.models.generate_content(model=self.model, contents=contents, config=config)
+
+        def failed(_: tenacity.RetryCallState) -> None:
+            nonlocal failures
+            failures += 1
+
+        # `failures` counts transient failures over the whole edit, no-image replies between them too.
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(lambda e: not isinstance(e, BudgetExhausted) and transient(e)),
+            stop=lambda _: failures >= self.retries,
+            wait=lambda _: min(self.backoff * 2**failures, 120.0),
+            before_sleep=failed,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        while True:
             try:
-                response = self._client.models.generate_content(
-                    model=self.model, contents=contents, config=config
-                )
+                response = retrying(attempt)
+            except BudgetExhausted:
+                raise
             except Exception as exc:
-                if transient(exc) and failures < self.retries:
-                    self._sleep(min(self.backoff * 2**failures, 120.0))
-                    failures += 1
-                    continue
                 said = f"{type(exc).__name__}: {exc}" if not getattr(exc, "code", None) else f"{exc}"
                 raise EditorError(
                     self._safe(f"{self.model} call failed after {attempts} attempt(s): {said}")

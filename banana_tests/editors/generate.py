@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from filelock import FileLock, Timeout
 from PIL import Image
 
 from banana_tests.atomic import fsync_dir, write_atomic
@@ -440,11 +441,12 @@ def _append(fd: int, line: bytes) -> None:
 @contextmanager
 def _lock(out: Path) -> Iterator[None]:
     """One writer per folder; the kernel drops the lock when the process dies, even by SIGKILL."""
-    import fcntl
-
-    with open(out / LOCK, "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise DataError(f"another `banana-tests generate` is writing to {out}") from exc
+    lock = FileLock(out / LOCK, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout as exc:
+        raise DataError(f"another `banana-tests generate` is writing to {out}") from exc
+    try:
         yield
+    finally:
+        lock.release()

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import tenacity
+
 from banana_tests.editors.base import redact
 from banana_tests.editors.gemini import retryable, transient
 from banana_tests.judging.prompt import question
@@ -79,18 +81,30 @@ class Retrying:
     def call(self, once: Callable[[], str], passing: Callable[[Exception], bool]) -> Answer:
         """`once()` until it answers; `passing(exc)`: whether that failure may pass on a retry."""
         attempts = 0
-        while True:
+
+        def attempt() -> str:
+            nonlocal attempts
             self.budget.spend()
             attempts += 1
-            try:
-                return Answer(once(), attempts)
-            except Exception as exc:
-                if passing(exc) and attempts <= self.retries:
-                    self.sleep(min(self.backoff * 2 ** (attempts - 1), 120.0))
-                    continue
-                raise JudgeError(
-                    redact(f"{self.what} failed after {attempts} attempt(s): {exc}", self.secrets)
-                ) from None
+            return once()
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(
+                lambda e: isinstance(e, Exception) and not isinstance(e, BudgetExhausted) and passing(e)
+            ),
+            stop=tenacity.stop_after_attempt(self.retries + 1),
+            wait=tenacity.wait_exponential(multiplier=self.backoff, max=120.0),
+            sleep=self.sleep,
+            reraise=True,
+        )
+        try:
+            return Answer(retrying(attempt), attempts)
+        except BudgetExhausted:
+            raise
+        except Exception as exc:
+            raise JudgeError(
+                redact(f"{self.what} failed after {attempts} attempt(s): {exc}", self.secrets)
+            ) from None
 
 
 class GeminiJudge:

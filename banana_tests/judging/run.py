@@ -4,19 +4,20 @@ Each run's steps are judged in order until the first one that acknowledges the n
 ones cannot change the first-acknowledgement step, so they cost no request. Judgments go to a
 JSON-lines file, one line per step written with one `write` and an fsync, as `generate` writes
 its metadata: a kill leaves at most a torn last line, trimmed on resume, and a rerun of the same
-command continues where it stopped. One writer per file: an flock on it, which the kernel drops
-with the process.
+command continues where it stopped. One writer per file: a filelock beside it (`<file>.lock`),
+which the kernel drops with the process.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
+
+from filelock import FileLock, Timeout
 
 from banana_tests.atomic import fsync_dir
 from banana_tests.editors.progress import Progress
@@ -122,11 +123,12 @@ def judge_set(
     out.parent.mkdir(parents=True, exist_ok=True)
     existed = out.exists()
     fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    lock = FileLock(out.with_name(out.name + ".lock"), timeout=0)  # beside it: filelock truncates its file
     judged = requests = 0
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
+            lock.acquire()
+        except Timeout as exc:
             raise DataError(f"another `banana-tests judge` is writing to {out}") from exc
         done = read_judgments(out)
         _check_same_judge(out, done, judge)
@@ -158,6 +160,7 @@ def judge_set(
             out.unlink(missing_ok=True)
         raise
     finally:
+        lock.release()
         os.close(fd)
     return Summary(judged, requests, len(done))
 

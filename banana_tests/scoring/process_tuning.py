@@ -34,9 +34,8 @@ USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP
 SCORE_THREADS = 1
 """torch's intra-op threads in a scoring process, serial or under xdist: parallelism comes from
 workers, one image batch per thread. A reduction split over more threads sums in another order,
-so under `-n 2` every BRISQUE Δ differed from the serial run's by up to 0.0028; and two threads
-beside other load spin and wait: the README's cold brisque run took 18.1 s serial with 1 thread,
-42.4 s with 2 (load ~2.3, 2 cores)."""
+so scores would depend on the thread count, and threads beside other load spin and wait
+(figures in docs/speed.md, "Why the scoring process is tuned")."""
 
 
 def score_threads() -> int:
@@ -68,8 +67,7 @@ def keep_freed_memory(keep: bool = True) -> bool:
     """Let freed tensor buffers up to 256 MiB go back to the heap instead of to the kernel.
 
     glibc hands every allocation above 32 MiB to mmap and returns it on free, so each batch
-    page-faulted its buffers in afresh: NIQE on the embedded data, in batches of 8, took 8.3 s
-    with 4.7 s in the kernel, and takes 4.7 s with 0.6 s there with this. `keep` False (a
+    would page-fault its buffers in afresh, mostly kernel time (docs/speed.md). `keep` False (a
     metric whose buffers fragment such a heap, see `reuses_freed_memory`) puts the thresholds
     back at glibc's 32 MiB ceiling, also after an earlier metric of the process raised them.
     Left alone when the user tunes glibc malloc through its environment variables, off glibc,
@@ -93,9 +91,9 @@ def address_space_limited() -> bool:
 
 def reuses_freed_memory(metric: object) -> bool:
     """Whether keeping freed buffers pays for `metric`: yes unless it says otherwise. ILNIQE's
-    buffers (2-450 MB, in sizes that grow through each call) fragment a heap that keeps them: no
-    freed buffer fits the next, larger one, and one 384 px image peaked at 11.7 GB instead of
-    2.7 GB (metrics_under_test.pyiqa_backend sets `reuses_freed_memory` False for it)."""
+    buffers, in sizes that grow through each call, fragment a heap that keeps them: no freed
+    buffer fits the next, larger one, so its peak memory multiplies (docs/speed.md;
+    metrics_under_test.pyiqa_backend sets `reuses_freed_memory` False for it)."""
     return bool(getattr(metric, "reuses_freed_memory", True))
 
 
@@ -110,8 +108,8 @@ def release_freed_memory() -> None:
 @cache
 def freeze_heap_at_exit() -> None:
     """At exit, move every live object out of the garbage collector's view. Interpreter teardown
-    otherwise runs full collections over the millions of objects torch and pyiqa leave behind:
-    2.0 s per process, 0.4 s frozen. Registered once, by the first metric a process loads."""
+    otherwise runs full collections over the millions of objects torch and pyiqa leave behind,
+    seconds per process for nothing. Registered once, by the first metric a process loads."""
     atexit.register(gc.freeze)
 
 
@@ -119,8 +117,7 @@ def freeze_collected() -> None:
     """Move what collection left alive (the items, the case plans, the set's records) out of the
     garbage collector's view, and collect young objects every YOUNG_COLLECTION allocations, not
     700. Collection's objects live until the session ends, and the run's own (reports, JUnit
-    elements, matrix cells) grow with it: each full collection walked them all again. On 6,435
-    cases of 64 px images the collector took 1.9-2.0 s CPU, 0.6-0.8 s now. A threshold the user
+    elements, matrix cells) grow with it: each full collection would walk them all again. A threshold the user
     chose (any but Python's 700) and a disabled collector are left alone."""
     SAVED.before_gc_change()
     gc.freeze()
