@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import subprocess
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -282,3 +283,28 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     folder = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
     install_known_metrics(folder.path)
     return folder
+
+
+@contextlib.contextmanager
+def held_lock(path: Path) -> Iterator[None]:
+    """`path`'s lock held by another process (the way a second command would find it) until the
+    block ends; the process is killed, as a crashed writer would be."""
+    import sys
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"from filelock import FileLock; lock = FileLock({str(path)!r}); lock.acquire()"
+            "; print('held', flush=True); input()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)

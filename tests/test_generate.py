@@ -22,7 +22,7 @@ from PIL import Image
 from banana_tests.cli import main
 from banana_tests.editors.progress import Progress
 from banana_tests.trajectories.records import read_imagefolder
-from tests.conftest import noisy_image, parse_matrix
+from tests.conftest import held_lock, noisy_image, parse_matrix
 from tests.gemini_stub import KEY, serve
 from tests.known_metrics import install_known_metrics
 
@@ -517,3 +517,15 @@ def test_a_for_iqa_that_is_no_boolean_is_refused_by_both_readers() -> None:
     for value, columnar in (("maybe", True), ("false", False), (0, True)):
         with pytest.raises(DataError, match="for_iqa must be true or false, got"):
             check_for_iqa(value, columnar)
+
+
+def test_a_second_generate_into_a_folder_in_use_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "set"
+    out.mkdir()
+    with held_lock(out / ".generate.lock"):
+        assert main(command(seeds(tmp_path / "seeds"), out)) != 0
+    assert f"another `banana-tests generate` is writing to {out}" in capsys.readouterr().err
+    assert not (out / "metadata.jsonl").exists()
+    assert main(command(tmp_path / "seeds", out)) == 0  # the holder is gone, and so is its lock

@@ -29,6 +29,7 @@ from banana_tests.judging.prompt import Verdict, question, read_answer
 from banana_tests.judging.run import judge_set, read_judgments
 from banana_tests.judging.summary import per_run, per_seed
 from banana_tests.trajectories.records import DataError
+from tests.conftest import held_lock
 from tests.gemini_stub import REFUSAL, Stub, question_of, serve
 
 STEPS, RUNS = 6, 2
@@ -416,3 +417,13 @@ def test_an_interrupt_keeps_the_judgments_and_the_rerun_asks_only_the_rest(
     said = re.search(r"(\d+) step\(s\) judged now \((\d+) request\(s\)\), (\d+) before", final.stdout)
     assert said is not None and said.groups() == (str(20 - kept), str(20 - kept), str(kept))
     assert firsts(out) == FIRST and 20 <= len(questions(stub)) <= 21
+
+
+def test_a_second_writer_is_refused_while_another_process_holds_the_file(made_set: Path) -> None:
+    out = made_set / "kw.jsonl"
+    busy = re.escape(f"another `banana-tests judge` is writing to {out}")
+    with held_lock(out.with_name(out.name + ".lock")), pytest.raises(DataError, match=busy):
+        judge_set(made_set, judges.KeywordJudge(), out)
+    assert not out.exists()  # the refused call made the file, and removed it
+    judge_set(made_set, judges.KeywordJudge(), out)  # the lock died with its holder
+    assert firsts(out) == FIRST
