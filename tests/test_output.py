@@ -251,12 +251,12 @@ def test_wide_runs_fold_columns_and_long_runs_cap_rows() -> None:
 def test_the_trend_summary_gives_one_line_per_metric() -> None:
     tally = TrendTally()
     for outcome, rho, first in [
-        (Outcome.PASSED, -0.9, "5"),
-        (Outcome.PASSED, -0.5, "20"),
-        (Outcome.FAILED, 0.3, "none"),
+        (Outcome.PASSED, -0.9, 5),
+        (Outcome.PASSED, -0.5, 20),
+        (Outcome.FAILED, 0.3, None),
     ]:
         tally.add("piqe", outcome, rho, first)
-    tally.add("brisque", Outcome.SKIPPED, None, "")
+    tally.add("brisque", Outcome.SKIPPED, None, None)
     assert tally.lines() == [
         "brisque  falling (ρ < 0) on 0/0 seed images (1 skipped, 0 errors)",
         "piqe     falling (ρ < 0) on 2/3 seed images; ρ median -0.50 (-0.90 … +0.30); "

@@ -219,7 +219,7 @@ class MatrixReporter:
             if self.tracebacks:
                 self.verdict_reports.append(report)
         if record.kind is CaseKind.TREND:
-            first = record.figures.get(Field.FIRST_DETECTION_STEP, "")
+            first = record.step_number(Field.FIRST_DETECTION_STEP)
             self.trends.add(record.key.metric, outcome, record.number(Field.SPEARMAN), first)
         elif record.kind is CaseKind.DELTA:
             self.matrix.add(record.cell(outcome).as_verdict())

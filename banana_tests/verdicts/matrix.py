@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from banana_tests.cases import CaseKey
 from banana_tests.verdicts.outcome import VERDICTS, Outcome
+from banana_tests.verdicts.uncertainty import StrictOutcome
 
-STRICT_OUTCOMES = {"detected": Outcome.PASSED, "missed": Outcome.FAILED, "unresolved": Outcome.UNRESOLVED}
+STRICT_OUTCOMES = {
+    StrictOutcome.DETECTED: Outcome.PASSED,
+    StrictOutcome.MISSED: Outcome.FAILED,
+    StrictOutcome.UNRESOLVED: Outcome.UNRESOLVED,
+}
 """A cell's outcome from its strict verdict (--banana-strict-runs, verdicts.uncertainty)."""
 
 
@@ -31,7 +36,7 @@ class Cell:
     reference_step: int | None = None
     runs: int | None = None
     message: str = ""
-    strict: str | None = None  # detected | missed | unresolved, when the run judged by run range
+    strict: StrictOutcome | None = None  # when the run judged by run range (--banana-strict-runs)
     valid_trial: bool = True  # False: no run's step measurably changed (scoring.oracle)
     run_norm_references: tuple[float, ...] = ()  # each run's normalised scores (verdicts.separability)
     run_norm_steps: tuple[float, ...] = ()
@@ -41,8 +46,8 @@ class Cell:
     def __post_init__(self) -> None:
         if not isinstance(self.outcome, Outcome):
             raise TypeError(f"a cell's outcome is an Outcome, not {self.outcome!r}")
-        if self.strict is not None and self.strict not in STRICT_OUTCOMES:
-            raise ValueError(f"unknown strict verdict {self.strict!r}")
+        if self.strict is not None and not isinstance(self.strict, StrictOutcome):
+            raise TypeError(f"a cell's strict verdict is a StrictOutcome, not {self.strict!r}")
 
     def as_verdict(self) -> Cell:
         """The cell as its Δ decides it. Under --baseline a report says xfail or XPASS; the
@@ -65,15 +70,38 @@ class Cell:
 class OutcomeCounts:
     """Outcome counts of a group of cells, and their short label for the terminal."""
 
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    error: int = 0
-    unresolved: int = 0
-    invalid: int = 0
+    counts: Counter[Outcome] = field(default_factory=Counter)
+
+    @classmethod
+    def of(cls, outcomes: Iterable[Outcome]) -> OutcomeCounts:
+        return cls(Counter(outcomes))
 
     def add(self, outcome: Outcome) -> None:
-        setattr(self, outcome.value, getattr(self, outcome.value) + 1)
+        self.counts[outcome] += 1
+
+    @property
+    def passed(self) -> int:
+        return self.counts[Outcome.PASSED]
+
+    @property
+    def failed(self) -> int:
+        return self.counts[Outcome.FAILED]
+
+    @property
+    def skipped(self) -> int:
+        return self.counts[Outcome.SKIPPED]
+
+    @property
+    def error(self) -> int:
+        return self.counts[Outcome.ERROR]
+
+    @property
+    def unresolved(self) -> int:
+        return self.counts[Outcome.UNRESOLVED]
+
+    @property
+    def invalid(self) -> int:
+        return self.counts[Outcome.INVALID]
 
     def label(self) -> str:
         """`failed/verdicts`, then `U<n>` for unresolved cells (--banana-strict-runs) and `E<n>` when
@@ -187,9 +215,11 @@ class TrendTally:
     """Trend cases (`--trend`) by metric, for one summary line each: on how many seed images the
     score falls (Spearman ρ < 0), the spread of ρ, and the first detection step."""
 
-    cases: dict[str, list[tuple[Outcome, float, str]]] = field(default_factory=dict)
+    cases: dict[str, list[tuple[Outcome, float, int | None]]] = field(default_factory=dict)
 
-    def add(self, metric: str, outcome: Outcome, spearman: float | None, first_detection_step: str) -> None:
+    def add(
+        self, metric: str, outcome: Outcome, spearman: float | None, first_detection_step: int | None
+    ) -> None:
         """One trend case: its outcome, ρ (None before it was measured) and first detection step."""
         entry = (outcome, math.nan if spearman is None else spearman, first_detection_step)
         self.cases.setdefault(metric, []).append(entry)
@@ -206,16 +236,13 @@ class TrendTally:
             rhos = [rho for _, rho, _ in verdicts if not math.isnan(rho)]
             if rhos:
                 line += f"; ρ median {statistics.median(rhos):+.2f} ({min(rhos):+.2f} … {max(rhos):+.2f})"
-            firsts = [int(f) for _, _, f in verdicts if f.isdigit()]
+            firsts = [f for _, _, f in verdicts if f is not None]
             if verdicts:
                 line += "; first detection step "
                 line += f"median {statistics.median(firsts):g}" if firsts else "none"
                 if firsts and len(firsts) < len(verdicts):
                     line += f", none on {len(verdicts) - len(firsts)}"
-            others = OutcomeCounts()
-            for outcome, _, _ in cases:
-                if outcome not in VERDICTS:
-                    others.add(outcome)
+            others = OutcomeCounts.of(outcome for outcome, _, _ in cases if outcome not in VERDICTS)
             if others.skipped or others.error:
                 line += f" ({others.skipped} skipped, {others.error} errors)"
             out.append(line)

@@ -23,6 +23,7 @@ from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Cell
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.trend import TrendKey
+from banana_tests.verdicts.uncertainty import StrictOutcome
 
 FIGURES = {
     CaseKind.DELTA: frozenset(
@@ -140,13 +141,18 @@ class CaseRecord:
             self.reference_step,
             None if runs in (None, "") else int(runs),
             "",
-            self.figures.get(Field.STRICT) or None,
+            StrictOutcome(strict) if (strict := self.figures.get(Field.STRICT)) else None,
             valid_trial(self.figures.get(Field.PSNR, "")),
             self.numbers(Field.RUN_NORM_REFERENCES),
             self.numbers(Field.RUN_NORM_STEPS),
             self.numbers(Field.PSNR),
             self.numbers(Field.SSIM),
         )
+
+    def step_number(self, name: Field) -> int | None:
+        """A step figure (the first detection step); None when recorded as `none` or not at all."""
+        text = self.figures.get(name, "none")
+        return None if text in ("none", "") else int(text)
 
     def numbers(self, name: Field) -> tuple[float, ...]:
         """A space-separated figure (one value per run); empty when not recorded."""
