@@ -319,8 +319,9 @@ def banana_case(request: pytest.FixtureRequest) -> Verdict:
     from banana_tests.cases import Field
     from banana_tests.scoring import oracle
     from banana_tests.session.reporter import measured, record_figure
+    from banana_tests.verdicts.outcome import Outcome
     from banana_tests.verdicts.record import CaseRecord
-    from banana_tests.verdicts.verdict import Verdict
+    from banana_tests.verdicts.verdict import Verdict, skip_as
 
     state = request.config.stash[STATE]
     plan = state.plans[request.param]
@@ -335,8 +336,8 @@ def banana_case(request: pytest.FixtureRequest) -> Verdict:
     trial = oracle.Trial(tuple(state.changes(plan.key)))
     for name, value in trial.properties().items():
         record_figure(request, name, value)
-    if not trial.valid:  # its own outcome (reporter.NOT_A_VALID_TRIAL), not the metric's failure
-        pytest.skip(trial.reason(plan.key, plan.reference_step))
-    if verdict.unresolved:  # its own outcome (reporter.UNRESOLVED), never a pass
-        pytest.skip(verdict.unresolved_reason())
+    if not trial.valid:  # its own outcome, not the metric's failure
+        skip_as(Outcome.INVALID, trial.reason(plan.key, plan.reference_step))
+    if verdict.unresolved:  # its own outcome, never a pass
+        skip_as(Outcome.UNRESOLVED, verdict.unresolved_reason())
     return verdict

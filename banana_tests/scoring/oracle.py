@@ -42,7 +42,7 @@ class Change:
 
 
 NOT_A_VALID_TRIAL = "not a valid trial"
-"""How an unchanged step's skip reason starts: the reporter counts it as its own outcome."""
+"""How an unchanged step's skip reason starts, for people reading it."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from banana_tests.cases import CaseKind, Field
 from banana_tests.reports.artifact_table import artifact_lines
 from banana_tests.reports.search_table import SearchOutcome, search_lines
 from banana_tests.reports.separability_table import separability_lines
-from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL
 from banana_tests.session.gating import item_key
 from banana_tests.session.miss_summary import MISSED
 from banana_tests.session.shard_selection import ShardSelection, is_empty_share
@@ -31,7 +30,7 @@ from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError, figure_properties
 from banana_tests.verdicts.saturation import saturations, warn
 from banana_tests.verdicts.trend import Trend
-from banana_tests.verdicts.verdict import UNRESOLVED, VERDICT_LINE, Verdict, keeps_traceback
+from banana_tests.verdicts.verdict import CASE_OUTCOME, UNRESOLVED, VERDICT_LINE, Verdict, keeps_traceback
 
 Measured = TypeVar("Measured", Verdict, Trend)
 Status = tuple[str, dict[str, bool]]  # a verbose word and its markup
@@ -60,15 +59,6 @@ def record_figure(request: pytest.FixtureRequest, name: Field, value: str) -> No
 
 INVALID = "invalid"
 """The terminal's category for a Δ case whose step did not change (scoring.oracle)."""
-
-
-def skip_reason(report: pytest.TestReport) -> str:
-    """A skipped report's reason: how the suite tells an unresolved cell (--banana-strict-runs)
-    or an unchanged step from other skips."""
-    longrepr = report.longrepr
-    if isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2]).removeprefix("Skipped: ")
-    return ""
 
 
 WORKER_DEVICE = "banana_device"
@@ -175,6 +165,9 @@ class MatrixReporter:
         line = None if excinfo is None else getattr(excinfo.value, VERDICT_LINE, None)
         if isinstance(line, str) and report.failed:
             setattr(report, VERDICT_LINE, line)
+        own = None if excinfo is None else getattr(excinfo.value, CASE_OUTCOME, None)
+        if isinstance(own, str) and report.skipped:
+            setattr(report, CASE_OUTCOME, own)
         return report
 
     @pytest.hookimpl(tryfirst=True)
@@ -183,9 +176,10 @@ class MatrixReporter:
         offers a plugin for its own outcomes; the exit status still says the run failed."""
         if report.when == "call" and report.failed and hasattr(report, VERDICT_LINE):
             return MISSED, "F", ("MISSED", {"red": True})
-        if report.skipped and skip_reason(report).startswith(f"{UNRESOLVED}: "):
+        own = getattr(report, CASE_OUTCOME, None) if report.skipped else None
+        if own == Outcome.UNRESOLVED:
             return UNRESOLVED, "U", ("UNRESOLVED", {"yellow": True})
-        if report.skipped and skip_reason(report).startswith(f"{NOT_A_VALID_TRIAL}: "):
+        if own == Outcome.INVALID:
             return INVALID, "I", ("NOT A VALID TRIAL", {"yellow": True})
         return None
 

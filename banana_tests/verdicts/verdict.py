@@ -9,6 +9,7 @@ import pytest
 
 from banana_tests.cases import CaseKey, Field
 from banana_tests.verdicts.gaps import Gap
+from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.uncertainty import StrictOutcome
 
 VERDICT_LINE = "banana_verdict"
@@ -37,7 +38,19 @@ def fail_verdict(message: str, summary: str, config: pytest.Config) -> NoReturn:
 
 
 UNRESOLVED = "unresolved"
-"""How an unresolved cell's skip reason starts: the reporter counts it as its own outcome."""
+"""How an unresolved cell's skip reason starts, for people reading it."""
+
+CASE_OUTCOME = "banana_outcome"
+"""The attribute that carries one of the suite's own outcomes (unresolved, not a valid trial) on a
+case's skip exception and then on its test report, where it travels under xdist: the terminal
+counts the case by it, never by the reason's words."""
+
+
+def skip_as(outcome: Outcome, reason: str) -> NoReturn:
+    """Skip the running case as `outcome` (Outcome.UNRESOLVED or Outcome.INVALID), with `reason`."""
+    skip = pytest.skip.Exception(reason)
+    setattr(skip, CASE_OUTCOME, outcome.value)
+    raise skip
 
 
 @dataclass(frozen=True)
