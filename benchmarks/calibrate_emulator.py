@@ -231,8 +231,12 @@ OTHER_CONTENT = ("cat", "camera", "coins", "grass", "immunohistochemistry", "moo
 photos, a texture, a micrograph, an astronomical image."""
 
 GRIDS: dict[str, dict[str, Sequence[str]]] = {
-    # the leave-one-out pool: how loud the static is against how much texture is re-invented
-    "pool": {"static.amplitude": ("4.5", "6"), "resynthesis.share": ("0", "0.1")},
+    # the leave-one-out pool: how much the image softens (what ILNIQE sees first, PIQE rewards)
+    # against how much texture is re-invented (what ILNIQE, BRISQUE and PIQE reward)
+    "pool": {
+        "soften.sigma": ("0.2", "0.37"),
+        "resynthesis.share": ("0.1", "0.3"),
+    },
     # a fast look with the cheap metrics around the defaults
     "screen": {
         "static.amplitude": ("3", "4.5", "6"),
