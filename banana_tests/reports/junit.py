@@ -5,8 +5,8 @@ files. A case seen twice keeps its newest result (the testsuite `timestamp`, the
 and every replacement is returned so the caller can say so; a file given twice is read once.
 
 A testcase is the suite's when it carries a case record (banana_tests.verdicts.record), and the
-run's facts are the testsuite's properties. A file without any record was written by banana-tests
-up to f958bf8 (record schema 1): its cases are read by that version's rules (`legacy_record`),
+run's facts are the testsuite's properties. A file without any record is of record schema 1
+(written before `banana_record` existed): its cases are read by that schema's rules (`legacy_record`),
 to the same records, and its run facts carried forward from the cases that held them.
 """
 
@@ -368,7 +368,7 @@ def _case(
 
 
 def legacy_record(name: str, props: dict[str, str]) -> CaseRecord | None:
-    """A testcase as banana-tests up to f958bf8 (schema 1) told its cases apart: a trend by its
+    """A testcase as record schema 1 told its cases apart: a trend by its
     `kind` property, a control case by its test's name (it recorded no properties), a Δ case by
     its test's name or, on `banana_case` in a user's test, by the properties it always recorded."""
     if props.get("kind") == CaseKind.TREND.value:

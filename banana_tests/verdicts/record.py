@@ -5,7 +5,7 @@ its record and never by a test function's name or by a bare `metric`/`step` prop
 test may record. Every property name the suite writes on a case is a `banana_tests.cases.Field`;
 the first one, `banana_record`, says the record's kind and schema version (e.g. `delta/2`).
 
-Schema 1 is the layout of banana-tests up to f958bf8, which wrote no `banana_record`:
+Schema 1 is the layout written before `banana_record` existed:
 `banana_tests.reports.junit` reads those files through `legacy_record`, to the same records.
 """
 

@@ -25,7 +25,7 @@ def keeps_traceback(config: pytest.Config) -> bool:
 def fail_verdict(message: str, summary: str, config: pytest.Config) -> NoReturn:
     """Fail the running case with the one-line `message` (the suite's summary lists it) and
     `summary`, its figure (e.g. Δ), as pytest's failure text. Raised through `pytest.fail`
-    without a traceback (one through the fixture says nothing and costs ~5 ms a case) unless
+    without a traceback (one through the fixture says nothing, and costs time: docs/speed.md) unless
     `--tb=long` or `--full-trace` asks for one; JUnit gets the summary as its failure text and
     the whole line once, in the failure message. The line rides on the exception under every
     `--tb`: the terminal counts the case as missed by it (session.reporter.MISSED)."""
