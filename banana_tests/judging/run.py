@@ -117,13 +117,15 @@ def judge_set(
     log: Callable[[str], None] = print,
 ) -> Summary:
     """Judge every run of `root` up to its first acknowledgement, continuing `out` if it exists.
-    The file is locked while written (one writer); a file this call made is removed if it fails
-    before its first judgment, so an error leaves nothing behind."""
+    The file is locked while written (one writer; the lock file goes when the call ends); a file
+    this call made is removed if it fails before its first judgment, so an error leaves nothing
+    behind."""
     runs = runs_of(root, variant)
     out.parent.mkdir(parents=True, exist_ok=True)
     existed = out.exists()
     fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-    lock = FileLock(out.with_name(out.name + ".lock"), timeout=0)  # beside it: filelock truncates its file
+    lock_file = out.with_name(out.name + ".lock")  # beside it: filelock truncates the file it locks
+    lock = FileLock(lock_file, timeout=0)
     judged = requests = 0
     try:
         try:
@@ -160,6 +162,8 @@ def judge_set(
             out.unlink(missing_ok=True)
         raise
     finally:
+        if lock.is_locked:  # our writes are done: a judge that opens the path now makes its own
+            lock_file.unlink(missing_ok=True)
         lock.release()
         os.close(fd)
     return Summary(judged, requests, len(done))
