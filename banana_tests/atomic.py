@@ -8,7 +8,7 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 
 def fsync_dir(folder: Path) -> None:
@@ -42,7 +42,22 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def exclusive_lock(path: Path) -> Iterator[None]:
-    """One process at a time (xdist workers) while `path`, a lock file of its own, is held."""
-    with FileLock(path):
+def exclusive_lock(path: Path, *, busy: Exception | None = None, remove: bool = False) -> Iterator[None]:
+    """One process at a time (xdist workers, or two commands) while `path`, a lock file of its own,
+    is held. The kernel drops the lock when its process dies, even by SIGKILL.
+
+    With `busy`, a lock held elsewhere raises `busy` at once instead of waiting: a second command
+    is refused, not queued. With `remove`, the lock file goes when the block ends, while still held,
+    so it is never left beside the file it guards.
+    """
+    lock = FileLock(path, timeout=-1 if busy is None else 0)
+    try:
+        lock.acquire()
+    except Timeout as exc:  # only with `busy`: without it the lock waits
+        raise busy or exc from exc
+    try:
         yield
+    finally:
+        if remove:
+            path.unlink(missing_ok=True)
+        lock.release()

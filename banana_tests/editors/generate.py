@@ -19,16 +19,14 @@ import io
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from filelock import FileLock, Timeout
 from PIL import Image
 
-from banana_tests.atomic import fsync_dir, write_atomic
+from banana_tests.atomic import exclusive_lock, fsync_dir, write_atomic
 from banana_tests.editors.base import Editor, EditRequest, NoImage
 from banana_tests.editors.progress import Progress
 from banana_tests.editors.prompts import Prompt
@@ -138,7 +136,8 @@ def generate(
     """Make (or continue) the set in `out`; finished steps are never redone or lost."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    with _lock(out):
+    busy = DataError(f"another `banana-tests generate` is writing to {out}")  # one writer per folder
+    with exclusive_lock(out / LOCK, busy=busy):
         _check_settings(out, job.settings(editor), log)
         _remove_temp_files(out)
         resume = _resume(out, log)
@@ -436,17 +435,3 @@ def _append(fd: int, line: bytes) -> None:
     if written != len(line):
         raise OSError(f"short write to {METADATA}: {written} of {len(line)} bytes")
     os.fsync(fd)
-
-
-@contextmanager
-def _lock(out: Path) -> Iterator[None]:
-    """One writer per folder; the kernel drops the lock when the process dies, even by SIGKILL."""
-    lock = FileLock(out / LOCK, timeout=0)
-    try:
-        lock.acquire()
-    except Timeout as exc:
-        raise DataError(f"another `banana-tests generate` is writing to {out}") from exc
-    try:
-        yield
-    finally:
-        lock.release()

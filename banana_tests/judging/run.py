@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from filelock import FileLock, Timeout
-
-from banana_tests.atomic import fsync_dir
+from banana_tests.atomic import exclusive_lock, fsync_dir
 from banana_tests.editors.progress import Progress
 from banana_tests.judging.judges import Judge
 from banana_tests.judging.prompt import PROMPT_ID, Verdict, read_answer
@@ -122,50 +120,44 @@ def judge_set(
     behind."""
     runs = runs_of(root, variant)
     out.parent.mkdir(parents=True, exist_ok=True)
-    existed = out.exists()
-    fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    busy = DataError(f"another `banana-tests judge` is writing to {out}")
     lock_file = out.with_name(out.name + ".lock")  # beside it: filelock truncates the file it locks
-    lock = FileLock(lock_file, timeout=0)
-    judged = requests = 0
-    try:
+    with exclusive_lock(lock_file, busy=busy, remove=True):
+        existed = out.exists()
+        fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        judged = requests = 0
         try:
-            lock.acquire()
-        except Timeout as exc:
-            raise DataError(f"another `banana-tests judge` is writing to {out}") from exc
-        done = read_judgments(out)
-        _check_same_judge(out, done, judge)
-        fsync_dir(out.parent)
-        known = {(j.seed_image, j.run, j.step): j for j in done}
-        todo = [(key, records) for key, records in runs.items() if not _finished(key, records, known)]
-        progress = Progress(sum(len(r) for _, r in todo), 0, stream)
-        try:
-            for (seed, run), records in todo:
-                for index, record in enumerate(records):
-                    if (seed, run, record.step) in known:
-                        progress.advance()
-                        continue
-                    judgment, cost = _judge_step(judge, record)
-                    _append(fd, (json.dumps(judgment.row(), ensure_ascii=False) + "\n").encode("utf-8"))
-                    judged, requests = judged + 1, requests + cost
-                    progress.advance()
-                    if judgment.verdict is Verdict.UNCLEAR:
-                        said = judgment.answer[:120]
-                        log(f"{record.source}: the judge's answer is neither yes nor no: {said!r}")
-                    if judgment.verdict is Verdict.ACKNOWLEDGES:  # the later steps need no judging
-                        for _ in records[index + 1 :]:
+            done = read_judgments(out)
+            _check_same_judge(out, done, judge)
+            fsync_dir(out.parent)
+            known = {(j.seed_image, j.run, j.step): j for j in done}
+            todo = [(key, records) for key, records in runs.items() if not _finished(key, records, known)]
+            progress = Progress(sum(len(r) for _, r in todo), 0, stream)
+            try:
+                for (seed, run), records in todo:
+                    for index, record in enumerate(records):
+                        if (seed, run, record.step) in known:
                             progress.advance()
-                        break
+                            continue
+                        judgment, cost = _judge_step(judge, record)
+                        _append(fd, (json.dumps(judgment.row(), ensure_ascii=False) + "\n").encode("utf-8"))
+                        judged, requests = judged + 1, requests + cost
+                        progress.advance()
+                        if judgment.verdict is Verdict.UNCLEAR:
+                            said = judgment.answer[:120]
+                            log(f"{record.source}: the judge's answer is neither yes nor no: {said!r}")
+                        if judgment.verdict is Verdict.ACKNOWLEDGES:  # the later steps need no judging
+                            for _ in records[index + 1 :]:
+                                progress.advance()
+                            break
+            finally:
+                progress.close()
+        except BaseException:
+            if not existed and judged == 0:
+                out.unlink(missing_ok=True)
+            raise
         finally:
-            progress.close()
-    except BaseException:
-        if not existed and judged == 0:
-            out.unlink(missing_ok=True)
-        raise
-    finally:
-        if lock.is_locked:  # our writes are done: a judge that opens the path now makes its own
-            lock_file.unlink(missing_ok=True)
-        lock.release()
-        os.close(fd)
+            os.close(fd)
     return Summary(judged, requests, len(done))
 
 
