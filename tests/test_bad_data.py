@@ -21,9 +21,10 @@ import pytest
 from PIL import Image
 
 from banana_tests.trajectories.plan import plan_cases
+from banana_tests.trajectories.problem_cases import with_problems
 from banana_tests.trajectories.records import DataWarning
 from banana_tests.trajectories.selection import Selection
-from banana_tests.trajectories.sources import SourceOptions, load, with_problems
+from banana_tests.trajectories.sources import SourceOptions, load
 from tests.conftest import noisy_image, write_set
 from tests.known_metrics import install_known_metrics
 

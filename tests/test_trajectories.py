@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from banana_tests.trajectories.plan import plan_cases
+from banana_tests.trajectories.problem_cases import with_problems
 from banana_tests.trajectories.records import (
     BOM,
     IDENTITY,
@@ -26,7 +27,6 @@ from banana_tests.trajectories.records import (
     resolve_inside,
 )
 from banana_tests.trajectories.selection import Selection
-from banana_tests.trajectories.sources import with_problems
 from tests.conftest import MakeSet
 
 

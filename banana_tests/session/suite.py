@@ -20,9 +20,10 @@ from banana_tests.session.metric_import import HUNG_IMPORTS, resolve_within
 from banana_tests.session.settings import Settings, settings_of
 from banana_tests.session.terminal_line import terminal_line
 from banana_tests.trajectories.plan import CasePlan, plan_cases
+from banana_tests.trajectories.problem_cases import with_problems
 from banana_tests.trajectories.records import DataError, DataWarning, Problem, Record
 from banana_tests.trajectories.selection import Selection, not_for_iqa_note
-from banana_tests.trajectories.sources import SourceOptions, load, with_problems
+from banana_tests.trajectories.sources import SourceOptions, load
 from banana_tests.verdicts.gaps import Gap
 from banana_tests.verdicts.trend import Trend, TrendKey, TrendPlan, measure, plan_trends
 from metrics_under_test.protocol import MetricError

@@ -53,7 +53,7 @@ def plan_cases(
     held: Held | None = None,
 ) -> list[CasePlan]:
     """Every case for `metrics` × seed images × `steps`, in a stable order. `held` is what the
-    data set holds before the steps were selected (`sources.Loaded.held`), so a missing step is
+    data set holds before the steps were selected (`loaded.Loaded.held`), so a missing step is
     told against it; by default, what `records` hold."""
     index: dict[tuple[str, int, int], Record] = {}
     duplicates: dict[tuple[str, int, int], str] = {}

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from banana_tests.trajectories.plan import CasePlan, plan_cases
+from banana_tests.trajectories.problem_cases import with_problems
 from banana_tests.trajectories.records import DataError
 from banana_tests.trajectories.selection import Selection
-from banana_tests.trajectories.sources import SourceOptions, load, with_problems
+from banana_tests.trajectories.sources import SourceOptions, load
 from tests.conftest import suite_folder
 
 SEEDS, RUNS, STEPS = ("a", "b"), (0, 1), (1, 5, 10)
