@@ -63,8 +63,9 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from banana_tests.editors.generate import Job, Summary, find_seed_images, generate
+    from banana_tests.editors.generate import Job, Summary, generate
     from banana_tests.editors.prompts import resolve
+    from banana_tests.editors.seed_images import find_seed_images
 
     try:
         if args.runs < 1 or args.steps < 1:
