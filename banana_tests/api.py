@@ -311,7 +311,7 @@ def _selected_plans(state: SuiteState) -> list[CasePlan]:
     """The Δ cases of the selection, `--shard`'s part of them (dealt by Shard.deal, as `pytest
     --shard` deals them), selected in the state's planning (whose `needs` then holds each
     (metric, seed image) group's records)."""
-    plans = list(state.plans.values())
+    plans = list(state.planning.plans.values())
     shard = state.settings.shard
     if shard is not None:
         from banana_tests.scheduler.metric_groups import Group as Unit

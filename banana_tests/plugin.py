@@ -169,7 +169,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> Generator[None, None, No
         _parametrize_cases(metafunc, [p.key for p in state.try_collect()], CASE_FIXTURE)
     elif TREND_FIXTURE in names:
         state.try_collect()
-        _parametrize_cases(metafunc, sorted(state.trends), TREND_FIXTURE)
+        _parametrize_cases(metafunc, sorted(state.planning.trends), TREND_FIXTURE)
     elif METRIC_FIXTURE in names:
         from banana_tests.session.metric_choice import default_metrics
 
@@ -301,14 +301,9 @@ def banana_trend(request: pytest.FixtureRequest) -> Trend:
     """One (metric, seed image) trend measured with its metric's `Scorer` (the one `banana_metric`
     gives), with its JUnit properties; skips when the metric cannot load (see
     banana_tests.session.scorer.load_or_skip)."""
-    from banana_tests.session.reporter import measured
-    from banana_tests.verdicts.record import CaseRecord
+    from banana_tests.session.case_fixtures import trend
 
-    state = request.config.stash[STATE]
-    plan = state.trends[request.param]
-    scorer = state.scorer(plan.key.metric)
-    record = CaseRecord(plan.key, plan.reference_step)
-    return measured(request, record, lambda: state.trend_of(plan.key, scorer))
+    return trend(request.config.stash[STATE], request, request.param)
 
 
 @pytest.fixture
@@ -316,28 +311,6 @@ def banana_case(request: pytest.FixtureRequest) -> Verdict:
     """The case's verdict, Δ by its metric's `Scorer.delta` (the `Scorer` that `banana_metric`
     gives), with its JUnit properties recorded; skips when the metric cannot load (see
     banana_tests.session.scorer.load_or_skip)."""
-    from banana_tests.cases import Field
-    from banana_tests.scoring import oracle
-    from banana_tests.session.reporter import measured, record_figure
-    from banana_tests.verdicts.outcome import Outcome
-    from banana_tests.verdicts.record import CaseRecord
-    from banana_tests.verdicts.verdict import Verdict, skip_as
+    from banana_tests.session.case_fixtures import case_verdict
 
-    state = request.config.stash[STATE]
-    plan = state.plans[request.param]
-    strict = state.settings.strict_runs
-    scorer = state.scorer(plan.key.metric)
-    verdict = measured(
-        request,
-        CaseRecord(plan.key, plan.reference_step),
-        lambda: Verdict(plan.key, plan.reference_step, state.gap(plan.key, scorer), strict),
-    )
-    record_figure(request, Field.SCORE_CACHED, state.score_cached(plan.key))
-    trial = oracle.Trial(tuple(state.changes(plan.key)))
-    for name, value in trial.properties().items():
-        record_figure(request, name, value)
-    if not trial.valid:  # its own outcome, not the metric's failure
-        skip_as(Outcome.INVALID, trial.reason(plan.key, plan.reference_step))
-    if verdict.unresolved:  # its own outcome, never a pass
-        skip_as(Outcome.UNRESOLVED, verdict.unresolved_reason())
-    return verdict
+    return case_verdict(request.config.stash[STATE], request, request.param)

@@ -62,7 +62,7 @@ def banana_metric(request: pytest.FixtureRequest) -> Scorer:
             "choose metrics with --metric",
             pytrace=False,
         )
-    return state.scorer(name)
+    return state.scoring.scorer(name)
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +70,7 @@ def banana_metrics(pytestconfig: pytest.Config) -> Mapping[str, Scorer]:
     """Yields every metric of the `--metric` selection as a read-only {name: Scorer} mapping, in
     the order given; session scope, not parametrized. Loading follows `banana_metric`'s rules."""
     state = adopt(pytestconfig)
-    return MappingProxyType({name: state.scorer(name) for name in state.metrics})
+    return MappingProxyType({name: state.scoring.scorer(name) for name in state.metrics})
 
 
 @pytest.fixture(scope="session")

@@ -54,10 +54,10 @@ def test_scores_match_snapshot(  # type: ignore[no-untyped-def]
     config = request.config
     state = config.stash[STATE]
     updating = bool(config.getoption("update_snapshots"))
-    if updating and state.narrowed:
+    if updating and state.settings.narrowed:
         pytest.fail(
             "--snapshot-update needs a run over the whole data set: drop "
-            + ", ".join(state.narrowed)
+            + ", ".join(state.settings.narrowed)
             + " (a narrowed run would record only part of the scores)",
             pytrace=False,
         )
@@ -73,7 +73,7 @@ def test_scores_match_snapshot(  # type: ignore[no-untyped-def]
     extension = ScoreSnapshotExtension.configured(
         state.settings.snapshot_rtol,
         tolerance(scorer.spec),
-        bool(state.narrowed),
+        bool(state.settings.narrowed),
         folder,
         rerecord,
         listed=None if verbose else SHOWN,

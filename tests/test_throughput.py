@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from banana_tests.session.suite import _gpu_driver
+from banana_tests.session.devices import gpu_driver_loaded
 from metrics_under_test.probe import PROBE
 from tests.conftest import assert_outcomes, suite_folder
 from tests.known_metrics import install_known_metrics
@@ -106,7 +106,7 @@ def test_a_narrowed_run_scores_only_the_cases_it_selected(
 
 
 def _cuda() -> bool:
-    if not _gpu_driver():
+    if not gpu_driver_loaded():
         return False
     import torch
 

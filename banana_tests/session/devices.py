@@ -1,11 +1,14 @@
-"""Where a suite process scores: `--device` as typed (auto, cpu, cuda, cuda:N), and which GPU each
-xdist worker takes, so `-n k` on k GPUs uses every one instead of piling onto cuda:0."""
+"""Where a suite process scores: `--device` as typed (auto, cpu, cuda, cuda:N), the device it
+resolves to on this machine, and which GPU each xdist worker takes, so `-n k` on k GPUs uses
+every one instead of piling onto cuda:0."""
 
 from __future__ import annotations
 
 import enum
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 _DEVICE = re.compile(r"^(?P<kind>auto|cpu|cuda)(?::(?P<index>\d+))?$")
 _WORKER = re.compile(r"^gw(?P<index>\d+)$")
@@ -55,3 +58,27 @@ def gpu_for(choice: DeviceChoice, worker: int | None, visible: int) -> str:
             )
         return f"cuda:{choice.index}"
     return f"cuda:{(worker or 0) % visible}"
+
+
+def no_cuda(device: DeviceChoice) -> str:
+    return f"--device={device}: CUDA is not available on this machine; use --device=cpu or --device=auto"
+
+
+def resolve_device(device: DeviceChoice) -> str:
+    """The device this process scores on: `auto` → a GPU when available, else cpu; with GPUs,
+    this xdist worker's (`gpu_for`); asking for cuda where there is none is an error. Without a
+    GPU driver the answer is cpu without importing torch, so a fully cached run never loads it."""
+    if device.kind is Device.CPU or (device.kind is Device.AUTO and not gpu_driver_loaded()):
+        return "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        if device.kind is Device.AUTO:
+            return "cpu"
+        raise RuntimeError(no_cuda(device))
+    return gpu_for(device, worker_index(os.environ.get("PYTEST_XDIST_WORKER")), torch.cuda.device_count())
+
+
+def gpu_driver_loaded() -> bool:
+    """An NVIDIA or ROCm kernel driver is loaded; torch cannot see a GPU without one."""
+    return Path("/proc/driver/nvidia/version").exists() or Path("/dev/kfd").exists() or os.name != "posix"

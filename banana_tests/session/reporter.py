@@ -19,6 +19,7 @@ from banana_tests.reports.search_table import SearchOutcome, search_lines
 from banana_tests.reports.separability_table import separability_lines
 from banana_tests.session.gating import item_key
 from banana_tests.session.miss_summary import MISSED
+from banana_tests.session.planning import trial_source
 from banana_tests.session.shard_selection import ShardSelection, is_empty_share
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import SuiteState
@@ -72,12 +73,12 @@ WORKER_SELECTION = "banana_selection"
 def device_of(state: SuiteState) -> str:
     """The device this process scores on (its worker's GPU under xdist); as asked when that is
     cuda where there is none: the cases error and say so."""
-    from banana_tests.session.suite import resolve_device
+    from banana_tests.session.devices import resolve_device
 
     try:
-        return resolve_device(state.device)
+        return resolve_device(state.settings.device)
     except RuntimeError:
-        return str(state.device)
+        return str(state.settings.device)
 
 
 def devices_fact(by_worker: dict[str, str]) -> str:
@@ -102,8 +103,8 @@ def run_facts(
     from banana_tests.session.versions import metric_libraries, run_versions
 
     return [
-        ("variant", state.variant),
-        ("dataset", str(state.source.source)),
+        ("variant", state.settings.selection.variant),
+        ("dataset", str(trial_source(state.settings).source)),
         *(selection_facts(state) if selection is None else selection),
         ("versions", run_versions(state.metrics.values())),
         ("libraries", metric_libraries(state.metrics.values())),

@@ -46,7 +46,7 @@ def selection_units(state: SuiteState) -> list[Group]:
     from banana_tests.scheduler.metric_groups import Group
 
     seeds = dict.fromkeys(
-        [*(r.seed_image for r in state.planning.records), *(k.seed_image for k in state.plans)]
+        [*(r.seed_image for r in state.planning.records), *(k.seed_image for k in state.planning.plans)]
     )
     return [*(Group(m, s) for m in state.metrics for s in seeds), *(Group(m) for m in state.metrics)]
 

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from syrupy.extensions.json import JSONSnapshotExtension
 
+from banana_tests.session.planning import trial_source
 from banana_tests.session.suite import SuiteState
 from banana_tests.trajectories.records import Record
 from metrics_under_test.spec import MetricSpec
@@ -158,9 +159,9 @@ def installed(path: Path) -> bool:
 def dataset_label(state: SuiteState) -> str | None:
     """None for the embedded set; else a folder-safe name of the set, so that its snapshots
     never meet another set's scores."""
-    if state.embedded:
+    if state.settings.embedded:
         return None
-    name = state.source.source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    name = trial_source(state.settings).source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "dataset"
 
 

@@ -1,13 +1,11 @@
-"""The suite's session: the settings, the case plans read from the data set, and this process's
-scoring, each its own object; `SuiteState` holds one of each for the plugin and the fixtures."""
+"""The suite's session: its settings, the case plans read from the data set (`CasePlanning`)
+and this process's scoring (`Scoring`); `SuiteState` holds one of each for the plugin and the
+fixtures."""
 
 from __future__ import annotations
 
-import os
-import warnings
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,219 +13,24 @@ import pytest
 from banana_tests.cases import CaseKey
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.hung import Hung
-from banana_tests.session.devices import Device, DeviceChoice, gpu_for, worker_index
+from banana_tests.session.devices import Device, gpu_driver_loaded, no_cuda
 from banana_tests.session.metric_import import HUNG_IMPORTS, resolve_within
+from banana_tests.session.planning import CasePlanning, trial_source
+from banana_tests.session.process_scoring import Scoring
 from banana_tests.session.settings import Settings, settings_of
 from banana_tests.session.terminal_line import terminal_line
-from banana_tests.trajectories.plan import CasePlan, plan_cases
-from banana_tests.trajectories.problem_cases import with_problems
-from banana_tests.trajectories.records import DataError, DataWarning, Problem, Record
-from banana_tests.trajectories.selection import Selection, not_for_iqa_note
-from banana_tests.trajectories.sources import SourceOptions, load
+from banana_tests.trajectories.plan import CasePlan
+from banana_tests.trajectories.records import DataError
 from banana_tests.verdicts.gaps import Gap
-from banana_tests.verdicts.trend import Trend, TrendKey, TrendPlan, measure, plan_trends
+from banana_tests.verdicts.trend import Trend, TrendKey, measure
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric
 from metrics_under_test.spec import MetricSpec
-from metrics_under_test.weights import stage
 
 if TYPE_CHECKING:
     from banana_tests.scoring.oracle import Change
-    from banana_tests.scoring.oracle_figures import OracleFigures
-    from banana_tests.scoring.score_book import ScoreBook
     from banana_tests.session.scorer import Scorer
     from banana_tests.trajectories.view import Trajectories
-    from metrics_under_test.protocol import Metric
-
-
-@dataclass
-class CasePlanning:
-    """The selected records, read once at collection, and the cases and trends planned on them."""
-
-    settings: Settings
-    metrics: tuple[str, ...]
-    records: list[Record] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)  # the bad lines that concern the selection
-    plans: dict[CaseKey, CasePlan] = field(default_factory=dict)
-    trends: dict[TrendKey, TrendPlan] = field(default_factory=dict)
-    # what the selected cases of a (metric, seed image) score: one scheduling group's records
-    needs: dict[tuple[str, str], list[Record]] = field(default_factory=dict)
-    # the steps the selected cases compare with each reference record (the oracle's)
-    companions: dict[Record, list[Record]] = field(default_factory=dict)
-    say: Callable[[str], None] = to_stderr  # a line on the terminal
-
-    def collect(self) -> None:
-        """Read the data set and plan every case, once; a set that cannot be read, or options it
-        cannot satisfy, are a usage error."""
-        if self.plans:
-            return
-        source, selection = trial_source(self.settings), self.settings.selection
-        try:
-            loaded = load(source, selection)
-        except DataError as exc:
-            raise pytest.UsageError(f"--dataset={source.source}: {exc}") from exc
-        if not loaded.records and not loaded.problems:
-            raise pytest.UsageError(
-                f"--dataset={source.source}: "
-                + selection.describe_empty(loaded.variants, loaded.seed_images, loaded.not_for_iqa)
-            )
-        if loaded.not_for_iqa and os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
-            self.say(not_for_iqa_note(loaded.not_for_iqa))  # once a run, not once a worker
-        held = sorted({step for steps in loaded.held.values() for step in steps})
-        self._check_steps(loaded.records, held)
-        self.records, self.problems = loaded.records, loaded.problems
-        metrics, steps = list(self.metrics), selection.steps
-
-        def planned(per_run: bool) -> list[CasePlan]:
-            plans = plan_cases(
-                loaded.records, metrics, steps, selection.reference_step, per_run, held=loaded.held
-            )
-            return with_problems(plans, loaded.problems, selection, metrics)
-
-        cases = planned(self.settings.per_run)
-        self.plans = {p.key: p for p in cases}
-        if self.settings.trend:  # trends follow the run means, which are the cases unless per run
-            with warnings.catch_warnings():  # the cases' planning already warned
-                warnings.simplefilter("ignore", DataWarning)
-                trends = plan_trends(planned(False) if self.settings.per_run else cases)
-            self.trends = {t.key: t for t in trends}
-
-    def select(self, keys: Iterable[CaseKey]) -> None:
-        """What the cases that will run need, once collection has chosen them: the first case of
-        a (metric, seed image) scores the images of them all, and a run's first oracle figure
-        computes the run's other steps too. Only theirs: `-k` or `--lf` on one case decodes that
-        case's images."""
-        self.needs = {}
-        steps: dict[Record, dict[Record, None]] = {}
-        for key in keys:
-            plan = self.plans.get(key)
-            if plan is None:
-                continue
-            self.needs.setdefault((key.metric, key.seed_image), []).extend(plan.records)
-            for reference, step in plan.pairs:
-                steps.setdefault(reference, {})[step] = None
-        self.companions = {reference: list(found) for reference, found in steps.items()}
-
-    def _check_steps(self, records: list[Record], held: list[int]) -> None:
-        """Steps that no selected record has can never give a verdict: when that is the
-        reference step or every step asked for, it is the options that are wrong. `held` is
-        every step of the selected seed images and runs, before the steps were selected."""
-        present = {r.step for r in records}
-        steps, reference = self.settings.selection.steps, self.settings.selection.reference_step
-        wanted_absent = steps is not None and not set(steps) & present
-        if records and (reference not in present or wanted_absent):
-            absent = [s for s in [*(steps or ()), reference] if s not in present]
-            raise pytest.UsageError(
-                f"--dataset={self.settings.source.source}: no selected record is at step(s) "
-                f"{', '.join(map(str, absent))} (the data set holds steps {', '.join(map(str, held))}); "
-                "see --steps and --reference-step"
-            )
-
-
-def trial_source(settings: Settings) -> SourceOptions:
-    """The run's trajectory source: under --artifact, the trial sets, built once into the image
-    cache (banana_tests.editors.trial_sets); a set that cannot be rebuilt as shipped is a usage error."""
-    if not settings.artifacts:
-        return settings.source
-    from banana_tests.editors.trial_sets import TrialSetError, ensure
-
-    try:
-        folder = ensure(settings.artifacts, settings.source.cache_dir)
-    except (OSError, TrialSetError, ValueError) as exc:
-        raise pytest.UsageError(f"--artifact={','.join(settings.artifacts)}: {exc}") from exc
-    return replace(settings.source, source=str(folder))
-
-
-@dataclass
-class Scoring:
-    """Scoring in this process: weights staged and the device checked once, one ScoreBook,
-    one Scorer per metric."""
-
-    settings: Settings
-    metrics: dict[str, MetricSpec]
-    named: frozenset[str]  # metrics the user named, not chosen by `offline` or `all`
-    say: Callable[[str], None] = to_stderr  # a line on the terminal from a running test
-    hung: dict[str, Hung] = field(default_factory=dict)  # metrics whose import hung
-    watch: BatchWatch | None = None  # the watch that imported them; None: a new one
-    _book: ScoreBook | None = None
-    _oracle: OracleFigures | None = None
-    _scorers: dict[str, Scorer] = field(default_factory=dict)
-    _prepared: bool = False
-
-    def prepare(self) -> None:
-        """What scoring needs, once per process: the weights staged, an explicit device present."""
-        if self._prepared:
-            return
-        self._prepared = True
-        mirror = self.settings.weights_dir
-        if mirror is not None:
-            if not mirror.is_dir():
-                raise pytest.UsageError(f"--weights-dir={mirror}: no such directory")
-            stage(mirror, ((w.file, w.path) for s in self.metrics.values() for w in s.weights))
-        try:
-            resolve_device(self.settings.device)
-        except RuntimeError as exc:
-            raise pytest.UsageError(str(exc)) from exc
-
-    @property
-    def book(self) -> ScoreBook:
-        if self._book is None:
-            from banana_tests.scoring.cache import ScoreCache
-            from banana_tests.scoring.score_book import ScoreBook
-            from banana_tests.trajectories.images import ImageStore
-
-            settings = self.settings
-            cache = ScoreCache(settings.cache_dir) if settings.cache_dir is not None else None
-            images = ImageStore(settings.image_budget_mib * 2**20, settings.max_pixels)
-            watch = self.watch or BatchWatch(
-                settings.heartbeat, settings.batch_timeout, self.say, settings.load_limit
-            )
-            self._book = ScoreBook(
-                resolve_device(settings.device),
-                images,
-                loader=tuned_load,
-                cache=cache,
-                watch=watch,
-                prober=probe_custom,
-                hung=self.hung,
-            )
-        return self._book
-
-    @property
-    def oracle(self) -> OracleFigures:
-        """The degradation oracle's figures, over the book's images and cache."""
-        if self._oracle is None:
-            from banana_tests.scoring.oracle_figures import OracleFigures
-
-            self._oracle = OracleFigures(self.book.images, self.book.cache)
-        return self._oracle
-
-    def scorer(self, metric: str) -> Scorer:
-        """The public fixtures' Scorer of a selected metric, one per process over this book."""
-        if metric not in self._scorers:
-            from banana_tests.session.scorer import Scorer
-
-            self.prepare()
-            self._scorers[metric] = Scorer(self.metrics[metric], self.book, metric in self.named)
-        return self._scorers[metric]
-
-
-def tuned_load(spec: MetricSpec, device: str) -> Metric:
-    """A suite run's metric loader: the metric, then this process tuned for scoring (only in a
-    suite run, never in another project's: see banana_tests.scoring.process_tuning). The book
-    probes it next (`probe_custom`)."""
-    from banana_tests.scoring.loading import built_metric
-    from banana_tests.scoring.process_tuning import tune_for_scoring
-
-    metric = built_metric(spec, device)
-    tune_for_scoring(metric)
-    return metric
-
-
-def probe_custom(spec: MetricSpec, metric: Metric) -> None:
-    from banana_tests.scoring.loading import probe_custom as probe
-
-    probe(spec, metric)
 
 
 @dataclass
@@ -264,48 +67,11 @@ class SuiteState:
             metrics = selected_metrics(config)
         except (UnknownMetric, MetricError, ValueError) as exc:
             raise pytest.UsageError(str(exc)) from exc
-        if settings.device.kind is Device.CUDA and not _gpu_driver():
+        if settings.device.kind is Device.CUDA and not gpu_driver_loaded():
             raise pytest.UsageError(no_cuda(settings.device) + " (no GPU driver)")
         return cls.from_settings(
             settings, metrics, terminal_line(config), config.stash[HUNG], config.stash[WATCH]
         )
-
-    @property
-    def source(self) -> SourceOptions:
-        """Where the trajectories come from: --dataset, the embedded set, or the trial sets."""
-        return trial_source(self.settings)
-
-    @property
-    def selection(self) -> Selection:
-        return self.settings.selection
-
-    @property
-    def device(self) -> DeviceChoice:
-        return self.settings.device
-
-    @property
-    def narrowed(self) -> tuple[str, ...]:
-        return self.settings.narrowed
-
-    @property
-    def embedded(self) -> bool:
-        return self.settings.embedded
-
-    @property
-    def variant(self) -> str:
-        return self.selection.variant
-
-    @property
-    def reference_step(self) -> int:
-        return self.selection.reference_step
-
-    @property
-    def plans(self) -> dict[CaseKey, CasePlan]:
-        return self.planning.plans
-
-    @property
-    def trends(self) -> dict[TrendKey, TrendPlan]:
-        return self.planning.trends
 
     def try_collect(self) -> list[CasePlan]:
         """`collect()`, keeping a usage error for the plugin to raise once collection is done."""
@@ -319,7 +85,7 @@ class SuiteState:
         """Prepare scoring, then read the data set and plan every case (once)."""
         self.scoring.prepare()
         self.planning.collect()
-        return list(self.plans.values())
+        return list(self.planning.plans.values())
 
     def try_prepare(self) -> None:
         """`prepare()`, keeping a usage error for the plugin to raise once collection is done."""
@@ -327,9 +93,6 @@ class SuiteState:
             self.scoring.prepare()
         except pytest.UsageError as exc:
             self.usage_error = str(exc)
-
-    def scorer(self, metric: str) -> Scorer:
-        return self.scoring.scorer(metric)
 
     def trajectories(self) -> Trajectories:
         """The selected records as the public fixture gives them."""
@@ -340,23 +103,23 @@ class SuiteState:
             self.planning.records,
             self.planning.problems,
             self.scoring.book.images,
-            self.source.source,
-            self.variant,
-            self.reference_step,
+            trial_source(self.settings).source,
+            self.settings.selection.variant,
+            self.settings.selection.reference_step,
         )
 
     def score_cached(self, key: CaseKey) -> str:
         """JUnit `score_cached`: "true"/"false" when all/none of the case's scores came from the
         cache, else "cached/total" over its reference and step scores."""
-        plan = self.plans[key]
+        plan = self.planning.plans[key]
         records = [r for pair in plan.pairs for r in pair]
-        hits = sum(self.scorer(key.metric).cached(records))
+        hits = sum(self.scoring.scorer(key.metric).cached(records))
         return "true" if hits == len(records) else "false" if hits == 0 else f"{hits}/{len(records)}"
 
     def trend_of(self, key: TrendKey, scorer: Scorer) -> Trend:
         """The trend of one (metric, seed image) with that metric's scorer; its images are scored
         like the Δ cases'."""
-        return scorer.guard(lambda: measure(self.trends[key], scorer.spec, scorer.book))
+        return scorer.guard(lambda: measure(self.planning.trends[key], scorer.spec, scorer.book))
 
     def gap(self, key: CaseKey, scorer: Scorer) -> Gap:
         """Δ for one case with that metric's scorer (the public Δ engine). The first case of its
@@ -366,7 +129,7 @@ class SuiteState:
         the scheduler's (banana_tests.scheduler.metric_groups): a worker scores the groups it
         runs, never another worker's, and the batches are the same serial and under xdist, so
         are the scores."""
-        plan = self.plans[key]
+        plan = self.planning.plans[key]
         if plan.error:
             raise DataError(plan.error)
         from banana_tests.scoring.batching import group_records
@@ -376,7 +139,7 @@ class SuiteState:
 
     def changes(self, key: CaseKey) -> list[Change]:
         """The degradation oracle's figures for the case's pairs, one per run."""
-        return self.scoring.oracle.changes(self.plans[key].pairs, self.planning.companions)
+        return self.scoring.oracle.changes(self.planning.plans[key].pairs, self.planning.companions)
 
 
 SELECTED = pytest.StashKey[list[MetricSpec]]()
@@ -406,27 +169,3 @@ def named_metrics(text: str, metrics: list[MetricSpec]) -> frozenset[str]:
     if not parts & {"offline", "all"}:
         return frozenset(s.name for s in metrics)
     return frozenset(s.name for s in metrics if s.name.lower() in parts)
-
-
-def no_cuda(device: DeviceChoice) -> str:
-    return f"--device={device}: CUDA is not available on this machine; use --device=cpu or --device=auto"
-
-
-def resolve_device(device: DeviceChoice) -> str:
-    """The device this process scores on: `auto` → a GPU when available, else cpu; with GPUs,
-    this xdist worker's (`gpu_for`); asking for cuda where there is none is an error. Without a
-    GPU driver the answer is cpu without importing torch, so a fully cached run never loads it."""
-    if device.kind is Device.CPU or (device.kind is Device.AUTO and not _gpu_driver()):
-        return "cpu"
-    import torch
-
-    if not torch.cuda.is_available():
-        if device.kind is Device.AUTO:
-            return "cpu"
-        raise RuntimeError(no_cuda(device))
-    return gpu_for(device, worker_index(os.environ.get("PYTEST_XDIST_WORKER")), torch.cuda.device_count())
-
-
-def _gpu_driver() -> bool:
-    """An NVIDIA or ROCm kernel driver is loaded; torch cannot see a GPU without one."""
-    return Path("/proc/driver/nvidia/version").exists() or Path("/dev/kfd").exists() or os.name != "posix"

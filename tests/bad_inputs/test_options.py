@@ -99,7 +99,7 @@ def test_an_impossible_option_is_one_usage_error(
 ) -> None:
     options, message = ROWS[row]
     suite = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0,), steps=(1, 5, 10, 20))
-    if row.endswith("-without-cuda") and _has_gpu_driver():
+    if row.endswith("-without-cuda") and _hasgpu_driver_loaded():
         pytest.skip("this machine has a GPU driver")
     defaults = ["--dataset=data", "--metric=laplacian_variance", "--no-cache"]
     given = {o.split("=")[0] for o in options}
@@ -110,10 +110,10 @@ def test_an_impossible_option_is_one_usage_error(
     assert "test_detects_degradation" not in result.stdout.str()
 
 
-def _has_gpu_driver() -> bool:
-    from banana_tests.session.suite import _gpu_driver
+def _hasgpu_driver_loaded() -> bool:
+    from banana_tests.session.devices import gpu_driver_loaded
 
-    return _gpu_driver()
+    return gpu_driver_loaded()
 
 
 def test_a_spaced_path_option_that_would_move_the_rootdir_is_refused(

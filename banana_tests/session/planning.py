@@ -1,0 +1,119 @@
+"""The suite's case planning: the selected records, read once at collection, and the cases and
+trends planned on them; and which trajectories a run reads (`--dataset` or the trial sets)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from banana_tests.cases import CaseKey
+from banana_tests.scoring.batch_watch import to_stderr
+from banana_tests.session.settings import Settings
+from banana_tests.trajectories.plan import CasePlan, plan_cases
+from banana_tests.trajectories.problem_cases import with_problems
+from banana_tests.trajectories.records import DataError, DataWarning, Problem, Record
+from banana_tests.trajectories.selection import not_for_iqa_note
+from banana_tests.trajectories.sources import SourceOptions, load
+from banana_tests.verdicts.trend import TrendKey, TrendPlan, plan_trends
+
+
+@dataclass
+class CasePlanning:
+    """The selected records, read once at collection, and the cases and trends planned on them."""
+
+    settings: Settings
+    metrics: tuple[str, ...]
+    records: list[Record] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)  # the bad lines that concern the selection
+    plans: dict[CaseKey, CasePlan] = field(default_factory=dict)
+    trends: dict[TrendKey, TrendPlan] = field(default_factory=dict)
+    # what the selected cases of a (metric, seed image) score: one scheduling group's records
+    needs: dict[tuple[str, str], list[Record]] = field(default_factory=dict)
+    # the steps the selected cases compare with each reference record (the oracle's)
+    companions: dict[Record, list[Record]] = field(default_factory=dict)
+    say: Callable[[str], None] = to_stderr  # a line on the terminal
+
+    def collect(self) -> None:
+        """Read the data set and plan every case, once; a set that cannot be read, or options it
+        cannot satisfy, are a usage error."""
+        if self.plans:
+            return
+        source, selection = trial_source(self.settings), self.settings.selection
+        try:
+            loaded = load(source, selection)
+        except DataError as exc:
+            raise pytest.UsageError(f"--dataset={source.source}: {exc}") from exc
+        if not loaded.records and not loaded.problems:
+            raise pytest.UsageError(
+                f"--dataset={source.source}: "
+                + selection.describe_empty(loaded.variants, loaded.seed_images, loaded.not_for_iqa)
+            )
+        if loaded.not_for_iqa and os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
+            self.say(not_for_iqa_note(loaded.not_for_iqa))  # once a run, not once a worker
+        held = sorted({step for steps in loaded.held.values() for step in steps})
+        self._check_steps(loaded.records, held)
+        self.records, self.problems = loaded.records, loaded.problems
+        metrics, steps = list(self.metrics), selection.steps
+
+        def planned(per_run: bool) -> list[CasePlan]:
+            plans = plan_cases(
+                loaded.records, metrics, steps, selection.reference_step, per_run, held=loaded.held
+            )
+            return with_problems(plans, loaded.problems, selection, metrics)
+
+        cases = planned(self.settings.per_run)
+        self.plans = {p.key: p for p in cases}
+        if self.settings.trend:  # trends follow the run means, which are the cases unless per run
+            with warnings.catch_warnings():  # the cases' planning already warned
+                warnings.simplefilter("ignore", DataWarning)
+                trends = plan_trends(planned(False) if self.settings.per_run else cases)
+            self.trends = {t.key: t for t in trends}
+
+    def select(self, keys: Iterable[CaseKey]) -> None:
+        """What the cases that will run need, once collection has chosen them: the first case of
+        a (metric, seed image) scores the images of them all, and a run's first oracle figure
+        computes the run's other steps too. Only theirs: `-k` or `--lf` on one case decodes that
+        case's images."""
+        self.needs = {}
+        steps: dict[Record, dict[Record, None]] = {}
+        for key in keys:
+            plan = self.plans.get(key)
+            if plan is None:
+                continue
+            self.needs.setdefault((key.metric, key.seed_image), []).extend(plan.records)
+            for reference, step in plan.pairs:
+                steps.setdefault(reference, {})[step] = None
+        self.companions = {reference: list(found) for reference, found in steps.items()}
+
+    def _check_steps(self, records: list[Record], held: list[int]) -> None:
+        """Steps that no selected record has can never give a verdict: when that is the
+        reference step or every step asked for, it is the options that are wrong. `held` is
+        every step of the selected seed images and runs, before the steps were selected."""
+        present = {r.step for r in records}
+        steps, reference = self.settings.selection.steps, self.settings.selection.reference_step
+        wanted_absent = steps is not None and not set(steps) & present
+        if records and (reference not in present or wanted_absent):
+            absent = [s for s in [*(steps or ()), reference] if s not in present]
+            raise pytest.UsageError(
+                f"--dataset={self.settings.source.source}: no selected record is at step(s) "
+                f"{', '.join(map(str, absent))} (the data set holds steps {', '.join(map(str, held))}); "
+                "see --steps and --reference-step"
+            )
+
+
+def trial_source(settings: Settings) -> SourceOptions:
+    """The run's trajectory source: under --artifact, the trial sets, built once into the image
+    cache (banana_tests.editors.trial_sets); a set that cannot be rebuilt as shipped is a usage error."""
+    if not settings.artifacts:
+        return settings.source
+    from banana_tests.editors.trial_sets import TrialSetError, ensure
+
+    try:
+        folder = ensure(settings.artifacts, settings.source.cache_dir)
+    except (OSError, TrialSetError, ValueError) as exc:
+        raise pytest.UsageError(f"--artifact={','.join(settings.artifacts)}: {exc}") from exc
+    return replace(settings.source, source=str(folder))

@@ -1,0 +1,115 @@
+"""This process's scoring for a suite run: weights staged and the device checked once, one
+ScoreBook, one Scorer per metric, and the suite's metric loader (tuned for scoring)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pytest
+
+from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
+from banana_tests.scoring.hung import Hung
+from banana_tests.session.devices import resolve_device
+from banana_tests.session.settings import Settings
+from metrics_under_test.spec import MetricSpec
+from metrics_under_test.weights import stage
+
+if TYPE_CHECKING:
+    from banana_tests.scoring.oracle_figures import OracleFigures
+    from banana_tests.scoring.score_book import ScoreBook
+    from banana_tests.session.scorer import Scorer
+    from metrics_under_test.protocol import Metric
+
+
+@dataclass
+class Scoring:
+    """Scoring in this process: weights staged and the device checked once, one ScoreBook,
+    one Scorer per metric."""
+
+    settings: Settings
+    metrics: dict[str, MetricSpec]
+    named: frozenset[str]  # metrics the user named, not chosen by `offline` or `all`
+    say: Callable[[str], None] = to_stderr  # a line on the terminal from a running test
+    hung: dict[str, Hung] = field(default_factory=dict)  # metrics whose import hung
+    watch: BatchWatch | None = None  # the watch that imported them; None: a new one
+    _book: ScoreBook | None = None
+    _oracle: OracleFigures | None = None
+    _scorers: dict[str, Scorer] = field(default_factory=dict)
+    _prepared: bool = False
+
+    def prepare(self) -> None:
+        """What scoring needs, once per process: the weights staged, an explicit device present."""
+        if self._prepared:
+            return
+        self._prepared = True
+        mirror = self.settings.weights_dir
+        if mirror is not None:
+            if not mirror.is_dir():
+                raise pytest.UsageError(f"--weights-dir={mirror}: no such directory")
+            stage(mirror, ((w.file, w.path) for s in self.metrics.values() for w in s.weights))
+        try:
+            resolve_device(self.settings.device)
+        except RuntimeError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+
+    @property
+    def book(self) -> ScoreBook:
+        if self._book is None:
+            from banana_tests.scoring.cache import ScoreCache
+            from banana_tests.scoring.score_book import ScoreBook
+            from banana_tests.trajectories.images import ImageStore
+
+            settings = self.settings
+            cache = ScoreCache(settings.cache_dir) if settings.cache_dir is not None else None
+            images = ImageStore(settings.image_budget_mib * 2**20, settings.max_pixels)
+            watch = self.watch or BatchWatch(
+                settings.heartbeat, settings.batch_timeout, self.say, settings.load_limit
+            )
+            self._book = ScoreBook(
+                resolve_device(settings.device),
+                images,
+                loader=tuned_load,
+                cache=cache,
+                watch=watch,
+                prober=probe_custom,
+                hung=self.hung,
+            )
+        return self._book
+
+    @property
+    def oracle(self) -> OracleFigures:
+        """The degradation oracle's figures, over the book's images and cache."""
+        if self._oracle is None:
+            from banana_tests.scoring.oracle_figures import OracleFigures
+
+            self._oracle = OracleFigures(self.book.images, self.book.cache)
+        return self._oracle
+
+    def scorer(self, metric: str) -> Scorer:
+        """The public fixtures' Scorer of a selected metric, one per process over this book."""
+        if metric not in self._scorers:
+            from banana_tests.session.scorer import Scorer
+
+            self.prepare()
+            self._scorers[metric] = Scorer(self.metrics[metric], self.book, metric in self.named)
+        return self._scorers[metric]
+
+
+def tuned_load(spec: MetricSpec, device: str) -> Metric:
+    """A suite run's metric loader: the metric, then this process tuned for scoring (only in a
+    suite run, never in another project's: see banana_tests.scoring.process_tuning). The book
+    probes it next (`probe_custom`)."""
+    from banana_tests.scoring.loading import built_metric
+    from banana_tests.scoring.process_tuning import tune_for_scoring
+
+    metric = built_metric(spec, device)
+    tune_for_scoring(metric)
+    return metric
+
+
+def probe_custom(spec: MetricSpec, metric: Metric) -> None:
+    from banana_tests.scoring.loading import probe_custom as probe
+
+    probe(spec, metric)
