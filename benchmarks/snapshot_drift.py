@@ -72,8 +72,8 @@ def child(condition: Condition, metrics: Sequence[str]) -> dict[str, Any]:
     from banana_tests.scoring.batching import batches
     from banana_tests.scoring.loading import load_metric
     from banana_tests.session.snapshots import score_id
+    from banana_tests.trajectories.imagefolder import read_imagefolder
     from banana_tests.trajectories.images import ImageStore
-    from banana_tests.trajectories.records import read_imagefolder
     from metrics_under_test import pyiqa_backend
     from metrics_under_test.registry import resolve
     from metrics_under_test.weights import mirror_from_env, stage

@@ -56,6 +56,10 @@ TARGETS: dict[str, tuple[frozenset[str] | None, tuple[str, ...]]] = {
         None,
         ("tests/test_trajectories.py", "tests/bad_inputs/test_data.py", "tests/test_verdict_core.py"),
     ),
+    "banana_tests/trajectories/imagefolder.py": (
+        None,
+        ("tests/test_trajectories.py", "tests/bad_inputs/test_data.py", "tests/test_verdict_core.py"),
+    ),
     "banana_tests/scoring/cache.py": (frozenset({"identity", "identity_key"}), ("tests/test_cache.py",)),
     "metrics_under_test/table2.py": (None, ("tests/test_table2.py",)),
     "metrics_under_test/spec.py": (
@@ -65,7 +69,10 @@ TARGETS: dict[str, tuple[frozenset[str] | None, tuple[str, ...]]] = {
 }
 # Imported by the parent before it forks, so that no child pays for them: heavy third-party
 # modules the target's tests use (never a banana_tests module: a child must import the mutant).
-WARM: dict[str, tuple[str, ...]] = {"banana_tests/trajectories/records.py": ("datasets",)}
+WARM: dict[str, tuple[str, ...]] = {
+    "banana_tests/trajectories/records.py": ("datasets",),
+    "banana_tests/trajectories/imagefolder.py": ("datasets",),
+}
 # A mutant whose tests run longer than this many baselines (or MIN_TIMEOUT_S) loops: killed.
 TIMEOUT_FACTOR, MIN_TIMEOUT_S = 4.0, 30.0
 # Tests that run the suite in a subprocess: the mutant is not there, so they cannot kill it.

@@ -18,7 +18,7 @@ import pytest
 
 from banana_tests.scoring.cache import FILE, SCHEMA, CacheWarning, ScoreCache, identity, identity_key
 from banana_tests.scoring.score_book import ScoreBook
-from banana_tests.trajectories.records import read_imagefolder
+from banana_tests.trajectories.imagefolder import read_imagefolder
 from metrics_under_test import examples
 from metrics_under_test.spec import MetricSpec, WeightFile
 from tests.conftest import MakeSet

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from banana_tests.data import BASELINES, EMBEDDED
 
-from banana_tests.trajectories.records import read_imagefolder
+from banana_tests.trajectories.imagefolder import read_imagefolder
 from tests.conftest import CASE_PROPERTIES, SHARED_MIRROR, parse_matrix, unavailable
 from tests.doc_blocks import suite_command
 

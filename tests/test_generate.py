@@ -21,7 +21,7 @@ from PIL import Image
 
 from banana_tests.cli import main
 from banana_tests.editors.progress import Progress
-from banana_tests.trajectories.records import read_imagefolder
+from banana_tests.trajectories.imagefolder import read_imagefolder
 from tests.conftest import held_lock, noisy_image, parse_matrix
 from tests.gemini_stub import KEY, serve
 from tests.known_metrics import install_known_metrics

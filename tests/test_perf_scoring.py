@@ -16,8 +16,9 @@ from banana_tests.scoring import score_book as scoring
 from banana_tests.scoring.oracle import change
 from banana_tests.scoring.oracle_figures import OracleFigures
 from banana_tests.scoring.score_book import ScoreBook
+from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.images import ImageStore
-from banana_tests.trajectories.records import DataError, Record, read_imagefolder
+from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.protocol import Image
 from metrics_under_test.registry import lookup
 from metrics_under_test.spec import MetricSpec

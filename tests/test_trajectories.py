@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from banana_tests.trajectories.imagefolder import BOM, read_imagefolder
 from banana_tests.trajectories.plan import plan_cases
 from banana_tests.trajectories.problem_cases import with_problems
 from banana_tests.trajectories.records import (
-    BOM,
     IDENTITY,
     REQUIRED,
     DataError,
@@ -23,7 +23,6 @@ from banana_tests.trajectories.records import (
     TrajectorySet,
     check_index,
     check_name,
-    read_imagefolder,
     resolve_inside,
 )
 from banana_tests.trajectories.selection import Selection

@@ -22,7 +22,8 @@ from banana_tests.reports.junit import (
     SourcedTrend,
     read_junit,
 )
-from banana_tests.trajectories.records import check_sha256, read_imagefolder
+from banana_tests.trajectories.imagefolder import read_imagefolder
+from banana_tests.trajectories.records import check_sha256
 from banana_tests.verdicts.baseline import BaselineError, ControlKey, dump_baseline, load_baseline
 from banana_tests.verdicts.gaps import Gap, gap, run_mean
 from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts, TrendTally

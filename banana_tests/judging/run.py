@@ -21,7 +21,8 @@ from banana_tests.atomic import exclusive_lock, fsync_dir
 from banana_tests.editors.progress import Progress
 from banana_tests.judging.judges import Judge
 from banana_tests.judging.prompt import PROMPT_ID, Verdict, read_answer
-from banana_tests.trajectories.records import DataError, Record, read_imagefolder
+from banana_tests.trajectories.imagefolder import read_imagefolder
+from banana_tests.trajectories.records import DataError, Record
 
 JUDGMENTS = "judgments.jsonl"
 

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from banana_tests.trajectories.imagefolder import BOM, parse_line
 from banana_tests.trajectories.parquet_rows import INDEX_FOLDER, read_rows, read_schema
-from banana_tests.trajectories.records import BOM, METADATA, DataError, Problem, parse_line
+from banana_tests.trajectories.records import METADATA, DataError, Problem
 
 Row = tuple[str, dict[str, Any]]  # where the row is (for messages), its values by column
 METADATA_FILES = (METADATA, "metadata.csv", "metadata.parquet")

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from banana_tests.trajectories.hub_rows import HUB, HubRows
+from banana_tests.trajectories.imagefolder import BOM, read_imagefolder
 from banana_tests.trajectories.loaded import Loaded, cap_and_select
 from banana_tests.trajectories.local_rows import METADATA_FILES, open_table, walk
-from banana_tests.trajectories.records import BOM, METADATA, REQUIRED, DataError, read_imagefolder
+from banana_tests.trajectories.records import METADATA, REQUIRED, DataError
 from banana_tests.trajectories.row_records import RowSource, records_from_rows
 from banana_tests.trajectories.selection import Selection
 

@@ -25,8 +25,9 @@ import pytest
 
 from banana_tests.scoring.cache import FILE, CacheWarning, ScoreCache, identity, identity_key
 from banana_tests.scoring.score_book import ScoreBook
+from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.images import DEFAULT_MAX_PIXELS, ImageStore
-from banana_tests.trajectories.records import METADATA, DataError, Record, read_imagefolder
+from banana_tests.trajectories.records import METADATA, DataError, Record
 from metrics_under_test import custom
 from metrics_under_test.registry import UnknownMetric, resolve
 from tests.conftest import suite_folder, write_set

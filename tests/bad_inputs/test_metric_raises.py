@@ -27,7 +27,8 @@ from PIL import Image
 
 from banana_tests.scoring.cache import ScoreCache
 from banana_tests.scoring.score_book import ScoreBook
-from banana_tests.trajectories.records import DataError, Record, read_imagefolder
+from banana_tests.trajectories.imagefolder import read_imagefolder
+from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.spec import MetricSpec
 from tests.conftest import weights_mirror, write_set
 
