@@ -122,6 +122,44 @@ def test_the_score_books_parts_do_not_import_the_book(module: str) -> None:
     assert "banana_tests.scoring.score_book" not in GRAPH[module]
 
 
+# Split modules sit below the entry that gathers them: `load` dispatches to the readers (the
+# problems' planning stands beside it), generate's loop uses its settings file, resume, seed
+# images and twin-run check. None of them may reach its entry, even through another module.
+BELOW_THEIR_ENTRY = {
+    "banana_tests.trajectories.sources": (
+        "hub_rows",
+        "imagefolder",
+        "loaded",
+        "problem_cases",
+        "row_records",
+    ),
+    "banana_tests.editors.generate": ("generate_settings", "resume", "seed_images", "twin_runs"),
+}
+
+
+def reached_from(module: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for dep in GRAPH[todo.pop()] - seen:
+            seen.add(dep)
+            todo.append(dep)
+    return seen
+
+
+SPLIT_PARTS = [
+    (entry, f"{entry.rsplit('.', 1)[0]}.{part}")
+    for entry, parts in BELOW_THEIR_ENTRY.items()
+    for part in parts
+]
+
+
+@pytest.mark.parametrize(("entry", "part"), SPLIT_PARTS)
+def test_split_parts_never_reach_their_entry(entry: str, part: str) -> None:
+    assert part in GRAPH, f"{part} is gone: update BELOW_THEIR_ENTRY"
+    assert entry not in reached_from(part)
+
+
 def test_the_api_imports_the_session_only_inside_functions() -> None:
     """The session's modules import pytest; `import banana_tests.api` must not (tests/test_api.py)."""
     tree = ast.parse((ROOT / "banana_tests" / "api.py").read_text(encoding="utf-8"))
