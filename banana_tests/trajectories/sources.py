@@ -2,7 +2,7 @@
 that kind: the canonical folder, a hub data set or local files in a `datasets` layout.
 
 Local sets are read from their files, never through `datasets`: the canonical folder by its
-own strict reader (records.py), any other layout row by row (local_rows.py). Only a hub id goes
+own strict reader (imagefolder.py), any other layout row by row (local_rows.py). Only a hub id goes
 through `datasets.load_dataset` (hub_rows.py). Rows of either become records the same way
 (row_records.py). Collection never decodes an image.
 """
