@@ -1,12 +1,15 @@
-"""Loss-free file writes: a reader (or a resumed run) never sees half a file."""
+"""Loss-free file writes: a reader (or a resumed run) never sees half a file, at most a torn last
+line of an appended one; and one writer at a time."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -39,6 +42,16 @@ def write_atomic(path: Path, data: bytes) -> None:
         temp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def append_json_line(fd: int, row: Mapping[str, Any], path: Path) -> None:
+    """`row` as one JSON line, in one `write` to `fd` (opened on `path` with O_APPEND), then fsync:
+    after a kill the line is either all there or a torn last line, which the resuming reader trims."""
+    line = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+    written = os.write(fd, line)
+    if written != len(line):
+        raise OSError(f"short write to {path}: {written} of {len(line)} bytes")
+    os.fsync(fd)
 
 
 @contextlib.contextmanager

@@ -330,6 +330,35 @@ def test_write_atomic_fsyncs_the_folder_after_the_rename(
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["f.bin"]
 
 
+def test_a_short_append_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    from banana_tests import atomic
+
+    read, write = os.pipe()  # a full non-blocking pipe takes part of a write, as a full disk can
+    os.set_blocking(write, False)
+    try:
+        with pytest.raises(OSError, match=r"short write to \S*metadata\.jsonl: \d+ of \d+ bytes"):
+            atomic.append_json_line(write, {"text": "x" * 200_000}, tmp_path / "metadata.jsonl")
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_a_lock_that_refuses_raises_at_once_and_one_that_removes_leaves_no_file(tmp_path: Path) -> None:
+    from banana_tests import atomic
+    from banana_tests.trajectories.records import DataError
+
+    lock = tmp_path / "f.lock"
+    with (
+        held_lock(lock),
+        pytest.raises(DataError, match=r"^busy$"),
+        atomic.exclusive_lock(lock, busy=DataError("busy")),  # without `busy` this would wait
+    ):
+        pytest.fail("entered a lock another process holds")
+    with atomic.exclusive_lock(lock, busy=DataError("busy"), remove=True):
+        assert lock.exists()
+    assert not lock.exists()
+
+
 def test_parameters_the_editor_ignores_are_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 from PIL import Image
 
-from banana_tests.atomic import exclusive_lock, fsync_dir, write_atomic
+from banana_tests.atomic import append_json_line, exclusive_lock, fsync_dir, write_atomic
 from banana_tests.editors.base import Editor, EditRequest, NoImage
 from banana_tests.editors.generate_settings import check_settings
 from banana_tests.editors.progress import Progress
@@ -158,7 +158,7 @@ def generate(
                         data = _png(image)
                         row["sha256"] = _sha256(data)
                         write_atomic(out / row["file_name"], data)
-                        _append(fd, (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8"))
+                        append_json_line(fd, row, out / METADATA)
                         twins.check(name, run, step, row["sha256"])
                         made, requests = made + 1, requests + row["requests"]
                         progress.advance()
@@ -227,11 +227,3 @@ def _png(image: Image.Image) -> bytes:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _append(fd: int, line: bytes) -> None:
-    """One `write` of a whole line, then fsync: the line is either all there or trimmed on resume."""
-    written = os.write(fd, line)
-    if written != len(line):
-        raise OSError(f"short write to {METADATA}: {written} of {len(line)} bytes")
-    os.fsync(fd)

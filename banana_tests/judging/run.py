@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from banana_tests.atomic import exclusive_lock, fsync_dir
+from banana_tests.atomic import append_json_line, exclusive_lock, fsync_dir
 from banana_tests.editors.progress import Progress
 from banana_tests.judging.judges import Judge
 from banana_tests.judging.prompt import PROMPT_ID, Verdict, read_answer
@@ -141,7 +141,7 @@ def judge_set(
                             progress.advance()
                             continue
                         judgment, cost = _judge_step(judge, record)
-                        _append(fd, (json.dumps(judgment.row(), ensure_ascii=False) + "\n").encode("utf-8"))
+                        append_json_line(fd, judgment.row(), out)
                         judged, requests = judged + 1, requests + cost
                         progress.advance()
                         if judgment.verdict is Verdict.UNCLEAR:
@@ -191,11 +191,3 @@ def _check_same_judge(out: Path, done: list[Judgment], judge: Judge) -> None:
             f"{out} holds judgments by {theirs}, not {mine[0]} {mine[1]} (prompt {mine[2]}); "
             "rerun with that judge to continue it, or choose a new --out file"
         )
-
-
-def _append(fd: int, line: bytes) -> None:
-    """One `write` of a whole line, then fsync: the line is either all there or trimmed on resume."""
-    written = os.write(fd, line)
-    if written != len(line):
-        raise OSError(f"short write: {written} of {len(line)} bytes")
-    os.fsync(fd)
