@@ -20,27 +20,24 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from banana_tests.scheduler.shards import Shard
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
-from banana_tests.scoring.batching import case_records, group_records
 from banana_tests.scoring.cache_merge import Merged
 from banana_tests.scoring.cache_merge import merge as merge_caches
-from banana_tests.scoring.returned_scores import unscored
+from banana_tests.scoring.pass_summary import Group, MetricSummary, Progress, ScoreSummary
 from banana_tests.session.devices import Device, DeviceChoice
 from banana_tests.session.local_paths import refuse_url
 from banana_tests.session.options import DEFAULT_METRICS, DEFAULT_STEPS, suite_options
-from banana_tests.trajectories.plan import CasePlan, parse_steps
+from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.records import DataError, Record
 from banana_tests.trajectories.selection import parse_where
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric
 from metrics_under_test.registry import resolve as resolve_metric
 from metrics_under_test.spec import MetricSpec
-from metrics_under_test.weights import MissingWeights
 
 if TYPE_CHECKING:  # the session's modules import pytest: imported when a selection is built
     from banana_tests.session.settings import Settings
@@ -67,67 +64,12 @@ __all__ = [
     "settings_from_options",
 ]
 
-Group = tuple[str, str]  # (metric, seed image): the suite's scheduling group
 _DEFAULT_STEPS: tuple[int, ...] = tuple(parse_steps(DEFAULT_STEPS) or ())
 
 
 class ScoreSetupError(ValueError):
     """Options, metrics or a data set that no scoring can use: what a suite run calls a usage
     error (exit 4 there, 2 for `banana-tests score`)."""
-
-
-@dataclass(frozen=True)
-class Progress:
-    """One (metric, seed image) group done: `done` of `total` groups."""
-
-    done: int
-    total: int
-    metric: str
-    seed_image: str
-    images: int
-    seconds: float  # since scoring started
-
-
-@dataclass(frozen=True)
-class MetricSummary:
-    """What one metric's selected images got. `failure` is why the metric could not load (none
-    of its images scored); `skipped` when only `offline` or `all` chose it and its parameter
-    files are missing, as the suite skips it."""
-
-    metric: str
-    images: int
-    cached: int = 0
-    scored: int = 0
-    unscored: str | None = None  # one message naming every record without a score
-    failure: str | None = None
-    skipped: bool = False
-
-    @property
-    def complete(self) -> bool:
-        return self.skipped or (self.failure is None and self.unscored is None)
-
-    def line(self) -> str:
-        if self.failure is not None or self.skipped:
-            return f"{self.metric}: {'skipped' if self.skipped else 'failed'}: {self.failure}"
-        text = f"{self.metric}: {self.images} images, {self.cached} from the cache, {self.scored} scored"
-        return text if self.unscored is None else f"{text}; {self.unscored}"
-
-
-@dataclass(frozen=True)
-class ScoreSummary:
-    """A scoring pass: each metric's counts, the cache file filled and the wall time."""
-
-    metrics: tuple[MetricSummary, ...]
-    cache: Path
-    seconds: float
-
-    @property
-    def complete(self) -> bool:
-        """Every selected image has a score of every metric that could load (or was skipped)."""
-        return all(m.complete for m in self.metrics)
-
-    def lines(self) -> list[str]:
-        return [m.line() for m in self.metrics]
 
 
 def score(
@@ -292,7 +234,9 @@ def score_selection(
     start = time.perf_counter()
     state = _suite_state(settings, say)
     try:
-        return _score(state, progress, start)
+        from banana_tests.session.selection_scoring import score_state
+
+        return score_state(state, progress, start)
     finally:  # its WAL is folded into the file: a task can ship or merge the file as it is
         cache = state.scoring.book.cache
         if cache is not None:
@@ -302,48 +246,11 @@ def score_selection(
 def records_to_score(settings: Settings) -> dict[Group, list[Record]]:
     """Each (metric, seed image) group's records that `score` would score for `settings`, found
     without building a metric, importing torch or opening a cache."""
+    from banana_tests.session.selection_scoring import selected_plans
+
     state = _suite_state(settings, to_stderr)
-    _selected_plans(state)
+    selected_plans(state)
     return {group: list(dict.fromkeys(found)) for group, found in state.planning.needs.items()}
-
-
-def _selected_plans(state: SuiteState) -> list[CasePlan]:
-    """The Δ cases of the selection, `--shard`'s part of them (dealt by Shard.deal, as `pytest
-    --shard` deals them), selected in the state's planning (whose `needs` then holds each
-    (metric, seed image) group's records)."""
-    plans = list(state.planning.plans.values())
-    shard = state.settings.shard
-    if shard is not None:
-        from banana_tests.scheduler.metric_groups import Group as Unit
-        from banana_tests.session.shard_selection import selection_units
-
-        mine = shard.deal(selection_units(state))
-        plans = [plan for plan in plans if Unit(plan.key.metric, plan.key.seed_image) in mine]
-    state.planning.select(plan.key for plan in plans)
-    return plans
-
-
-def _score(state: SuiteState, progress: Callable[[Progress], None] | None, start: float) -> ScoreSummary:
-    plans = _selected_plans(state)
-    firsts, needs = _first_cases(plans), state.planning.needs
-    failures: dict[str, Exception] = {}
-    passed: set[Group] = set()
-    for done, group in enumerate(needs, 1):  # a metric's groups follow each other: one model at a time
-        if group[0] not in failures:
-            failure = _score_group(state, group, firsts.get(group), passed)
-            if failure is not None:
-                failures[group[0]] = failure
-        if progress is not None:
-            images = len(dict.fromkeys(needs[group]))
-            progress(Progress(done, len(needs), *group, images, time.perf_counter() - start))
-    summaries = []
-    for metric in state.metrics:
-        records = list(dict.fromkeys(r for g, found in needs.items() if g[0] == metric for r in found))
-        summaries.append(_summarise(state, metric, records, failures.get(metric)))
-    _score_oracle(state, plans)
-    cache = state.scoring.book.cache
-    assert cache is not None  # score_selection refuses --no-cache
-    return ScoreSummary(tuple(summaries), cache.path, time.perf_counter() - start)
 
 
 def _suite_state(settings: Settings, say: Callable[[str], None]) -> SuiteState:
@@ -362,64 +269,3 @@ def _suite_state(settings: Settings, say: Callable[[str], None]) -> SuiteState:
     if state.usage_error is not None:
         raise ScoreSetupError(state.usage_error)
     return state
-
-
-def _first_cases(plans: Sequence[CasePlan]) -> dict[Group, CasePlan]:
-    """Each group's first case that can be scored: the case that, in a suite run, scores the
-    group's records in one pass (SuiteState.gap, banana_tests.scoring.batching)."""
-    found: dict[Group, CasePlan] = {}
-    for plan in plans:
-        if not plan.error:
-            found.setdefault((plan.key.metric, plan.key.seed_image), plan)
-    return found
-
-
-def _score_group(
-    state: SuiteState, group: Group, first: CasePlan | None, passed: set[Group]
-) -> Exception | None:
-    """Score one group's records as its first case in a suite run would, in the batching order
-    the suite's cases follow; what stopped the metric when it cannot load or breaks the protocol
-    (the group's records then have no score)."""
-    spec = state.metrics[group[0]]
-    own: list[Record] = [] if first is None else case_records(first.pairs)
-    try:
-        state.scoring.book.scores(spec, own, group_records(group, passed, state.planning.needs))
-    except DataError:
-        pass  # the records' own errors: _summarise lists them
-    except Exception as exc:  # a metric that cannot be built or breaks the protocol
-        return exc
-    return None
-
-
-def _summarise(
-    state: SuiteState, metric: str, records: list[Record], failure: Exception | None
-) -> MetricSummary:
-    """The metric's counts; a metric that failed is skipped when the suite would skip its cases:
-    missing parameter files of a metric only `offline` or `all` chose."""
-    from banana_tests.session.suite import named_metrics
-
-    spec, book = state.metrics[metric], state.scoring.book
-    if failure is not None:
-        named = metric in named_metrics(state.settings.metric, list(state.metrics.values()))
-        why = " ".join(f"{type(failure).__name__}: {failure}".split())
-        skipped = isinstance(failure, MissingWeights) and not named
-        return MetricSummary(metric, len(records), failure=why, skipped=skipped)
-    cached = sum(book.cached(spec, records))
-    errors = book.failures(spec, records)
-    error = unscored(records, errors)
-    scored = len(records) - cached - len(errors)
-    return MetricSummary(metric, len(records), cached, scored, None if error is None else str(error))
-
-
-def _score_oracle(state: SuiteState, plans: Sequence[CasePlan]) -> None:
-    """The oracle's PSNR/SSIM figures of every case's pairs into the cache, so the verdict pass
-    decodes no image for them either; a pair that cannot be read is the metrics' unscored record."""
-    seen: set[tuple[tuple[Record, Record], ...]] = set()
-    for plan in plans:
-        if plan.error or plan.pairs in seen:
-            continue
-        seen.add(plan.pairs)
-        try:
-            state.scoring.oracle.changes(plan.pairs, state.planning.companions)
-        except DataError:
-            continue

@@ -23,14 +23,8 @@ from banana_tests.public_fixtures import (  # the fixtures are registered by bei
     banana_metrics,
     banana_trajectories,
 )
-from banana_tests.session.options import (
-    SNAPSHOT_DIR_INI,
-    add_free_aliases,
-    add_namespaced,
-    given_options,
-    spaced_path_options,
-    suite_options,
-)
+from banana_tests.session.option_spellings import add_free_aliases, given_options, spaced_path_options
+from banana_tests.session.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
 from banana_tests.session.ownership import GIVEN, STATE, adopt, adopted, asks_for_suite
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 

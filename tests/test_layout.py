@@ -169,6 +169,7 @@ def test_the_api_imports_the_session_only_inside_functions() -> None:
         "banana_tests.session.suite",
         "banana_tests.session.planning",
         "banana_tests.session.process_scoring",
+        "banana_tests.session.selection_scoring",
         "pytest",
     }
     assert top & pytest_importers == set()

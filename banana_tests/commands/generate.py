@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if not prompt.for_iqa:
         print(f"{prompt.name} is a reconstruction plan: its set is not for the IQA suite, as in the paper")
     else:
-        # '=': see options.PATH_OPTIONS; `--pyargs`: the suite is collected from any folder
+        # '=': see option_spellings.PATH_OPTIONS; `--pyargs`: the suite is collected from any folder
         test = [
             "pytest",
             "--pyargs",

@@ -4,16 +4,37 @@ the plugin's fixtures stay a line into the session."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import pytest
 
 from banana_tests.cases import CaseKey, Field
 from banana_tests.scoring import oracle
-from banana_tests.session.reporter import measured, record_figure
 from banana_tests.session.suite import SuiteState
 from banana_tests.verdicts.outcome import Outcome
-from banana_tests.verdicts.record import CaseRecord
+from banana_tests.verdicts.record import CaseRecord, figure_properties
 from banana_tests.verdicts.trend import Trend, TrendKey
 from banana_tests.verdicts.verdict import Verdict, skip_as
+
+Measured = TypeVar("Measured", Verdict, Trend)
+
+
+def measured(request: pytest.FixtureRequest, record: CaseRecord, measure: Callable[[], Measured]) -> Measured:
+    """Record the case's identity first (so a skip or error still names it), then measure it
+    (the scorer skips or fails a metric that cannot load) and record its figures."""
+    properties = request.node.user_properties
+    properties.extend(record.identity())
+    result = measure()
+    properties.extend(figure_properties(result.properties()))
+    return result
+
+
+def record_figure(request: pytest.FixtureRequest, name: Field, value: str) -> None:
+    """One more figure of the running case. Straight into `user_properties`: the
+    `record_property` fixture warns on every case under junit_family xunit2 (pytest's default
+    in a user's project), and the properties are written all the same."""
+    request.node.user_properties.extend(figure_properties({name: value}))
 
 
 def case_verdict(state: SuiteState, request: pytest.FixtureRequest, key: CaseKey) -> Verdict:

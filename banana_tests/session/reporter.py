@@ -1,15 +1,16 @@
-"""The suite's reporting in a run: each case's record, the run's facts and the terminal summary.
+"""The suite's reporting in a run: the live matrix, the trend summary and the terminal's words.
 
-A case writes its `CaseRecord` (banana_tests.verdicts.record) as JUnit properties: its identity
-before it is measured, its figures after. MatrixReporter reads the records back from the test
+A case writes its `CaseRecord` (banana_tests.verdicts.record) as JUnit properties
+(banana_tests.session.case_fixtures). MatrixReporter reads the records back from the test
 reports (the same path serial and under xdist) into the live matrix and trend summary, writes
-the run's facts once as testsuite properties, and adds its own summary sections.
+the run's facts once as testsuite properties (banana_tests.session.run_facts), and adds its own
+summary sections.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
-from typing import Any, TypeVar
+from collections.abc import Generator
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,14 @@ from banana_tests.reports.search_table import SearchOutcome, search_lines
 from banana_tests.reports.separability_table import separability_lines
 from banana_tests.session.gating import item_key
 from banana_tests.session.miss_summary import MISSED
-from banana_tests.session.planning import trial_source
+from banana_tests.session.run_facts import (
+    WORKER_DEVICE,
+    WORKER_PLAN,
+    WORKER_SELECTION,
+    device_of,
+    junit_suite_property,
+    run_facts,
+)
 from banana_tests.session.shard_selection import ShardSelection, is_empty_share
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import SuiteState
@@ -28,12 +36,10 @@ from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix, TrendTally
 from banana_tests.verdicts.outcome import Outcome
-from banana_tests.verdicts.record import CaseRecord, RecordError, figure_properties
+from banana_tests.verdicts.record import CaseRecord, RecordError
 from banana_tests.verdicts.saturation import saturations, warn
-from banana_tests.verdicts.trend import Trend
-from banana_tests.verdicts.verdict import CASE_OUTCOME, UNRESOLVED, VERDICT_LINE, Verdict, keeps_traceback
+from banana_tests.verdicts.verdict import CASE_OUTCOME, UNRESOLVED, VERDICT_LINE, keeps_traceback
 
-Measured = TypeVar("Measured", Verdict, Trend)
 Status = tuple[str, dict[str, bool]]  # a verbose word and its markup
 PYTEST_OUTCOMES = frozenset({"passed", "failed", "skipped"})  # a report's final outcomes
 # MISSED, the terminal's category for a failing verdict: pytest counts it apart from "failed", so
@@ -41,87 +47,8 @@ PYTEST_OUTCOMES = frozenset({"passed", "failed", "skipped"})  # a report's final
 # at 5,940 failing cases) leaves it to the suite's own section (banana_tests.session.miss_summary).
 
 
-def measured(request: pytest.FixtureRequest, record: CaseRecord, measure: Callable[[], Measured]) -> Measured:
-    """Record the case's identity first (so a skip or error still names it), then measure it
-    (the scorer skips or fails a metric that cannot load) and record its figures."""
-    properties = request.node.user_properties
-    properties.extend(record.identity())
-    result = measure()
-    properties.extend(figure_properties(result.properties()))
-    return result
-
-
-def record_figure(request: pytest.FixtureRequest, name: Field, value: str) -> None:
-    """One more figure of the running case. Straight into `user_properties`: the
-    `record_property` fixture warns on every case under junit_family xunit2 (pytest's default
-    in a user's project), and the properties are written all the same."""
-    request.node.user_properties.extend(figure_properties({name: value}))
-
-
 INVALID = "invalid"
 """The terminal's category for a Δ case whose step did not change (scoring.oracle)."""
-
-
-WORKER_DEVICE = "banana_device"
-"""The device an xdist worker scored on, in its `workeroutput` for the controller's run facts."""
-WORKER_PLAN = "banana_plan"
-"""An xdist worker's plan (planned, split off): every worker collects the same tests."""
-WORKER_SELECTION = "banana_selection"
-"""An xdist worker's selection facts (banana_tests.session.selection_facts): the data it read."""
-
-
-def device_of(state: SuiteState) -> str:
-    """The device this process scores on (its worker's GPU under xdist); as asked when that is
-    cuda where there is none: the cases error and say so."""
-    from banana_tests.session.devices import resolve_device
-
-    try:
-        return resolve_device(state.settings.device)
-    except RuntimeError:
-        return str(state.settings.device)
-
-
-def devices_fact(by_worker: dict[str, str]) -> str:
-    """The Run table's device: the one device every worker used, else each worker's
-    (`gw0 cuda:0, gw1 cuda:1`), in worker order."""
-    if len(set(by_worker.values())) == 1:
-        return next(iter(by_worker.values()))
-    order = sorted(by_worker, key=lambda w: (len(w), w))
-    return ", ".join(f"{worker} {by_worker[worker]}" for worker in order)
-
-
-def run_facts(
-    state: SuiteState,
-    worker_devices: dict[str, str] | None = None,
-    selection: list[tuple[str, str]] | None = None,
-) -> list[tuple[str, str]]:
-    """What the report's Run table says about the run, written once by the process that writes
-    the JUnit file, as testsuite properties. `worker_devices`: each xdist worker's device, as
-    it reported it; without them, this process's. `selection`: an xdist worker's selection facts
-    (the controller reads no data); without them, this process's."""
-    from banana_tests.session.selection_facts import selection_facts
-    from banana_tests.session.versions import metric_libraries, run_versions
-
-    return [
-        ("variant", state.settings.selection.variant),
-        ("dataset", str(trial_source(state.settings).source)),
-        *(selection_facts(state) if selection is None else selection),
-        ("versions", run_versions(state.metrics.values())),
-        ("libraries", metric_libraries(state.metrics.values())),
-        ("device", devices_fact(worker_devices) if worker_devices else device_of(state)),
-        ("command", state.settings.command),
-    ]
-
-
-def junit_suite_property(config: pytest.Config) -> Callable[[str, object], None] | None:
-    """pytest's writer of `<testsuite>` properties in this process, if it writes a JUnit file:
-    the method its public `record_testsuite_property` fixture hands a test. Only the process
-    that writes the file has one (the xdist controller, not its workers)."""
-    for plugin in config.pluginmanager.get_plugins():
-        add = getattr(plugin, "add_global_property", None)
-        if callable(add):
-            return add  # type: ignore[no-any-return]
-    return None
 
 
 class MatrixReporter:

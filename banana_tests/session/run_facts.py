@@ -1,0 +1,73 @@
+"""The run's facts for the report's Run table (variant, data set, versions, device, command),
+written once as JUnit testsuite properties by the process that writes the file; each xdist
+worker hands the controller its own device and selection through `workeroutput`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from banana_tests.session.planning import trial_source
+from banana_tests.session.suite import SuiteState
+
+WORKER_DEVICE = "banana_device"
+"""The device an xdist worker scored on, in its `workeroutput` for the controller's run facts."""
+WORKER_PLAN = "banana_plan"
+"""An xdist worker's plan (planned, split off): every worker collects the same tests."""
+WORKER_SELECTION = "banana_selection"
+"""An xdist worker's selection facts (banana_tests.session.selection_facts): the data it read."""
+
+
+def device_of(state: SuiteState) -> str:
+    """The device this process scores on (its worker's GPU under xdist); as asked when that is
+    cuda where there is none: the cases error and say so."""
+    from banana_tests.session.devices import resolve_device
+
+    try:
+        return resolve_device(state.settings.device)
+    except RuntimeError:
+        return str(state.settings.device)
+
+
+def devices_fact(by_worker: dict[str, str]) -> str:
+    """The Run table's device: the one device every worker used, else each worker's
+    (`gw0 cuda:0, gw1 cuda:1`), in worker order."""
+    if len(set(by_worker.values())) == 1:
+        return next(iter(by_worker.values()))
+    order = sorted(by_worker, key=lambda w: (len(w), w))
+    return ", ".join(f"{worker} {by_worker[worker]}" for worker in order)
+
+
+def run_facts(
+    state: SuiteState,
+    worker_devices: dict[str, str] | None = None,
+    selection: list[tuple[str, str]] | None = None,
+) -> list[tuple[str, str]]:
+    """What the report's Run table says about the run, written once by the process that writes
+    the JUnit file, as testsuite properties. `worker_devices`: each xdist worker's device, as
+    it reported it; without them, this process's. `selection`: an xdist worker's selection facts
+    (the controller reads no data); without them, this process's."""
+    from banana_tests.session.selection_facts import selection_facts
+    from banana_tests.session.versions import metric_libraries, run_versions
+
+    return [
+        ("variant", state.settings.selection.variant),
+        ("dataset", str(trial_source(state.settings).source)),
+        *(selection_facts(state) if selection is None else selection),
+        ("versions", run_versions(state.metrics.values())),
+        ("libraries", metric_libraries(state.metrics.values())),
+        ("device", devices_fact(worker_devices) if worker_devices else device_of(state)),
+        ("command", state.settings.command),
+    ]
+
+
+def junit_suite_property(config: pytest.Config) -> Callable[[str, object], None] | None:
+    """pytest's writer of `<testsuite>` properties in this process, if it writes a JUnit file:
+    the method its public `record_testsuite_property` fixture hands a test. Only the process
+    that writes the file has one (the xdist controller, not its workers)."""
+    for plugin in config.pluginmanager.get_plugins():
+        add = getattr(plugin, "add_global_property", None)
+        if callable(add):
+            return add  # type: ignore[no-any-return]
+    return None
