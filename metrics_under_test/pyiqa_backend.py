@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from metrics_under_test.protocol import Image
+from metrics_under_test.protocol import Image, MetricError
 from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import MissingWeights, check_staged, offline, pyiqa_cache_dir
 
@@ -49,6 +49,11 @@ ONE_AT_A_TIME = frozenset({"brisque", "ilniqe", "qalign"})
 # suite's 256 MiB mmap threshold no freed buffer fitted the next, larger one and one 384 px
 # image peaked at 11.7 GB; with glibc's 32 MiB ceiling it peaks at 2.7 GB, as untuned.
 HEAP_FRAGMENTING = frozenset({"ilniqe"})
+# Modules pyiqa's models import without pyiqa declaring them, and the extra that installs each.
+UNDECLARED_IMPORTS = {
+    "pkg_resources": "clip",  # openai-clip (clipiqa, clipscore, laion_aes, liqe, qualiclip): setuptools<81
+    "icecream": "qalign",  # mPLUG-Owl2 (qalign)
+}
 
 
 class PyiqaMetric:
@@ -82,6 +87,14 @@ class PyiqaMetric:
         self.device = device
         try:
             self._model = (create_metric or pyiqa.create_metric)(spec.name, device=torch.device(device))
+        except ModuleNotFoundError as exc:
+            extra = UNDECLARED_IMPORTS.get(exc.name or "")
+            if extra is None:
+                raise
+            raise MetricError(
+                f"{spec.name}: pyiqa's model imports {exc.name}, which is not installed: "
+                f"pip install 'banana-tests[{extra}]'"
+            ) from exc
         except Exception as exc:
             what = _unreachable_download(exc)
             if what is None:

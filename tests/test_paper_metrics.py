@@ -15,6 +15,8 @@ second command (COMMAND, the README's); the missing-file cases run in the first 
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 import json
 import os
 import resource
@@ -32,7 +34,8 @@ import pytest
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.images import ImageStore
 from metrics_under_test import synthetic
-from metrics_under_test.pyiqa_backend import MissingWeights, PyiqaMetric
+from metrics_under_test.protocol import MetricError
+from metrics_under_test.pyiqa_backend import UNDECLARED_IMPORTS, MissingWeights, PyiqaMetric
 from metrics_under_test.registry import lookup
 from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.weights import stage
@@ -192,11 +195,38 @@ def test_missing_parameters_fail_fast_naming_the_file(
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    with pytest.raises(MissingWeights) as info:
+    absent = [m for m in UNDECLARED_IMPORTS if importlib.util.find_spec(m) is None]
+    with pytest.raises((MissingWeights, MetricError)) as info:
         PyiqaMetric(spec, "cpu")
-    named = [w.file for w in spec.weights] or [".pt", ".pth", "huggingface", "hub"]
-    assert any(n.lower() in str(info.value).lower() for n in named), info.value
+    if isinstance(info.value, MetricError):  # only where an extra the model imports is absent
+        assert any(f"imports {m}," in str(info.value) for m in absent), info.value
+    else:
+        named = [w.file for w in spec.weights] or [".pt", ".pth", "huggingface", "hub"]
+        assert any(n.lower() in str(info.value).lower() for n in named), info.value
     assert tried == []
+
+
+@pytest.mark.parametrize(("module", "extra"), sorted(UNDECLARED_IMPORTS.items()))
+def test_a_model_import_pyiqa_does_not_declare_names_the_extra(
+    module: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed without the extra, a CLIP metric or Q-Align says which one to install, not
+    pyiqa's ModuleNotFoundError from deep inside its model."""
+    monkeypatch.setitem(sys.modules, module, None)  # `import module` raises ModuleNotFoundError
+    with pytest.raises(
+        MetricError, match=rf"clipiqa: .*imports {module},.*pip install 'banana-tests\[{extra}\]'"
+    ):
+        PyiqaMetric(lookup("clipiqa"), "cpu", create_metric=lambda *_, **__: importlib.import_module(module))
+
+
+def test_any_other_missing_module_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "a_module_nobody_ships", None)
+    with pytest.raises(ModuleNotFoundError):
+        PyiqaMetric(
+            lookup("clipiqa"),
+            "cpu",
+            create_metric=lambda *_, **__: importlib.import_module("a_module_nobody_ships"),
+        )
 
 
 def test_the_readme_has_the_command_that_runs_the_skipped_cases() -> None:
