@@ -184,7 +184,7 @@ def test_detects_control_degradation(
     except (MemoryError, Exit):
         raise  # the machine's limit, or the run stops: no verdict
     except Exception as exc:  # the metric cannot score the crop: its verdict, one line
-        if scorer.book.load_failed(scorer.spec):
+        if scorer.book.models.load_failed(scorer.spec):
             raise  # it cannot load at all: no verdict, an error (session.scorer.load_or_skip)
         raised = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         fail_verdict(

@@ -251,7 +251,7 @@ def test_score_is_invariant(
     except (MemoryError, pytest.exit.Exception):
         raise  # the machine's limit, or the run stops (a metric's sys.exit): no verdict
     except Exception as exc:  # the metric cannot score the crops: its verdict, one line
-        if banana_metric.book.load_failed(banana_metric.spec):
+        if banana_metric.book.models.load_failed(banana_metric.spec):
             raise  # it cannot load at all: no verdict, an error (session.scorer.load_or_skip)
         cannot_check(request, banana_metric.name, invariance, figures, exc)
     figures.update({Field.CHANGE: repr(change), Field.SCORE_CACHED: str(cached).lower()})

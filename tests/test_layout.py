@@ -113,6 +113,7 @@ BELOW_THE_BOOK = (
     "banana_tests.scoring.batching",
     "banana_tests.scoring.loading",
     "banana_tests.scoring.pixels",
+    "banana_tests.scoring.held_model",
 )
 
 

@@ -1,33 +1,28 @@
-"""The score book: one worker's scores, each image scored once per metric, one metric model held
-at a time. Checking what a metric returned is banana_tests.scoring.returned_scores, the batches
-banana_tests.scoring.batching, loading banana_tests.scoring.loading and in-memory images
-banana_tests.scoring.pixels; the degradation oracle's figures, which need no model, are
-banana_tests.scoring.oracle_figures."""
+"""The score book: one worker's scores, each image scored once per metric. Checking what a metric
+returned is banana_tests.scoring.returned_scores, the batches banana_tests.scoring.batching,
+loading banana_tests.scoring.loading, the one model held at a time banana_tests.scoring.held_model
+and in-memory images banana_tests.scoring.pixels; the degradation oracle's figures, which need no
+model, are banana_tests.scoring.oracle_figures."""
 
 from __future__ import annotations
 
-import gc
 import math
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
 
-from banana_tests.scoring.batch_watch import Abandoned, BatchTimeout, BatchWatch, MetricHangs, Phase
+from banana_tests.scoring.batch_watch import Abandoned, BatchTimeout, BatchWatch, Phase
 from banana_tests.scoring.batching import WINDOW_BYTES, OutOfMemory, batches, out_of_memory, smaller
 from banana_tests.scoring.cache import ScoreCache, identity, identity_key
-from banana_tests.scoring.hung import Hung, MetricHung
-from banana_tests.scoring.loading import KEPT, Loader, LoadFailure, Prober, load_metric
+from banana_tests.scoring.held_model import HeldModel
+from banana_tests.scoring.hung import Hung
+from banana_tests.scoring.loading import KEPT, Loader, Prober, load_metric
 from banana_tests.scoring.pixels import PixelScores
-from banana_tests.scoring.process_tuning import release_freed_memory
 from banana_tests.scoring.returned_scores import UnscoredImage, record_scores, unscored
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record
-from metrics_under_test.protocol import Image, Metric, raised_at
+from metrics_under_test.protocol import Image, raised_at
 from metrics_under_test.spec import MetricSpec
-
-T = TypeVar("T")
 
 
 class ScoreBook:
@@ -52,12 +47,7 @@ class ScoreBook:
         self.hits: set[tuple[str, Path]] = set()  # scores that came from the cache
         self._keys: dict[str, tuple[str, dict[str, object]]] = {}
         self.images = images or ImageStore()
-        self.builds: Counter[str] = Counter()
-        self._loader = loader
-        self._prober = prober
-        self.hung: dict[str, Hung] = dict(hung or {})  # stopped for the run, by metric name
-        self._current: tuple[str, Metric] | None = None
-        self._broken: dict[str, LoadFailure] = {}
+        self.models = HeldModel(device, loader, prober, self.watch, hung)
         self._scores: dict[tuple[str, Path], float | DataError] = {}
         self.pixels = PixelScores(self.call, cache, self._key)
 
@@ -67,7 +57,7 @@ class ScoreBook:
         """Raw scores of `records`. `upcoming` are records this metric needs later on this worker:
         they are scored in the same pass. Raises DataError naming every record of `records` that
         has no score (a bad image, a non-finite score, a batch over the time limit)."""
-        self._check_hung(spec)
+        self.models.check_hung(spec)
         todo = {r.path: r for r in (*records, *upcoming) if (spec.name, r.path) not in self._scores}
         if todo and self.cache is not None:
             self._recall(spec, todo)
@@ -84,7 +74,7 @@ class ScoreBook:
     def score_pixels(self, spec: MetricSpec, images: Sequence[Image]) -> list[float]:
         """Raw scores of in-memory images (a test's own crops): batched as records are, each
         scored once per worker and kept in the persistent cache (banana_tests.scoring.pixels)."""
-        self._check_hung(spec)
+        self.models.check_hung(spec)
         return self.pixels.scores(spec, images)
 
     def figure(self, spec: MetricSpec, name: str, measure: Callable[[], float]) -> tuple[float, bool]:
@@ -92,7 +82,7 @@ class ScoreBook:
         cache under the metric's identity and `name`, so a rerun builds no model for it and any
         change to the metric measures it again; `(value, whether it came from the cache)`.
         `name` must say everything else the figure depends on, and be no sha256 (the images' keys)."""
-        self._check_hung(spec)
+        self.models.check_hung(spec)
         if self.cache is not None:
             found = self.cache.get(self._key(spec)[0], [name])
             if name in found:
@@ -103,14 +93,10 @@ class ScoreBook:
             self.cache.put(key, {name: value}, description)
         return value, False
 
-    def load_failed(self, spec: MetricSpec) -> bool:
-        """Whether the metric could not be built in this process (its cases say so; see LoadFailure)."""
-        return spec.name in self._broken
-
     def model(self, spec: MetricSpec) -> WatchedModel:
         """The metric's model, built on first use, its calls under the watch (`call`); the
         worker holds one model at a time."""
-        self._metric(spec)
+        self.models.get(spec)
         return WatchedModel(self, spec)
 
     def call(self, spec: MetricSpec, images: Sequence[Image], first: str = "item 0") -> Sequence[float]:
@@ -124,14 +110,14 @@ class ScoreBook:
                 spec.name,
                 len(images),
                 first,
-                partial(self._metric(spec), list(images)),
-                self._abandon(spec, Phase.BATCH),
+                partial(self.models.get(spec), list(images)),
+                self.models.abandon(spec, Phase.BATCH),
             )
         except Exception as exc:
             if not out_of_memory(exc):
                 raise
             exhausted = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-        self._free_memory()  # out of the handler: its frames, which hold the model, are gone
+        self.models.drop()  # out of the handler: its frames, which hold the model, are gone
         height, width = images[0].shape[:2]
         raise OutOfMemory(
             f"{spec.name} ran out of memory scoring {len(images)} image(s) of {width}x{height} px "
@@ -190,7 +176,7 @@ class ScoreBook:
         """Decode a window of images first, then score it in batches: decoding between batches
         put each long-lived image array between the model's short-lived buffers on the heap, which
         then could not be reused (docs/speed.md)."""
-        self._metric(spec)  # a metric that cannot be built fails before any image is decoded
+        self.models.get(spec)  # a metric that cannot be built fails before any image is decoded
         window: list[tuple[Record, Image]] = []
         size = 0
         for r in records:
@@ -242,7 +228,7 @@ class ScoreBook:
         else:
             values = record_scores(spec.name, records, raw)
         if exhausted:  # out of the handler: its frames, which hold the model, are gone
-            self._free_memory()
+            self.models.drop()
         if parts:
             for part in parts:
                 self._score_batch(spec, part)
@@ -252,78 +238,15 @@ class ScoreBook:
     def _watched(self, spec: MetricSpec, chunk: Sequence[tuple[Record, Image]]) -> Sequence[float]:
         """The metric's scores of one batch of records under the watch (a model abandoned with a
         batch is rebuilt for the next); an abandoned batch's records get its reason as their error."""
-        metric, images, (first, _) = self._metric(spec), [image for _, image in chunk], chunk[0]
+        metric, images, (first, _) = self.models.get(spec), [image for _, image in chunk], chunk[0]
 
         def abandon(abandoned: Abandoned) -> None:
-            self._abandon(spec, Phase.BATCH)(abandoned)
+            self.models.abandon(spec, Phase.BATCH)(abandoned)
             self._scores.update(
                 ((spec.name, r.path), UnscoredImage(f"{r.named}: {abandoned.reason}")) for r, _ in chunk
             )
 
         return self.watch.run(spec.name, len(chunk), first.named, partial(metric, images), abandon)
-
-    def _free_memory(self) -> None:
-        """After a metric ran out of memory: drop its model, and what the model holds, before
-        anything else allocates (pytest's report of the case, xdist's message to its controller),
-        so the process goes on; the next batch builds the model again."""
-        self._current = None
-        gc.collect()
-        release_freed_memory()
-
-    def _abandon(self, spec: MetricSpec, phase: Phase) -> Callable[[Abandoned], None]:
-        """What abandoning `spec` in `phase` does: forget the current model (the abandoned thread
-        may still be inside it). Past --batch-timeout the next batch builds a new one; a load
-        phase stopped either way, or a batch stopped by the case's interruption (pytest-timeout),
-        leaves the metric hung for the run."""
-
-        def abandon(abandoned: Abandoned) -> None:
-            self._current = None
-            if abandoned.interrupted or phase is not Phase.BATCH:
-                self.hung[spec.name] = Hung(spec.name, phase, abandoned.reason)
-
-        return abandon
-
-    def _check_hung(self, spec: MetricSpec) -> None:
-        if spec.name in self.hung:
-            raise self.hung[spec.name].error()
-
-    def _load(self, spec: MetricSpec) -> Metric:
-        """Build the metric, then probe it, each in the scoring thread within the load limit."""
-        metric = self._phase(spec, Phase.CONSTRUCTION, partial(self._loader, spec, self.device))
-        if self._prober is not None:
-            self._phase(spec, Phase.PROBE, partial(self._prober, spec, metric))
-        return metric
-
-    def _phase(self, spec: MetricSpec, phase: Phase, call: Callable[[], T]) -> T:
-        try:
-            return self.watch.load(spec.name, phase, call, self._abandon(spec, phase))
-        except MetricHangs:
-            raise self.hung[spec.name].error() from None
-
-    def _metric(self, spec: MetricSpec) -> Metric:
-        """The metric's model. One that failed to load fails again without building, as a fresh
-        exception (LoadFailure.again): re-raising the first one grew its traceback by every case
-        that met it, and carried the notes another test (hypothesis) added to it. One that hung
-        is never built again (banana_tests.scoring.hung)."""
-        self._check_hung(spec)
-        if spec.name in self._broken:
-            raise self._broken[spec.name].again() from None
-        if self._current is not None and self._current[0] == spec.name:
-            return self._current[1]
-        if self._current is not None:
-            self._current = None  # drop the previous model before building the next
-            gc.collect()  # a full pass costs ~0.25 s with torch loaded: only when a model is dropped
-            release_freed_memory()
-        try:
-            metric = self._load(spec)
-        except MetricHung:
-            raise
-        except Exception as exc:
-            self._broken[spec.name] = LoadFailure(spec.name, type(exc), str(exc))
-            raise
-        self.builds[spec.name] += 1
-        self._current = (spec.name, metric)
-        return metric
 
 
 class WatchedModel:
@@ -340,7 +263,7 @@ class WatchedModel:
     def __getattr__(self, attribute: str) -> object:
         if attribute.startswith("__") or attribute in ("_book", "_spec"):  # copy, pickle: not the model's
             raise AttributeError(attribute)
-        return getattr(self._book._metric(self._spec), attribute)
+        return getattr(self._book.models.get(self._spec), attribute)
 
     def __repr__(self) -> str:
         return f"<watched {self._spec.name}>"

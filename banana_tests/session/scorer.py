@@ -130,13 +130,13 @@ class Scorer:
         """`action()` under the loading rule (see `load_or_skip`). A stop of the case
         (pytest-timeout's) while the metric was loading or scoring leaves it hung for the run:
         the stop is then told in the hung metric's one line, naming it and the phase."""
-        hung_before = self.name in self.book.hung
+        hung_before = self.name in self.book.models.hung
         try:
             return load_or_skip(self.name, self.named, action, self.book.watch.say)
         except HungOutcome:
             raise
         except Failed:
-            hung = self.book.hung.get(self.name)
+            hung = self.book.models.hung.get(self.name)
             if hung_before or hung is None:
                 raise
             raise HungOutcome(hung.line(), pytrace=False) from None
