@@ -295,6 +295,23 @@ def test_a_nan_delta_stays_a_failure_in_every_file(tmp_path: Path) -> None:
     assert "| piqe | 2 | 1 | 0 | 0 | 0 | 0 | -2.000 |" in (out / "summary.md").read_text()
 
 
+def markdown_cells(line: str) -> list[str]:
+    """A Markdown table row's cells as GitHub reads them: split at each `|` not escaped as `\\|`."""
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def test_a_pipe_in_a_name_stays_inside_its_summary_cell(tmp_path: Path) -> None:
+    """A metric named `a|b` would add a column to summary.md's table if its `|` were written bare;
+    escaped, the row keeps the header's eight cells."""
+    from tests.test_junit import case, junit
+
+    xml = junit(tmp_path / "j.xml", case("a|b", "x|y", 5, delta="-2.0"), case("a|b", "beta", 5, delta="-1.0"))
+    summary = (report(tmp_path / "out", xml) / "summary.md").read_text(encoding="utf-8")
+    header, row = (line for line in summary.splitlines() if line.startswith(("| metric", "| a\\|b")))
+    assert markdown_cells(row) == ["a|b", "2", "0", "0", "0", "0", "0", "-1.000"]
+    assert len(markdown_cells(header)) == 8
+
+
 def table_rows(html: str, heading: str) -> list[list[str]]:
     """The body rows of the first table under `<h2>heading</h2>`, each cell's text."""
     part = html[html.index(f"<h2>{heading}</h2>") :]
