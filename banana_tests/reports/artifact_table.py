@@ -11,7 +11,7 @@ from collections import defaultdict
 from html import escape
 
 from banana_tests.editors.trial_names import ARTIFACTS, split_trial
-from banana_tests.markdown import Align
+from banana_tests.markdown import Align, table
 from banana_tests.verdicts.matrix import Matrix, OutcomeCounts
 
 Table = dict[str, dict[str, OutcomeCounts]]  # artifact -> metric -> counts
@@ -53,10 +53,10 @@ def artifact_lines(matrix: Matrix) -> list[str]:
 
 def artifact_markdown(matrix: Matrix) -> str:
     """summary.md's section; empty without trial cells."""
-    table = artifact_counts(matrix)
-    if not table:
+    counts = artifact_counts(matrix)
+    if not counts:
         return ""
-    metrics, rows = _grid(table)
+    metrics, rows = _grid(counts)
     lines = [
         "### Misses by artifact",
         "",
