@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
@@ -150,7 +151,7 @@ def test_the_run_facts_are_recorded_once_per_file_and_reach_every_report(
         assert f"<td>metric libraries</td><td>numpy {metadata.version('numpy')}</td>" in run_table, name
 
 
-def test_summary_counts_each_metric(reports: dict[str, Path]) -> None:
+def test_summary_counts_each_metric(reports: dict[str, Path], snapshot: SnapshotAssertion) -> None:
     table = rows(reports["serial"])
     summary = (reports["serial"] / "summary.md").read_text()
     for metric, failed in (("noise_level", 0), ("noise_level_reversed", 6)):
@@ -158,6 +159,8 @@ def test_summary_counts_each_metric(reports: dict[str, Path]) -> None:
         worst = max(float(r["delta"]) for r in mine)
         assert (worst < 0) == (failed == 0)
         assert f"| {metric} | 6 | {failed} | 0 | 0 | 0 | 0 | {worst:+.3f} |" in summary
+    section = summary[summary.index("### banana-tests failure matrix") :]
+    assert section[: section.index("\n\n", section.index("| metric"))] == snapshot
 
 
 def test_a_rerun_replaces_older_results_and_says_so(
