@@ -68,7 +68,7 @@ def compare(run: Matrix, paper: Matrix) -> list[MetricComparison]:
     return out
 
 
-def _rate(failed: int, total: int) -> str:
+def failure_rate(failed: int, total: int) -> str:
     return f"{failed}/{total} ({100 * failed / total:.0f}%)" if total else "no verdicts"
 
 
@@ -86,8 +86,8 @@ def comparison_markdown(comparisons: list[MetricComparison]) -> str:
             c.metric,
             c.matched,
             "– (no shared seed image)" if c.by_rate else f"{c.agree}/{c.matched}",
-            _rate(c.run_failed, c.run_verdicts),
-            _rate(c.paper_failed, c.paper_verdicts),
+            failure_rate(c.run_failed, c.run_verdicts),
+            failure_rate(c.paper_failed, c.paper_verdicts),
         ]
         for c in comparisons
     ]
