@@ -9,8 +9,9 @@ from xml.sax.saxutils import quoteattr
 import pytest
 
 from banana_tests.cases import CaseKey
-from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, describe_replacements, read_junit
+from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, read_junit
 from banana_tests.reports.run_agreement import AGREED
+from banana_tests.reports.sourced import describe_replacements
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.trend import TrendKey
 from metrics_under_test.own_code import distribution_versions
