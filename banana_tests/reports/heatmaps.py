@@ -119,10 +119,7 @@ def gap_heatmap(matrix: Matrix, step: int, stem: Path, limit: float | None = Non
     if oracle:
         entries.append((ORACLE_CHANGED, f"last column: {ORACLE}, mean dB against the reference", False))
     legend(fig, entries)
-    try:
-        return save(fig, stem)
-    finally:
-        plt.close(fig)
+    return save(fig, stem)
 
 
 _OUTCOME_STYLE: dict[Outcome, tuple[Colour, str]] = {
@@ -220,10 +217,7 @@ def failure_counts(matrix: Matrix, stem: Path) -> list[Path]:
     if oracle:
         entries.append((NO_FAILURE, f"{ORACLE}: steps it did not see change / steps", False))
     legend(fig, entries)
-    try:
-        return save(fig, stem)
-    finally:
-        plt.close(fig)
+    return save(fig, stem)
 
 
 def artifact_figure(matrix: Matrix, stem: Path) -> list[Path]:
@@ -247,7 +241,4 @@ def artifact_figure(matrix: Matrix, stem: Path) -> list[Path]:
                 ax.text(j, i, f"{value:.0f}%", ha="center", va="center", fontsize=8)
     fig.colorbar(image, ax=ax, label="cases missed (%)")
     ax.set_title("Misses by artifact", fontsize=10)
-    try:
-        return save(fig, stem)
-    finally:
-        plt.close(fig)
+    return save(fig, stem)

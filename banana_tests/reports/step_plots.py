@@ -42,10 +42,7 @@ def step_summary(matrix: Matrix, stem: Path) -> list[Path]:
     top.legend(fontsize=8, loc="upper left", ncol=min(4, len(matrix.metrics)))
     n = len(matrix.steps)
     top.set_title(f"Per step over {n} steps: failure rate (Δ ≥ 0) and mean Δ per metric", fontsize=10)
-    try:
-        return save(fig, stem)
-    finally:
-        plt.close(fig)
+    return save(fig, stem)
 
 
 def separability_figure(table: dict[str, list[Separability]], stem: Path) -> list[Path]:
@@ -74,7 +71,4 @@ def separability_figure(table: dict[str, list[Separability]], stem: Path) -> lis
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower left", ncol=min(4, len(table) + 1))
     ax.set_title("Separability: could one threshold filter step-k images?", fontsize=10)
-    try:
-        return save(fig, stem)
-    finally:
-        plt.close(fig)
+    return save(fig, stem)

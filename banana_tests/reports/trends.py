@@ -67,10 +67,7 @@ def trend_figure(seed_image: str, series: Sequence[TrendSeries], stem: Path) -> 
     ax.set_title(f"{seed_image}: run mean, band = min–max over runs, dashed = reference", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    try:
-        return save(fig, stem)
-    finally:
-        plt.close(fig)
+    return save(fig, stem)
 
 
 @dataclass(frozen=True)
