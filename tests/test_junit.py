@@ -394,6 +394,17 @@ def test_a_copy_of_a_file_is_said_in_one_line(tmp_path: Path) -> None:
     ]
 
 
+def test_a_rerun_with_the_same_result_is_a_replacement_not_a_copy(tmp_path: Path) -> None:
+    """A copy is the same cell from the same run's start; a later run agreeing is still named."""
+    first = junit(tmp_path / "first.xml", case("piqe", "s00", 5, delta="-1.0"))
+    later = "2026-01-02T09:00:00+00:00"
+    rerun = junit(tmp_path / "rerun.xml", case("piqe", "s00", 5, delta="-1.0"), timestamp=later)
+    assert describe_replacements(read_junit([first, rerun]).replaced) == [
+        f"piqe-s00-step5: kept passed from {rerun} ({later}), replaced passed from {first} "
+        "(2026-01-01T10:00:00+00:00)"
+    ]
+
+
 def test_a_file_of_f958bf8_reads_to_the_cells_this_version_writes(pytester: pytest.Pytester) -> None:
     """The same cases run now: the same cells, trend series and control outcomes, and the run's
     facts, which f958bf8 carried on the first case of each process."""
