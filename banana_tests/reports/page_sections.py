@@ -10,7 +10,7 @@ from pathlib import Path
 from banana_tests.reports.compare import MetricComparison, failure_rate
 from banana_tests.reports.oracle_table import ORACLE, invalid_trials, oracle_cells, oracle_steps, psnr_text
 from banana_tests.reports.page_markup import Html, Value, anchor, figure, number, table
-from banana_tests.reports.separability_table import separabilities
+from banana_tests.reports.separability_table import separability_rows
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL, UNCHANGED_PSNR
 from banana_tests.verdicts.matrix import Cell, Matrix
 
@@ -81,25 +81,9 @@ def comparison_html(comparisons: Sequence[MetricComparison]) -> Html:
 def separability_html(matrix: Matrix, png: Path | None) -> Html:
     """Per metric: the AUC of step-k against reference-step images at each step, the clean
     images' range and spread beside it, and the AUC-against-step figure; empty without per-run scores."""
-    by_metric = separabilities(matrix)
-    if not by_metric:
+    headers, rows = separability_rows(matrix)
+    if not rows:
         return ""
-    steps = sorted({r.step for rows in by_metric.values() for r in rows})
-    rows: list[list[Value]] = []
-    for metric, found in by_metric.items():
-        by_step = {r.step: f"{r.auc:.3f}" for r in found}
-        first = found[0]
-        clean = f"{first.clean_low:.1f} … {first.clean_high:.1f}"
-        rows.append(
-            [
-                metric,
-                *(by_step.get(s, "") for s in steps),
-                str(first.clean),
-                clean,
-                f"{first.clean_spread:.1f}",
-            ]
-        )
-    headers = ["metric", *(f"AUC step {s}" for s in steps), "clean images", "clean range", "clean spread"]
     parts = [
         "<h2>Separability</h2>",
         "<p>Could one global threshold on the normalised score filter step-k images out? The AUC of "
