@@ -61,6 +61,14 @@ class OracleStep:
     ssim_low: float
     ssim_high: float
 
+    def row(self) -> list[str]:
+        """Its table row, in summary.md and report.html: step, detected/cells, PSNR and SSIM ranges."""
+        psnr, ssim = (
+            f"{self.psnr_low:.2f} … {self.psnr_high:.2f}",
+            f"{self.ssim_low:.3f} … {self.ssim_high:.3f}",
+        )
+        return [str(self.step), f"{self.detected}/{self.cells}", psnr, ssim]
+
 
 def oracle_cells(matrix: Matrix) -> list[OracleCell]:
     """One per (seed image, step[, run]) whose cells recorded the oracle, in row order. Every
@@ -121,15 +129,7 @@ def oracle_markdown(matrix: Matrix) -> str:
         "",
         *table(
             ["step", "detected", "PSNR (dB)", "SSIM"],
-            [
-                [
-                    s.step,
-                    f"{s.detected}/{s.cells}",
-                    f"{s.psnr_low:.2f} … {s.psnr_high:.2f}",
-                    f"{s.ssim_low:.3f} … {s.ssim_high:.3f}",
-                ]
-                for s in oracle_steps(cells)
-            ],
+            [s.row() for s in oracle_steps(cells)],
             [Align.RIGHT] * 4,
         ),
     ]

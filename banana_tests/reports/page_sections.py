@@ -104,15 +104,7 @@ def oracle_html(matrix: Matrix) -> Html:
     cells = oracle_cells(matrix)
     if not cells:
         return ""
-    steps: list[list[Value]] = [
-        [
-            str(s.step),
-            f"{s.detected}/{s.cells}",
-            f"{s.psnr_low:.2f} … {s.psnr_high:.2f}",
-            f"{s.ssim_low:.3f} … {s.ssim_high:.3f}",
-        ]
-        for s in oracle_steps(cells)
-    ]
+    steps = [s.row() for s in oracle_steps(cells)]
     parts = [
         "<h2>Degradation oracle (positive control)</h2>",
         f"<p>PSNR and SSIM of each step against the reference step of the same run, by pixels alone: "
