@@ -109,6 +109,7 @@ def test_other_tests_trend_cases_and_xdist_suffixes(tmp_path: Path) -> None:
 def test_the_run_facts_come_from_whichever_case_recorded_them(tmp_path: Path) -> None:
     """The first case of each process records the run's facts; it may be a trend case."""
     facts = {"dataset": "/data/set", "versions": "banana-tests 0.1.0", "device": "cpu", "command": "pytest"}
+    facts["libraries"] = "numpy 2.1.0"  # every run fact schema 1 carried on a case
     trend = case(
         "piqe",
         "alpha",
@@ -127,6 +128,7 @@ def test_the_run_facts_come_from_whichever_case_recorded_them(tmp_path: Path) ->
         "dataset": ["/data/set"],
         "date": ["2026-01-01 10:00:00+00:00"],
         "device": ["cpu"],
+        "libraries": ["numpy 2.1.0"],
         "variant": ["nano"],
         "versions": ["banana-tests 0.1.0"],
     }  # neither the trend's kind nor its series (spearman, ...): they are no run facts
