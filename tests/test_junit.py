@@ -388,6 +388,7 @@ def test_a_copy_of_a_file_is_said_in_one_line(tmp_path: Path) -> None:
         tmp_path / "later.xml", case("piqe", "s00", 5, "<failure />", delta="1.0"), timestamp=None
     )
     reading = read_junit([xml, copy, changed])
+    assert reading.repeated == []  # a copy is another file, not the same one given twice
     assert len(reading.replaced) == 73
     assert describe_replacements(reading.replaced) == [
         f"piqe-s00-step5: kept passed from {xml} (2026-01-01T10:00:00+00:00), replaced failed from "
