@@ -16,8 +16,13 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cases import CaseKey, CaseKind
-from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, read_junit
-from banana_tests.reports.sourced import SourcedOther, SourcedTrend
+from banana_tests.reports.junit import (
+    MAX_ATTRIBUTE,
+    JUnitError,
+    SourcedOther,
+    SourcedTrend,
+    read_junit,
+)
 from banana_tests.trajectories.records import check_sha256, read_imagefolder
 from banana_tests.verdicts.baseline import BaselineError, ControlKey, dump_baseline, load_baseline
 from banana_tests.verdicts.gaps import Gap, gap, run_mean
