@@ -52,6 +52,11 @@ TARGETS: dict[str, tuple[frozenset[str] | None, tuple[str, ...]]] = {
         None,
         ("tests/test_junit.py", "tests/test_verdict_core.py", "tests/bad_inputs/test_report_generate.py"),
     ),
+    "banana_tests/reports/junit_testcase.py": (
+        None,
+        ("tests/test_junit.py", "tests/test_verdict_core.py", "tests/bad_inputs/test_report_generate.py"),
+    ),
+    "banana_tests/reports/sourced.py": (None, ("tests/test_junit.py", "tests/test_verdict_core.py")),
     "banana_tests/trajectories/records.py": (
         None,
         ("tests/test_trajectories.py", "tests/bad_inputs/test_data.py", "tests/test_verdict_core.py"),

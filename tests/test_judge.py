@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
+from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cli import main
 from banana_tests.judging import judges
@@ -335,13 +336,14 @@ def test_per_seed_statistics() -> None:
 
 
 def test_report_adds_the_judge_section(
-    made_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    made_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], snapshot: SnapshotAssertion
 ) -> None:
     out = made_set / "kw.jsonl"
     judge_set(made_set, judges.KeywordJudge(), out)
     assert main(["report", "--paper-only", "--out", str(tmp_path / "r"), "--judgments", str(out)]) == 0
     summary_md = (tmp_path / "r" / "summary.md").read_text(encoding="utf-8")
     assert judge_tables(summary_md) == (PER_SEED, PER_RUN)
+    assert summary_md[summary_md.index("## Generator self-evaluation") :] == snapshot
     capsys.readouterr()
     assert (
         main(["report", "--paper-only", "--out", str(tmp_path / "r2"), "--judgments", str(tmp_path / "no")])

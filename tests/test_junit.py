@@ -9,8 +9,9 @@ from xml.sax.saxutils import quoteattr
 import pytest
 
 from banana_tests.cases import CaseKey
-from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, describe_replacements, read_junit
+from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, read_junit
 from banana_tests.reports.run_agreement import AGREED
+from banana_tests.reports.sourced import describe_replacements
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.trend import TrendKey
 from metrics_under_test.own_code import distribution_versions
@@ -108,6 +109,7 @@ def test_other_tests_trend_cases_and_xdist_suffixes(tmp_path: Path) -> None:
 def test_the_run_facts_come_from_whichever_case_recorded_them(tmp_path: Path) -> None:
     """The first case of each process records the run's facts; it may be a trend case."""
     facts = {"dataset": "/data/set", "versions": "banana-tests 0.1.0", "device": "cpu", "command": "pytest"}
+    facts["libraries"] = "numpy 2.1.0"  # every run fact schema 1 carried on a case
     trend = case(
         "piqe",
         "alpha",
@@ -126,6 +128,7 @@ def test_the_run_facts_come_from_whichever_case_recorded_them(tmp_path: Path) ->
         "dataset": ["/data/set"],
         "date": ["2026-01-01 10:00:00+00:00"],
         "device": ["cpu"],
+        "libraries": ["numpy 2.1.0"],
         "variant": ["nano"],
         "versions": ["banana-tests 0.1.0"],
     }  # neither the trend's kind nor its series (spearman, ...): they are no run facts
@@ -385,11 +388,23 @@ def test_a_copy_of_a_file_is_said_in_one_line(tmp_path: Path) -> None:
         tmp_path / "later.xml", case("piqe", "s00", 5, "<failure />", delta="1.0"), timestamp=None
     )
     reading = read_junit([xml, copy, changed])
+    assert reading.repeated == []  # a copy is another file, not the same one given twice
     assert len(reading.replaced) == 73
     assert describe_replacements(reading.replaced) == [
         f"piqe-s00-step5: kept passed from {xml} (2026-01-01T10:00:00+00:00), replaced failed from "
         f"{changed} (no timestamp)",
         f"72 case(s) of {xml} are repeated in {copy} with the same results",
+    ]
+
+
+def test_a_rerun_with_the_same_result_is_a_replacement_not_a_copy(tmp_path: Path) -> None:
+    """A copy is the same cell from the same run's start; a later run agreeing is still named."""
+    first = junit(tmp_path / "first.xml", case("piqe", "s00", 5, delta="-1.0"))
+    later = "2026-01-02T09:00:00+00:00"
+    rerun = junit(tmp_path / "rerun.xml", case("piqe", "s00", 5, delta="-1.0"), timestamp=later)
+    assert describe_replacements(read_junit([first, rerun]).replaced) == [
+        f"piqe-s00-step5: kept passed from {rerun} ({later}), replaced passed from {first} "
+        "(2026-01-01T10:00:00+00:00)"
     ]
 
 

@@ -16,12 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
 from banana_tests.reports.compare import compare, comparison_markdown
 from banana_tests.reports.completeness import PLANNED
-from banana_tests.reports.junit import RUN_PROPERTIES
+from banana_tests.reports.junit_testcase import RUN_PROPERTIES
 from banana_tests.reports.paper import PAPER_CSV, paper_cells
 from banana_tests.reports.run_agreement import AGREED
 from banana_tests.session.versions import package_versions
@@ -150,7 +151,7 @@ def test_the_run_facts_are_recorded_once_per_file_and_reach_every_report(
         assert f"<td>metric libraries</td><td>numpy {metadata.version('numpy')}</td>" in run_table, name
 
 
-def test_summary_counts_each_metric(reports: dict[str, Path]) -> None:
+def test_summary_counts_each_metric(reports: dict[str, Path], snapshot: SnapshotAssertion) -> None:
     table = rows(reports["serial"])
     summary = (reports["serial"] / "summary.md").read_text()
     for metric, failed in (("noise_level", 0), ("noise_level_reversed", 6)):
@@ -158,6 +159,8 @@ def test_summary_counts_each_metric(reports: dict[str, Path]) -> None:
         worst = max(float(r["delta"]) for r in mine)
         assert (worst < 0) == (failed == 0)
         assert f"| {metric} | 6 | {failed} | 0 | 0 | 0 | 0 | {worst:+.3f} |" in summary
+    section = summary[summary.index("### banana-tests failure matrix") :]
+    assert section[: section.index("\n\n", section.index("| metric"))] == snapshot
 
 
 def test_a_rerun_replaces_older_results_and_says_so(
@@ -293,6 +296,23 @@ def test_a_nan_delta_stays_a_failure_in_every_file(tmp_path: Path) -> None:
         ("beta", "-2.0", "passed"),
     ]
     assert "| piqe | 2 | 1 | 0 | 0 | 0 | 0 | -2.000 |" in (out / "summary.md").read_text()
+
+
+def markdown_cells(line: str) -> list[str]:
+    """A Markdown table row's cells as GitHub reads them: split at each `|` not escaped as `\\|`."""
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def test_a_pipe_in_a_name_stays_inside_its_summary_cell(tmp_path: Path) -> None:
+    """A metric named `a|b` would add a column to summary.md's table if its `|` were written bare;
+    escaped, the row keeps the header's eight cells."""
+    from tests.test_junit import case, junit
+
+    xml = junit(tmp_path / "j.xml", case("a|b", "x|y", 5, delta="-2.0"), case("a|b", "beta", 5, delta="-1.0"))
+    summary = (report(tmp_path / "out", xml) / "summary.md").read_text(encoding="utf-8")
+    header, row = (line for line in summary.splitlines() if line.startswith(("| metric", "| a\\|b")))
+    assert markdown_cells(row) == ["a|b", "2", "0", "0", "0", "0", "0", "-1.000"]
+    assert len(markdown_cells(header)) == 8
 
 
 def table_rows(html: str, heading: str) -> list[list[str]]:

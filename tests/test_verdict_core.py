@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from xml.sax.saxutils import quoteattr
 
 import pytest
+from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cases import CaseKey, CaseKind
 from banana_tests.reports.junit import (
@@ -210,11 +211,10 @@ def test_render_gives_every_label_in_its_column() -> None:
     assert Matrix().render() == []
 
 
-def test_render_pads_short_names_to_the_minimum_widths() -> None:
+def test_render_pads_short_names_to_the_minimum_widths(snapshot: SnapshotAssertion) -> None:
     lines = Matrix.of([Cell(CaseKey("m", "s", 5), Outcome.FAILED, 1.0)]).render()
-    assert lines[0] == " " * 10 + " " + "      m"
-    assert lines[1] == "s" + " " * 9 + " " + "    1/1"
-    assert lines[2] == "total" + " " * 5 + " " + "    1/1"
+    assert {len(line) for line in lines} == {10 + 1 + 7}  # labels 10 wide, a column 7 wide
+    assert lines == snapshot
 
 
 # ---- baselines: control ids, entry order, the written text, refused files ----
@@ -385,7 +385,7 @@ def test_wide_matrices_fold_and_long_ones_show_the_worst_rows() -> None:
     assert whole[0] == "           metric_aa metric_bb metric_cc"
 
 
-def test_the_trend_summary_line_per_metric() -> None:
+def test_the_trend_summary_line_per_metric(snapshot: SnapshotAssertion) -> None:
     t = TrendTally()
     for metric, outcome, spearman, first in (
         ("piqe", "passed", -0.5, 5),
@@ -398,14 +398,11 @@ def test_the_trend_summary_line_per_metric() -> None:
         ("nima", "passed", -0.75, 20),
     ):
         t.add(metric, Outcome(outcome), spearman, first)
-    assert t.lines() == [
-        "ab    falling (ρ < 0) on 0/0 seed images (0 skipped, 1 errors)",
-        "nima  falling (ρ < 0) on 1/1 seed images; ρ median -0.75 (-0.75 … -0.75); "
-        "first detection step median 20",
-        "niqe  falling (ρ < 0) on 0/1 seed images; first detection step none",
-        "piqe  falling (ρ < 0) on 2/3 seed images; ρ median -0.50 (-1.00 … +0.25); first detection step "
-        "median 7.5, none on 1 (1 skipped, 1 errors)",
-    ]
+    lines = t.lines()
+    assert [line.split()[0] for line in lines] == ["ab", "nima", "niqe", "piqe"]
+    # piqe: 2 of its 3 verdicts fall, the skipped and error cases counted apart
+    assert "on 2/3 seed images" in lines[3] and lines[3].endswith("(1 skipped, 1 errors)")
+    assert lines == snapshot
     assert TrendTally().lines() == []
 
 

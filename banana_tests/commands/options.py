@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from banana_tests.markdown import table
+
 GROUP = "banana-tests"
 INI_PREFIX = "banana"
 HEADER = """\
@@ -114,21 +116,20 @@ def _option(names: Sequence[str], attrs: dict[str, Any]) -> Option:
 
 
 def markdown(ref: Reference) -> str:
-    lines = [HEADER, "| option | value | what it does |", "|---|---|---|"]
-    for option in ref.options:
-        spellings = ", ".join(f"`{s}`" for s in option.spellings)
-        takes = f"`{option.takes}`" if option.takes else ""
-        lines.append(f"| {spellings} | {takes} | {_cell(option.help)} |")
+    rows = [
+        [", ".join(f"`{s}`" for s in o.spellings), f"`{o.takes}`" if o.takes else "", _flat(o.help)]
+        for o in ref.options
+    ]
+    lines = [HEADER, *table(["option", "value", "what it does"], rows)]
     if ref.ini_keys:
         lines += ["", "Ini keys (`pytest.ini`, `[tool.pytest.ini_options]`):", ""]
-        lines += ["| key | what it does |", "|---|---|"]
-        lines += [f"| `{key.name}` | {_cell(key.help)} |" for key in ref.ini_keys]
+        lines += table(["key", "what it does"], [[f"`{key.name}`", _flat(key.help)] for key in ref.ini_keys])
     return "\n".join(lines) + "\n"
 
 
-def _cell(text: str) -> str:
-    """Help text as one Markdown table cell."""
-    return " ".join(text.split()).replace("|", "\\|")
+def _flat(text: str) -> str:
+    """Help text on one line, its runs of spaces as one: argparse wraps it, the table must not."""
+    return " ".join(text.split())
 
 
 def add_parser(subparsers: Any) -> None:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, Ledger
 from banana_tests.reports.control_table import ControlOutcome
-from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, describe_replacements, read_junit
+from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, read_junit
 from banana_tests.reports.run_agreement import MIXED_EXIT, disagreements
 from banana_tests.reports.search_table import SearchOutcome, search_markdown
+from banana_tests.reports.sourced import describe_replacements
 from banana_tests.reports.trends import TrendSeries
 from banana_tests.session.local_paths import local_path
 from banana_tests.session.versions import SUITE, package_versions

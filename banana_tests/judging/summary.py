@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from banana_tests.judging.prompt import Verdict
 from banana_tests.judging.run import Judgment
+from banana_tests.markdown import table
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,14 @@ class RunResult:
     first: int | None  # the first step that acknowledges the noise; None: none of those judged
     judged_up_to: int  # the last step judged in this run
     unclear: tuple[int, ...] = ()  # steps whose answer was neither yes nor no
+
+    @property
+    def first_text(self) -> str:
+        return str(self.first) if self.first is not None else "none"
+
+    @property
+    def unclear_text(self) -> str:
+        return ", ".join(map(str, self.unclear)) or "-"
 
 
 @dataclass(frozen=True)
@@ -73,17 +82,14 @@ def markdown(judgments: list[Judgment]) -> str:
         "",
         f"Judge: {', '.join(judges)}. Mean ± sample std over the runs that acknowledge it.",
         "",
-        "| seed image | first acknowledgement | runs acknowledging |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {s.seed_image} | {s.text()} | {len(s.firsts)} of {s.runs} |" for s in per_seed(runs)]
-    lines += [
+        *table(
+            ["seed image", "first acknowledgement", "runs acknowledging"],
+            [[s.seed_image, s.text(), f"{len(s.firsts)} of {s.runs}"] for s in per_seed(runs)],
+        ),
         "",
-        "| seed image | run | first step | judged up to | unclear answers at |",
-        "|---|---|---|---|---|",
+        *table(
+            ["seed image", "run", "first step", "judged up to", "unclear answers at"],
+            [[r.seed_image, r.run, r.first_text, r.judged_up_to, r.unclear_text] for r in runs],
+        ),
     ]
-    for r in runs:
-        first = str(r.first) if r.first is not None else "none"
-        unclear = ", ".join(map(str, r.unclear)) or "-"
-        lines.append(f"| {r.seed_image} | {r.run} | {first} | {r.judged_up_to} | {unclear} |")
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from collections import defaultdict
 from html import escape
 
 from banana_tests.editors.trial_names import ARTIFACTS, split_trial
+from banana_tests.markdown import Align, table
 from banana_tests.verdicts.matrix import Matrix, OutcomeCounts
 
 Table = dict[str, dict[str, OutcomeCounts]]  # artifact -> metric -> counts
@@ -52,20 +53,18 @@ def artifact_lines(matrix: Matrix) -> list[str]:
 
 def artifact_markdown(matrix: Matrix) -> str:
     """summary.md's section; empty without trial cells."""
-    table = artifact_counts(matrix)
-    if not table:
+    counts = artifact_counts(matrix)
+    if not counts:
         return ""
-    metrics, rows = _grid(table)
+    metrics, rows = _grid(counts)
     lines = [
         "### Misses by artifact",
         "",
         "Each trial set degrades the same seed images with one artifact family alone (replicate: all",
         "of them); a cell counts the cases missed (Δ ≥ 0) out of those with a verdict.",
         "",
-        "| artifact | " + " | ".join(metrics) + " |",
-        "|---|" + "---:|" * len(metrics),
+        *table(["artifact", *metrics], rows, [Align.LEFT] + [Align.RIGHT] * len(metrics)),
     ]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from banana_tests.cases import CaseKey, sort_key
+from banana_tests.markdown import Align, table
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import VERDICTS, Outcome
 
@@ -67,7 +68,7 @@ def compare(run: Matrix, paper: Matrix) -> list[MetricComparison]:
     return out
 
 
-def _rate(failed: int, total: int) -> str:
+def failure_rate(failed: int, total: int) -> str:
     return f"{failed}/{total} ({100 * failed / total:.0f}%)" if total else "no verdicts"
 
 
@@ -79,16 +80,18 @@ def comparison_markdown(comparisons: list[MetricComparison]) -> str:
     lines = ["### Compared with the paper (Figure 5)", ""]
     if not comparisons:
         return "\n".join([*lines, "No metric of this run is among the paper's 21 metrics.", ""])
-    lines += [
-        "| metric | cells matched | agree in sign | run failures | paper failures |",
-        "|---|---:|---:|---:|---:|",
+    header = ["metric", "cells matched", "agree in sign", "run failures", "paper failures"]
+    rows = [
+        [
+            c.metric,
+            c.matched,
+            "– (no shared seed image)" if c.by_rate else f"{c.agree}/{c.matched}",
+            failure_rate(c.run_failed, c.run_verdicts),
+            failure_rate(c.paper_failed, c.paper_verdicts),
+        ]
+        for c in comparisons
     ]
-    for c in comparisons:
-        agree = "– (no shared seed image)" if c.by_rate else f"{c.agree}/{c.matched}"
-        lines.append(
-            f"| {c.metric} | {c.matched} | {agree} | {_rate(c.run_failed, c.run_verdicts)} "
-            f"| {_rate(c.paper_failed, c.paper_verdicts)} |"
-        )
+    lines += table(header, rows, [Align.LEFT] + [Align.RIGHT] * 4)
     if any(c.by_rate for c in comparisons):
         lines += [
             "",

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from banana_tests.markdown import table
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.outcome import Outcome
 
@@ -55,9 +56,7 @@ def control_markdown(outcomes: Sequence[ControlOutcome]) -> str:
     lines = [
         "## Control degradations (the stronger distortion must score worse)",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-        *("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows),
+        *table(header, rows),
     ]
     return "\n".join(lines)
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from banana_tests.cases import Field
+from banana_tests.markdown import table
 from banana_tests.verdicts.invariance import Invariance, InvarianceKey
 from banana_tests.verdicts.outcome import VERDICTS, Outcome
 from banana_tests.verdicts.record import CaseRecord
@@ -75,8 +76,6 @@ def invariance_markdown(outcomes: Sequence[InvarianceOutcome]) -> str:
     lines = [
         "## Invariance (change in normalised points against tolerance)",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-        *("| " + " | ".join(row) + " |" for row in rows),
+        *table(header, rows),
     ]
     return "\n".join(lines)

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from banana_tests.cases import CaseKey, sort_key
+from banana_tests.markdown import Align, table
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL, UNCHANGED_PSNR
 from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts
 from banana_tests.verdicts.outcome import Outcome
@@ -59,6 +60,14 @@ class OracleStep:
     psnr_high: float
     ssim_low: float
     ssim_high: float
+
+    def row(self) -> list[str]:
+        """Its table row, in summary.md and report.html: step, detected/cells, PSNR and SSIM ranges."""
+        psnr, ssim = (
+            f"{self.psnr_low:.2f} … {self.psnr_high:.2f}",
+            f"{self.ssim_low:.3f} … {self.ssim_high:.3f}",
+        )
+        return [str(self.step), f"{self.detected}/{self.cells}", psnr, ssim]
 
 
 def oracle_cells(matrix: Matrix) -> list[OracleCell]:
@@ -118,14 +127,12 @@ def oracle_markdown(matrix: Matrix) -> str:
         f"It detects a step that moved by at least one grey level RMS (PSNR < {UNCHANGED_PSNR:.2f} dB);",
         f"where it does not, every metric's case is {NOT_A_VALID_TRIAL}, not the metric's failure.",
         "",
-        "| step | detected | PSNR (dB) | SSIM |",
-        "|---:|---:|---:|---:|",
+        *table(
+            ["step", "detected", "PSNR (dB)", "SSIM"],
+            [s.row() for s in oracle_steps(cells)],
+            [Align.RIGHT] * 4,
+        ),
     ]
-    for s in oracle_steps(cells):
-        lines.append(
-            f"| {s.step} | {s.detected}/{s.cells} | {s.psnr_low:.2f} … {s.psnr_high:.2f} "
-            f"| {s.ssim_low:.3f} … {s.ssim_high:.3f} |"
-        )
     invalid = invalid_trials(matrix)
     if invalid:
         lines += [

@@ -14,6 +14,7 @@ from html import escape
 from pathlib import Path
 
 from banana_tests.cases import CaseKind, Field
+from banana_tests.markdown import table
 from banana_tests.verdicts.escape import VISIBLE_PSNR, SearchKey
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord
@@ -80,9 +81,7 @@ def search_markdown(outcomes: Sequence[SearchOutcome]) -> str:
         "",
         "Without an escape, the figures are those of the most degraded image the metric detected.",
         "",
-        "| " + " | ".join(HEADER) + " |",
-        "|" + "---|" * len(HEADER),
-        *("| " + " | ".join(cell.replace("|", "\\|") for cell in o.row()) + " |" for o in outcomes),
+        *table(HEADER, [o.row() for o in outcomes]),
     ]
     return "\n".join(lines)
 

@@ -4,6 +4,7 @@ images' own spread beside it (banana_tests.verdicts.separability), from the cell
 
 from __future__ import annotations
 
+from banana_tests.markdown import Align, table
 from banana_tests.verdicts.matrix import Matrix
 from banana_tests.verdicts.separability import Separability, separability
 
@@ -43,12 +44,34 @@ def separability_lines(matrix: Matrix) -> list[str]:
     return out
 
 
+def separability_rows(matrix: Matrix) -> tuple[list[str], list[list[str]]]:
+    """(header, rows): per metric, the AUC at each step (empty where it has none) and the clean
+    images' count, range and spread; no rows when no cell carries per-run scores."""
+    by_metric = separabilities(matrix)
+    steps = sorted({r.step for rows in by_metric.values() for r in rows})
+    header = ["metric", *(f"AUC step {s}" for s in steps), "clean images", "clean range", "clean spread"]
+    body = []
+    for metric, rows in by_metric.items():
+        by_step = {r.step: f"{r.auc:.3f}" for r in rows}
+        first = rows[0]
+        clean = f"{first.clean_low:.1f} … {first.clean_high:.1f}"
+        body.append(
+            [
+                metric,
+                *(by_step.get(s, "") for s in steps),
+                str(first.clean),
+                clean,
+                f"{first.clean_spread:.1f}",
+            ]
+        )
+    return header, body
+
+
 def separability_markdown(matrix: Matrix) -> str:
     """The per-metric table for summary.md; empty when no cell carries per-run scores."""
-    table = separabilities(matrix)
-    if not table:
+    header, body = separability_rows(matrix)
+    if not body:
         return ""
-    steps = sorted({r.step for rows in table.values() for r in rows})
     lines = [
         "### Separability: could one threshold filter step-k images?",
         "",
@@ -56,15 +79,6 @@ def separability_markdown(matrix: Matrix) -> str:
         "seed images and runs: 1 = every clean image scores above every degraded one, 0.5 = chance,",
         "below 0.5 the metric prefers the degraded images. The clean images' range is the content confound.",
         "",
-        "| metric | "
-        + " | ".join(f"AUC step {s}" for s in steps)
-        + " | clean images | clean range | clean spread |",
-        "|---|" + "---:|" * len(steps) + "---:|---:|---:|",
     ]
-    for metric, rows in table.items():
-        by_step = {r.step: f"{r.auc:.3f}" for r in rows}
-        first = rows[0]
-        cells = " | ".join(by_step.get(s, "") for s in steps)
-        clean = f"{first.clean_low:.1f} … {first.clean_high:.1f}"
-        lines.append(f"| {metric} | {cells} | {first.clean} | {clean} | {first.clean_spread:.1f} |")
+    lines += table(header, body, [Align.LEFT] + [Align.RIGHT] * (len(header) - 1))
     return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from banana_tests.cases import CaseKey, sort_key
+from banana_tests.markdown import Align, table
 from banana_tests.reports.oracle_table import ORACLE, OracleCell, oracle_cells, oracle_counts
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import VERDICTS
@@ -26,6 +27,8 @@ CSV_COLUMNS = (
     "reference_step",
     "runs",
 )
+SUMMARY_HEADER = ("metric", "cases", "failed", "skipped", "error", "unresolved", "not valid trial", "worst Δ")
+NUMBERS = [Align.RIGHT] * (len(SUMMARY_HEADER) - 1)
 
 
 def row_label(key: CaseKey) -> str:
@@ -97,6 +100,12 @@ class MetricSummary:
         t = oracle_counts(cells)
         return cls(ORACLE, len(cells), t.passed, t.failed, 0, 0, None, reference=True)
 
+    def cells(self) -> list[object]:
+        """summary.md's row: the counts and the worst Δ (empty without one)."""
+        worst = "" if self.worst_delta is None else f"{self.worst_delta:+.3f}"
+        name = f"{self.metric} (reference)" if self.reference else self.metric
+        return [name, self.cases, self.failed, self.skipped, self.error, self.unresolved, self.invalid, worst]
+
 
 def summarise(matrix: Matrix) -> list[MetricSummary]:
     """One row per metric, one pass over the cells for all of them (one per metric was 20
@@ -137,16 +146,5 @@ def summary_markdown(matrix: Matrix, title: str = "banana-tests failure matrix")
         lines.append(
             f"The {ORACLE} row is the positive control: it fails a step only where it did not change."
         )
-    lines += [
-        "",
-        "| metric | cases | failed | skipped | error | unresolved | not valid trial | worst Δ |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for s in rows:
-        worst = "" if s.worst_delta is None else f"{s.worst_delta:+.3f}"
-        name = f"{s.metric} (reference)" if s.reference else s.metric
-        lines.append(
-            f"| {name} | {s.cases} | {s.failed} | {s.skipped} | {s.error} | {s.unresolved} | {s.invalid} "
-            f"| {worst} |"
-        )
+    lines += ["", *table(SUMMARY_HEADER, [s.cells() for s in rows], [Align.LEFT, *NUMBERS])]
     return "\n".join(lines) + "\n"

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from banana_tests.reports.figures import _pyplot, _save
+from banana_tests.reports.figure_style import pyplot, save
 
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")  # what a seed image name may not bring into a file name
 MAX_NAME = 80  # characters of a seed image name kept in a file name (file systems allow 255 bytes)
@@ -51,7 +51,7 @@ class TrendSeries:
 def trend_figure(seed_image: str, series: Sequence[TrendSeries], stem: Path) -> list[Path]:
     """Normalised score against step on one seed image: a line per metric (run mean), a band for
     the min–max over runs, and a dashed line at each metric's reference score."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     colours = plt.get_cmap("tab10")
     for i, s in enumerate(sorted(series, key=lambda s: s.metric)):
@@ -67,10 +67,7 @@ def trend_figure(seed_image: str, series: Sequence[TrendSeries], stem: Path) -> 
     ax.set_title(f"{seed_image}: run mean, band = min–max over runs, dashed = reference", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    try:
-        return _save(fig, stem)
-    finally:
-        plt.close(fig)
+    return save(fig, stem)
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ def write_report(
     `comparisons` is given), and controls.csv with the control cases' outcomes when there are any
     (also in summary.md and the page), and the worst-escape searches' rows (and images on the
     page). Returns the files written, each once."""
-    from banana_tests.reports.figures import render_figures, separability_figure
+    from banana_tests.reports.figures import render_figures
+    from banana_tests.reports.step_plots import separability_figure
 
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "matrix.csv", out / "summary.md"]

@@ -6,7 +6,7 @@ test may record. Every property name the suite writes on a case is a `banana_tes
 the first one, `banana_record`, says the record's kind and schema version (e.g. `delta/2`).
 
 Schema 1 is the layout written before `banana_record` existed:
-`banana_tests.reports.junit` reads those files through `legacy_record`, to the same records.
+`banana_tests.reports.junit_testcase` reads those files through `legacy_record`, to the same records.
 """
 
 from __future__ import annotations
