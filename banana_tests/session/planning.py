@@ -1,8 +1,9 @@
-"""The suite's case planning: the selected records, read once at collection, and the cases and
-trends planned on them; and which trajectories a run reads (`--dataset` or the trial sets)."""
+"""The suite's case planning: which trajectories a run reads (`--dataset` or the trial sets), the
+selected records, read once at collection, and the cases and trends planned on them."""
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from collections.abc import Callable, Iterable
@@ -37,12 +38,28 @@ class CasePlanning:
     companions: dict[Record, list[Record]] = field(default_factory=dict)
     say: Callable[[str], None] = to_stderr  # a line on the terminal
 
+    @functools.cached_property
+    def source(self) -> SourceOptions:
+        """The run's trajectory source, resolved once a process: under --artifact, the trial sets,
+        built once into the image cache (banana_tests.editors.trial_sets); a set that cannot be
+        rebuilt as shipped is a usage error."""
+        settings = self.settings
+        if not settings.artifacts:
+            return settings.source
+        from banana_tests.editors.trial_sets import TrialSetError, ensure
+
+        try:
+            folder = ensure(settings.artifacts, settings.source.cache_dir)
+        except (OSError, TrialSetError, ValueError) as exc:
+            raise pytest.UsageError(f"--artifact={','.join(settings.artifacts)}: {exc}") from exc
+        return replace(settings.source, source=str(folder))
+
     def collect(self) -> None:
         """Read the data set and plan every case, once; a set that cannot be read, or options it
         cannot satisfy, are a usage error."""
         if self.plans:
             return
-        source, selection = trial_source(self.settings), self.settings.selection
+        source, selection = self.source, self.settings.selection
         try:
             loaded = load(source, selection)
         except DataError as exc:
@@ -103,17 +120,3 @@ class CasePlanning:
                 f"{', '.join(map(str, absent))} (the data set holds steps {', '.join(map(str, held))}); "
                 "see --steps and --reference-step"
             )
-
-
-def trial_source(settings: Settings) -> SourceOptions:
-    """The run's trajectory source: under --artifact, the trial sets, built once into the image
-    cache (banana_tests.editors.trial_sets); a set that cannot be rebuilt as shipped is a usage error."""
-    if not settings.artifacts:
-        return settings.source
-    from banana_tests.editors.trial_sets import TrialSetError, ensure
-
-    try:
-        folder = ensure(settings.artifacts, settings.source.cache_dir)
-    except (OSError, TrialSetError, ValueError) as exc:
-        raise pytest.UsageError(f"--artifact={','.join(settings.artifacts)}: {exc}") from exc
-    return replace(settings.source, source=str(folder))

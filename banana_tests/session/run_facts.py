@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 import pytest
 
-from banana_tests.session.planning import trial_source
 from banana_tests.session.suite import SuiteState
 
 WORKER_DEVICE = "banana_device"
@@ -53,7 +52,7 @@ def run_facts(
 
     return [
         ("variant", state.settings.selection.variant),
-        ("dataset", str(trial_source(state.settings).source)),
+        ("dataset", str(state.planning.source.source)),
         *(selection_facts(state) if selection is None else selection),
         ("versions", run_versions(state.metrics.values())),
         ("libraries", metric_libraries(state.metrics.values())),

@@ -25,7 +25,6 @@ from typing import Any, ClassVar
 
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from banana_tests.session.planning import trial_source
 from banana_tests.session.suite import SuiteState
 from banana_tests.trajectories.records import Record
 from metrics_under_test.spec import MetricSpec
@@ -161,7 +160,7 @@ def dataset_label(state: SuiteState) -> str | None:
     never meet another set's scores."""
     if state.settings.embedded:
         return None
-    name = trial_source(state.settings).source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    name = state.planning.source.source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "dataset"
 
 

@@ -15,7 +15,7 @@ from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.hung import Hung
 from banana_tests.session.devices import Device, gpu_driver_loaded, no_cuda
 from banana_tests.session.metric_import import HUNG_IMPORTS, resolve_within
-from banana_tests.session.planning import CasePlanning, trial_source
+from banana_tests.session.planning import CasePlanning
 from banana_tests.session.process_scoring import Scoring
 from banana_tests.session.settings import Settings, settings_of
 from banana_tests.session.terminal_line import terminal_line
@@ -103,7 +103,7 @@ class SuiteState:
             self.planning.records,
             self.planning.problems,
             self.scoring.book.images,
-            trial_source(self.settings).source,
+            self.planning.source.source,
             self.settings.selection.variant,
             self.settings.selection.reference_step,
         )
