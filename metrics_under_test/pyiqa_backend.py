@@ -88,13 +88,9 @@ class PyiqaMetric:
         try:
             self._model = (create_metric or pyiqa.create_metric)(spec.name, device=torch.device(device))
         except ModuleNotFoundError as exc:
-            extra = UNDECLARED_IMPORTS.get(exc.name or "")
-            if extra is None:
+            if exc.name not in UNDECLARED_IMPORTS:
                 raise
-            raise MetricError(
-                f"{spec.name}: pyiqa's model imports {exc.name}, which is not installed: "
-                f"pip install 'banana-tests[{extra}]'"
-            ) from exc
+            raise missing_extra(spec.name, exc.name) from exc
         except Exception as exc:
             what = _unreachable_download(exc)
             if what is None:
@@ -118,6 +114,15 @@ class PyiqaMetric:
                 for i, s in zip(positions, out, strict=True):
                     scores[i] = float(s)
         return scores
+
+
+def missing_extra(metric: str, module: str) -> MetricError:
+    """The error for a model import pyiqa does not declare (UNDECLARED_IMPORTS), naming the extra
+    that installs it."""
+    return MetricError(
+        f"{metric}: pyiqa's model imports {module}, which is not installed: "
+        f"pip install 'banana-tests[{UNDECLARED_IMPORTS[module]}]'"
+    )
 
 
 def _unreachable_download(exc: BaseException) -> str | None:

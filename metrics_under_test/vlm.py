@@ -184,16 +184,14 @@ def build(spec: MetricSpec, device: str) -> Any:
 
         return Rali.load(device)
     if spec.name == Q_ALIGN.metric:
+        from metrics_under_test.pyiqa_backend import PyiqaMetric, missing_extra
+
         try:
             import icecream  # noqa: F401  (pyiqa's mPLUG-Owl2 imports it and does not declare it)
         except ImportError as exc:
-            raise MetricError(
-                "qalign: pyiqa's Q-Align imports icecream, which is not installed: "
-                "pip install 'banana-tests[qalign]'"
-            ) from exc
+            raise missing_extra(spec.name, "icecream") from exc
         check_files(Q_ALIGN)
         from metrics_under_test import qalign_compat
-        from metrics_under_test.pyiqa_backend import PyiqaMetric
 
         qalign_compat.apply()
         return PyiqaMetric(dataclasses.replace(spec, backend="pyiqa"), device)
