@@ -42,6 +42,7 @@ from numpy.typing import NDArray
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from banana_tests.editors.artifacts import FAMILIES  # noqa: E402
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator  # noqa: E402
 from banana_tests.editors.fixture_recipe import Recipe, seed_image  # noqa: E402
 from banana_tests.reports.paper import paper_cells  # noqa: E402
@@ -212,7 +213,7 @@ def set_field(params: EmulatorParams, dotted: str, value: str) -> EmulatorParams
         if value != "off":
             raise ValueError(f"{dotted}={value}: only FAMILY=off or FAMILY.PARAMETER=VALUE")
         return dataclasses.replace(params, **{family: None})
-    current = getattr(params, family) or type(getattr(EmulatorParams(), family))()
+    current = getattr(params, family) or FAMILIES[family].params()
     kind = type(getattr(current, name))
     return dataclasses.replace(params, **{family: dataclasses.replace(current, **{name: kind(value)})})
 

@@ -24,6 +24,7 @@ BUILTIN = {
     "jpeg": "banana_tests.editors.jpeg:make",
     "gemini": "banana_tests.editors.gemini:make",
     "diffusers": "banana_tests.editors.diffusers_editor:make",
+    "flux2-tiny-vae": "banana_tests.editors.tiny_vae_editor:make",
 }
 PARAMETERS = ("seed", "temperature", "resolution")
 """Request parameters an editor may accept; the others must be left unset for it."""

@@ -28,6 +28,7 @@ from banana_tests.editors.artifacts import scatter as _scatter
 from banana_tests.editors.artifacts import soften as _soften
 from banana_tests.editors.artifacts import static as _static
 from banana_tests.editors.artifacts import tint as _tint
+from banana_tests.editors.artifacts import vae_roundtrip as _vae_roundtrip
 from banana_tests.editors.trial_names import ARTIFACTS, COMPOSITE, TRIALS
 
 
@@ -42,6 +43,7 @@ class EmulatorParams:
     tint: _tint.Params | None = field(default_factory=_tint.Params)
     static: _static.Params | None = field(default_factory=_static.Params)
     scatter: _scatter.Params | None = field(default_factory=_scatter.Params)
+    vae_roundtrip: _vae_roundtrip.Params | None = None
 
     def __post_init__(self) -> None:
         for name in FAMILIES:
@@ -54,27 +56,31 @@ class EmulatorParams:
         return int(self.reframe.long_side)
 
     def only(self, artifact: str) -> EmulatorParams:
-        """This recipe with every family but `artifact` (and reframing) off, at the same strength;
-        `replicate` is the whole recipe."""
+        """This recipe with every family but `artifact` (and reframing) off, at the same strength
+        (at the family's own defaults where this recipe has it off); `replicate` is the whole recipe."""
         if artifact == COMPOSITE:
             return self
         if artifact not in TRIALS:
             raise ValueError(f"unknown artifact {artifact!r}; known: {', '.join(ARTIFACTS)}")
-        off: dict[str, Any] = {name: None for name in TRIALS if name != artifact}
-        return dataclasses.replace(self, **off)
+        alone: dict[str, Any] = {name: None for name in TRIALS if name != artifact}
+        alone[artifact] = getattr(self, artifact) or FAMILIES[artifact].params()
+        return dataclasses.replace(self, **alone)
 
     def to_json(self) -> dict[str, Any]:
         return {name: _as_json(getattr(self, name)) for name in FAMILIES}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> EmulatorParams:
-        """The recipe from `to_json`'s dict; unknown families or parameters are refused by name."""
+        """The recipe from `to_json`'s dict; unknown families or parameters are refused by name, and
+        a family the dict does not name keeps this class's default."""
         unknown = sorted(set(raw) - set(FAMILIES))
         if unknown:
             raise ValueError(f"unknown artifact famil(ies) {unknown}; known: {', '.join(FAMILIES)}")
         values: dict[str, Any] = {}
         for name, family in FAMILIES.items():
-            given = raw.get(name, {})
+            if name not in raw:  # the recipe's default: a recipe written before a family existed keeps it off
+                continue
+            given = raw[name]
             if given is None:
                 values[name] = None
                 continue

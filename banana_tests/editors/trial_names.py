@@ -10,7 +10,7 @@ from __future__ import annotations
 
 COMPOSITE = "replicate"
 """The composite recipe: every family, as in the embedded set."""
-TRIALS = ("soften", "resynthesis", "tint", "static", "scatter")
+TRIALS = ("soften", "resynthesis", "tint", "static", "scatter", "vae_roundtrip")
 """The artifact families with a trial set of their own, in the composite's order (reframing is
 in every set: step 1 is the reference)."""
 ARTIFACTS = (COMPOSITE, *TRIALS)

@@ -1,0 +1,190 @@
+"""TAEF2, the tiny distilled autoencoder of FLUX.2's VAE latent space, as a torch module.
+
+Written from the network's description (docs/datasets.md, "The learned editor"), not from
+upstream code: a sequential stack whose indices are the state dict's keys, so the published
+weights load with `strict=True`. The weights ship beside this module (`taef2/`, MIT, with their
+notice) and are checked by sha256 before `torch.load(weights_only=True)` reads them.
+
+A round trip (encode, decode) is what a latent editing model's decoder does to an image it was
+asked to copy: the decoder makes fine detail up from the latent, and fed back on itself it drifts.
+This module imports torch; the artifact family that uses it imports it only when it runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from banana_tests.editors.base import EditorError
+
+THREADS = 1
+"""torch's intra-op threads for a round trip: a convolution split over more threads sums in
+another order, and the 8-bit output differed in a few pixels between 1 and 2 threads."""
+SCALE = 8
+"""Pixels per latent cell along each side: the encoder's three stride-2 stages."""
+LATENT_CHANNELS = 32
+WIDTH = 64
+POOL_WIDTH = 256
+POOL_GROUPS = 4
+SOFT_CLAMP = 3.0
+"""The decoder's first layer: z ↦ 3·tanh(z/3), the latent's usual range."""
+
+
+@dataclass(frozen=True)
+class WeightFile:
+    name: str
+    sha256: str
+
+
+ENCODER = WeightFile("taef2_encoder.pth", "10a4e1021e89d7551eaf161352da8dbd0b1aa83872ae28b150c1df1ce2f147b6")
+DECODER = WeightFile("taef2_decoder.pth", "0a44a31e1ae59eb9dbf9359d24942fd3ef5928162c1800d97a28c61d51be0ab5")
+
+
+class WeightFileError(EditorError):
+    """A shipped weight file is missing or is not the published one; the message is one line."""
+
+
+def weights_dir() -> Path:
+    return Path(str(resources.files("banana_tests.editors") / "taef2"))
+
+
+def checked_state(file: WeightFile, folder: Path | None = None) -> dict[str, Any]:
+    """The state dict in `file`, read only after its bytes match the published sha256."""
+
+    path = (folder or weights_dir()) / file.name
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise WeightFileError(
+            f"{path}: cannot read TAEF2 weights ({exc.strerror or exc}); expected sha256 {file.sha256}"
+        ) from None
+    found = hashlib.sha256(data).hexdigest()
+    if found != file.sha256:
+        raise WeightFileError(
+            f"{path}: not the published TAEF2 weights (sha256 {found}, {len(data):,} bytes); "
+            f"expected sha256 {file.sha256}"
+        )
+    with path.open("rb") as handle:
+        state: dict[str, Any] = torch.load(handle, map_location="cpu", weights_only=True)
+    return state
+
+
+def _conv(c_in: int, c_out: int, *, stride: int = 1, bias: bool = True) -> nn.Conv2d:
+    return nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=bias)
+
+
+class Block(nn.Module):
+    """Three 3×3 convolutions with ReLUs between, added to the input, then a ReLU. FLUX.2's
+    blocks nearest the latent first add `pool` (1×1 up, GroupNorm, ReLU, 1×1 down) to the input."""
+
+    def __init__(self, pooled: bool) -> None:
+        super().__init__()
+        self.conv = nn.Sequential(
+            _conv(WIDTH, WIDTH), nn.ReLU(), _conv(WIDTH, WIDTH), nn.ReLU(), _conv(WIDTH, WIDTH)
+        )
+        self.pool = (
+            nn.Sequential(
+                nn.Conv2d(WIDTH, POOL_WIDTH, 1, bias=False),
+                nn.GroupNorm(POOL_GROUPS, POOL_WIDTH),
+                nn.ReLU(),
+                nn.Conv2d(POOL_WIDTH, WIDTH, 1, bias=False),
+            )
+            if pooled
+            else None
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.pool is not None:
+            x = x + self.pool(x)
+        return torch.relu(self.conv(x) + x)
+
+
+class SoftClamp(nn.Module):
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return SOFT_CLAMP * torch.tanh(z / SOFT_CLAMP)
+
+
+def build_encoder() -> nn.Sequential:
+    """RGB in [0, 1], (N, 3, H, W), H and W multiples of 8 → latent (N, 32, H/8, W/8)."""
+    layers: list[nn.Module] = [_conv(3, WIDTH), Block(False)]
+    for stage in range(3):
+        layers.append(_conv(WIDTH, WIDTH, stride=2, bias=False))
+        layers += [Block(stage == 2) for _ in range(3)]
+    layers.append(_conv(WIDTH, LATENT_CHANNELS))
+    return nn.Sequential(*layers)
+
+
+def build_decoder() -> nn.Sequential:
+    """Latent (N, 32, h, w) → RGB (N, 3, 8h, 8w), to be clamped to [0, 1]."""
+    layers: list[nn.Module] = [SoftClamp(), _conv(LATENT_CHANNELS, WIDTH), nn.ReLU()]
+    for stage in range(3):
+        layers += [Block(stage == 0) for _ in range(3)]
+        layers += [nn.Upsample(scale_factor=2), _conv(WIDTH, WIDTH, bias=False)]
+    layers += [Block(False), _conv(WIDTH, 3)]
+    return nn.Sequential(*layers)
+
+
+@dataclass(frozen=True)
+class TinyVae:
+    encoder: nn.Sequential
+    decoder: nn.Sequential
+
+
+def load(folder: Path | None = None) -> TinyVae:
+    """Both halves with the checked weights, strictly (every key, no extra), in eval mode."""
+    encoder, decoder = build_encoder(), build_decoder()
+    encoder.load_state_dict(checked_state(ENCODER, folder), strict=True)
+    decoder.load_state_dict(checked_state(DECODER, folder), strict=True)
+    return TinyVae(encoder.eval().requires_grad_(False), decoder.eval().requires_grad_(False))
+
+
+@cache
+def shipped() -> TinyVae:
+    """The shipped network, built once a process."""
+    return load()
+
+
+def round_trip(
+    x: np.ndarray, latent_noise: float = 0.0, rng: np.random.Generator | None = None
+) -> np.ndarray:
+    """decode(encode(x)) of an (H, W, 3) image in 8-bit code values, as float64 code values.
+
+    The image is padded by reflection to multiples of 8 and cropped back. `latent_noise` adds
+    Gaussian noise of that std (drawn from `rng`, numpy's, so it is the same on every machine) to
+    the latent before decoding: the model's own randomness.
+    """
+    vae = shipped()
+    h, w, _ = x.shape
+    pad = ((0, -h % SCALE), (0, -w % SCALE), (0, 0))
+    padded = np.pad(x / 255.0, pad, mode="reflect" if min(h, w) > SCALE else "edge")
+    with torch.inference_mode(), _threads(THREADS):
+        image = torch.from_numpy(np.ascontiguousarray(padded.transpose(2, 0, 1), dtype=np.float32))[None]
+        latent = vae.encoder(image)
+        if latent_noise > 0:
+            if rng is None:
+                raise ValueError("latent_noise needs a random generator")
+            noise = rng.standard_normal(tuple(latent.shape)).astype(np.float32)
+            latent = latent + latent_noise * torch.from_numpy(noise)
+        out = vae.decoder(latent).clamp(0.0, 1.0)[0].numpy().astype(np.float64)
+    return np.asarray(out.transpose(1, 2, 0)[:h, :w] * 255.0)
+
+
+@contextmanager
+def _threads(count: int) -> Iterator[None]:
+    """torch's intra-op thread count set for the block, and the caller's put back after it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,62 @@
+"""The `flux2-tiny-vae` editor: each edit is one round trip through FLUX.2's tiny autoencoder.
+
+Offline and deterministic, on the CPU with torch alone: encode, perturb the latent by
+`latent_noise`, decode, blend with the input at `strength`, round to 8 bits. It is the learned
+artifact family `vae_roundtrip` (banana_tests.editors.artifacts) behind the editor protocol, with
+the same random draws, so `generate --editor flux2-tiny-vae` and `--artifact=vae_roundtrip` agree.
+No diffusion sampling and no semantic change: a 1.3 M-parameter distillation of one model's VAE.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from banana_tests.editors import tiny_vae
+from banana_tests.editors.artifacts import FAMILIES, check_ranges, stable_rng
+from banana_tests.editors.artifacts import vae_roundtrip as family
+from banana_tests.editors.base import EditorConfig, EditorError, EditRequest, EditResult, take_options
+from banana_tests.editors.emulate import EmulatorParams
+from banana_tests.editors.prompts import apply_transform
+
+NAME = "flux2-tiny-vae"
+DEFAULTS = EmulatorParams().vae_roundtrip or family.Params()
+"""The embedded recipe's round trip, or the family's own defaults where the recipe has it off."""
+
+
+class TinyVaeEditor:
+    name = NAME
+    model = "taef2"
+    accepts = frozenset({"seed"})
+
+    def __init__(self, params: family.Params = DEFAULTS) -> None:
+        self.params = params
+
+    def settings(self) -> dict[str, Any]:
+        weights = {w.name: w.sha256 for w in (tiny_vae.ENCODER, tiny_vae.DECODER)}
+        return {"model": self.model, "params": dataclasses.asdict(self.params), "weights": weights}
+
+    def cost_estimate(self, edits: int, resolution: str | None) -> str | None:
+        return None
+
+    def edit(self, request: EditRequest) -> EditResult:
+        image = apply_transform(request.image.convert("RGB"), request.transform)
+        rng = stable_rng(request.seed or 0, request.key, request.run, request.step, family.NAME)
+        x = FAMILIES[family.NAME].apply(np.asarray(image, dtype=np.float64), rng, request.step, self.params)
+        return EditResult(Image.fromarray(np.clip(np.rint(x), 0, 255).astype(np.uint8), mode="RGB"))
+
+
+def make(config: EditorConfig) -> TinyVaeEditor:
+    """`--option strength=A` and `--option latent_noise=S`, within the family's documented ranges.
+    The weights are checked and loaded here, so a bad file stops the run before its first edit."""
+    values = take_options(config, NAME, dataclasses.asdict(DEFAULTS))
+    params = family.Params(**values)
+    try:
+        check_ranges(params)
+    except ValueError as exc:
+        raise EditorError(f"editor {NAME!r}: {exc}") from None
+    tiny_vae.shipped()
+    return TinyVaeEditor(params)
