@@ -137,9 +137,9 @@ def test_the_composite_is_the_composition_of_the_families() -> None:
     for step in (1, 2, 3):
         x = emulator.edit(x, step=step, run=1, key="rocket")
         for name, family in FAMILIES.items():
-            composed = family.apply(
-                composed, stable_rng(3, "rocket", 1, step, name), step, getattr(RECIPE_PARAMS, name)
-            )
+            params = getattr(RECIPE_PARAMS, name)
+            if params is not None:  # a family the recipe has off
+                composed = family.apply(composed, stable_rng(3, "rocket", 1, step, name), step, params)
         composed = np.clip(np.rint(composed), 0, 255)
         assert np.array_equal(np.asarray(x), composed.astype(np.uint8)), step
 
@@ -147,7 +147,8 @@ def test_the_composite_is_the_composition_of_the_families() -> None:
 def test_one_artifact_alone_keeps_that_family_at_the_composite_strength() -> None:
     for name in TRIALS:
         alone = RECIPE_PARAMS.only(name)
-        assert getattr(alone, name) == getattr(RECIPE_PARAMS, name) and alone.reframe == RECIPE_PARAMS.reframe
+        strength = getattr(RECIPE_PARAMS, name) or FAMILIES[name].params()  # its own defaults when off
+        assert getattr(alone, name) == strength and alone.reframe == RECIPE_PARAMS.reframe
         assert [n for n in TRIALS if getattr(alone, n) is not None] == [name]
     assert RECIPE_PARAMS.only("replicate") == RECIPE_PARAMS
     assert EmulatorParams.from_json(RECIPE_PARAMS.only("tint").to_json()) == RECIPE_PARAMS.only("tint")

@@ -56,10 +56,11 @@ def make_toy(config: base.EditorConfig) -> ToyEditor:
 def test_registry_builds_builtins_and_entry_point_editors(monkeypatch: pytest.MonkeyPatch) -> None:
     ep = importlib.metadata.EntryPoint("toy", "tests.test_editors:make_toy", base.ENTRY_POINT_GROUP)
     monkeypatch.setattr(base, "_entry_points", lambda: [ep])
-    assert base.available() == ["diffusers", "emulate", "gemini", "jpeg", "toy"]
+    assert base.available() == ["diffusers", "emulate", "flux2-tiny-vae", "gemini", "jpeg", "toy"]
     assert isinstance(base.create("toy", base.EditorConfig()), ToyEditor)
     assert isinstance(base.create("jpeg", base.EditorConfig()), JpegEditor)
-    with pytest.raises(base.EditorError, match=r"unknown editor 'nope'; known: diffusers, emulate, gemini"):
+    known = r"known: diffusers, emulate, flux2-tiny-vae, gemini"
+    with pytest.raises(base.EditorError, match=rf"unknown editor 'nope'; {known}"):
         base.create("nope", base.EditorConfig())
 
 
