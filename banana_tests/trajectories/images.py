@@ -4,8 +4,8 @@ Every check that needs no pixels (a regular file within the byte limit, the file
 the metadata, the pixel limit, the mode and bit depth) is `check`, and a cached score must pass it
 too: the cache knows scores, not whether today's file and options allow them. It reads the file's
 header with PIL; numpy is imported on the first decode, so a run whose scores are all cached skips it.
-A data-set entry is untrusted: `os.stat` decides before any open whether it is a regular file (a
-FIFO blocks the open forever, /dev/zero never ends), and no more than the limit is ever read.
+A data-set entry is untrusted: it is read only as a regular file within a byte limit
+(banana_tests.regular_files), so a FIFO, /dev/zero or a sparse 40 GB file is one DataError.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import os
-import stat
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
+from banana_tests.regular_files import NotReadable, TooLarge, open_regular, read_regular
 from banana_tests.trajectories.records import DataError, Record
 
 if TYPE_CHECKING:
@@ -38,73 +37,31 @@ def max_file_bytes(max_pixels: int) -> int:
 
 
 def read_entry(record: Record, max_bytes: int) -> bytes:
-    """The bytes of the record's file once it shows itself a regular file of at most `max_bytes`,
-    or a DataError naming the record; the read stops one byte past the limit (the file may grow)."""
-    with open_entry(record, max_bytes) as handle:
-        try:
-            data = handle.read(max_bytes + 1)
-        except OSError as exc:
-            raise DataError(f"{record.named}: cannot read image: {exc.strerror or exc}") from exc
-    if len(data) > max_bytes:
-        raise DataError(
-            f"{record.named}: image file is over the {max_bytes:,}-byte limit (it grew while read)"
-        )
-    return data
+    """The bytes of the record's file once it shows itself a regular file of at most `max_bytes`
+    (banana_tests.regular_files), or a DataError naming the record."""
+    try:
+        return read_regular(record.path, max_bytes)
+    except NotReadable as exc:
+        raise _unreadable(record, exc) from None  # the message says it all
 
 
 def header_pixels(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> int:
     """The image's pixels from its header alone, after the file checks `read_entry` makes."""
     from PIL import Image
 
-    with open_entry(record, max_file_bytes(max_pixels)) as handle:
-        try:
-            with Image.open(handle) as image:
-                width, height = image.size
-        except (OSError, SyntaxError, ValueError) as exc:  # UnidentifiedImageError is an OSError
-            raise DataError(f"{record.named}: cannot read the image's size: {exc}") from exc
+    try:
+        with open_regular(record.path, max_file_bytes(max_pixels)) as handle, Image.open(handle) as image:
+            width, height = image.size
+    except NotReadable as exc:
+        raise _unreadable(record, exc) from None  # the message says it all
+    except (OSError, SyntaxError, ValueError) as exc:  # UnidentifiedImageError is an OSError
+        raise DataError(f"{record.named}: cannot read the image's size: {exc}") from exc
     return width * height
 
 
-@contextlib.contextmanager
-def open_entry(record: Record, max_bytes: int) -> Iterator[BinaryIO]:
-    """The record's file, open for reading, once it shows itself a regular file of at most
-    `max_bytes`, or a DataError naming the record. Anything else is never opened: stat decides
-    before the open (which cannot block: O_NONBLOCK), fstat again after it (the entry may have
-    been swapped in between)."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        _regular(record, os.stat(record.path), max_bytes)
-        handle = os.fdopen(os.open(record.path, flags), "rb")
-    except OSError as exc:
-        raise DataError(f"{record.named}: cannot read image: {exc.strerror or exc}") from exc
-    with handle:
-        _regular(record, os.fstat(handle.fileno()), max_bytes)
-        yield handle
-
-
-def _regular(record: Record, status: os.stat_result, max_bytes: int) -> None:
-    """A DataError unless `status` is a regular file of at most `max_bytes`."""
-    if not stat.S_ISREG(status.st_mode):
-        raise DataError(
-            f"{record.named}: not a regular file but {_file_kind(status.st_mode)}; a data-set entry "
-            "must be an image file"
-        )
-    if status.st_size > max_bytes:
-        raise DataError(
-            f"{record.named}: image file of {status.st_size:,} bytes is over the {max_bytes:,}-byte limit "
-            "(3 bytes a pixel of --max-pixels, plus 16 MiB)"
-        )
-
-
-def _file_kind(mode: int) -> str:
-    kinds = {
-        stat.S_ISDIR: "a folder",
-        stat.S_ISFIFO: "a FIFO (named pipe)",
-        stat.S_ISCHR: "a character device",
-        stat.S_ISBLK: "a block device",
-        stat.S_ISSOCK: "a socket",
-    }
-    return next((name for test, name in kinds.items() if test(mode)), f"file type {stat.S_IFMT(mode):o}")
+def _unreadable(record: Record, why: NotReadable) -> DataError:
+    limit = " (3 bytes a pixel of --max-pixels, plus 16 MiB)" if isinstance(why, TooLarge) else ""
+    return DataError(f"{record.named}: cannot read image: {why}{limit}")
 
 
 def check(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> str:
