@@ -32,7 +32,7 @@ HEADROOM_BYTES = 16 * 2**20  # a file's header, metadata and compression overhea
 
 def max_file_bytes(max_pixels: int) -> int:
     """The largest image file read: an 8-bit RGB image at the pixel limit fits even stored
-    uncompressed (3 bytes a pixel), with room for its header and metadata; 208 MiB by default."""
+    uncompressed (3 bytes a pixel), with room for its header and metadata: 208,777,216 bytes by default."""
     return 3 * max_pixels + HEADROOM_BYTES
 
 
@@ -47,14 +47,16 @@ def read_entry(record: Record, max_bytes: int) -> bytes:
 
 def header_pixels(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> int:
     """The image's pixels from its header alone, after the file checks `read_entry` makes."""
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
 
     try:
         with open_regular(record.path, max_file_bytes(max_pixels)) as handle, Image.open(handle) as image:
             width, height = image.size
     except NotReadable as exc:
         raise _unreadable(record, exc) from None  # the message says it all
-    except (OSError, SyntaxError, ValueError) as exc:  # UnidentifiedImageError is an OSError
+    except UnidentifiedImageError:  # PIL's own message names a file descriptor, not the file
+        raise DataError(f"{record.named}: cannot read the image's size: no format PIL reads") from None
+    except (OSError, SyntaxError, ValueError) as exc:
         raise DataError(f"{record.named}: cannot read the image's size: {exc}") from exc
     return width * height
 
