@@ -23,13 +23,18 @@ def cell(value: object) -> object:
 
 
 class Writer:
-    """csv.writer (`\\n` line ends) whose every cell goes through `cell`."""
+    """csv.writer (`\n` line ends) whose every cell goes through `cell`. A row with a carriage
+    return in a cell is written with every cell quoted: csv quotes only the characters of its line
+    end, and a bare carriage return ends a row for most readers (Python's csv among them)."""
 
     def __init__(self, out: TextIO) -> None:
         self._writer = csv.writer(out, lineterminator="\n")
+        self._quoted = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
 
     def writerow(self, cells: Iterable[object]) -> None:
-        self._writer.writerow([cell(c) for c in cells])
+        row = [cell(c) for c in cells]
+        returns = any(isinstance(c, str) and "\r" in c for c in row)
+        (self._quoted if returns else self._writer).writerow(row)
 
     def writerows(self, rows: Iterable[Iterable[object]]) -> None:
         for row in rows:
