@@ -33,6 +33,14 @@ def read_regular(path: Path | str, max_bytes: int) -> bytes:
     return data
 
 
+def require_regular(path: Path | str) -> None:
+    """NotReadable unless stat shows a regular file, of any size (a table the caller streams)."""
+    try:
+        _check(os.stat(path), None)
+    except OSError as exc:
+        raise NotReadable(exc.strerror or str(exc)) from exc
+
+
 @contextlib.contextmanager
 def open_regular(path: Path | str, max_bytes: int) -> Iterator[BinaryIO]:
     """The file open for reading once stat shows a regular file of at most `max_bytes`; else
@@ -48,10 +56,10 @@ def open_regular(path: Path | str, max_bytes: int) -> Iterator[BinaryIO]:
         yield handle
 
 
-def _check(status: os.stat_result, max_bytes: int) -> None:
+def _check(status: os.stat_result, max_bytes: int | None) -> None:
     if not stat.S_ISREG(status.st_mode):
         raise NotReadable(f"not a regular file but {_kind(status.st_mode)}")
-    if status.st_size > max_bytes:
+    if max_bytes is not None and status.st_size > max_bytes:
         raise TooLarge(f"{status.st_size:,} bytes, over the {max_bytes:,}-byte limit")
 
 

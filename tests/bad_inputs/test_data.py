@@ -32,7 +32,7 @@ from banana_tests.trajectories.problem_cases import with_problems
 from banana_tests.trajectories.records import DataError
 from banana_tests.trajectories.selection import Selection
 from banana_tests.trajectories.sources import SourceOptions, load
-from tests.conftest import suite_folder
+from tests.conftest import suite_folder, write_set
 
 SEEDS, RUNS, STEPS = ("a", "b"), (0, 1), (1, 5, 10)
 TESTED = (5, 10)
@@ -570,3 +570,43 @@ def test_an_entry_that_is_no_regular_image_file_is_one_error_on_its_cases(
     assert {k for k, v in outcomes.items() if v == "error"} == {"a-5"}
     # laplacian variance rises with the noise: every other verdict is the failure it always is
     assert all(v == "failure" for k, v in outcomes.items() if k != "a-5")
+
+
+@pytest.mark.parametrize("command", ["suite", "plan"])
+def test_a_metadata_file_that_is_a_fifo_is_one_error_naming_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """Not a regular file, so never opened (it hung the run); one usage error naming it."""
+    suite_folder(pytester, monkeypatch, seeds=SEEDS, runs=RUNS, steps=STEPS)
+    meta = pytester.path / "data" / "metadata.jsonl"
+    meta.unlink()
+    os.mkfifo(meta)
+    options = [f"--dataset={pytester.path / 'data'}", "--metric=laplacian_variance", "--steps=5,10"]
+    if command == "suite":
+        run = [sys.executable, "-m", "pytest", *options, "--no-cache", "-p", "no:cacheprovider"]
+    else:
+        run = [sys.executable, "-m", "banana_tests.cli", "plan", *options]
+    done = subprocess.run(run, cwd=pytester.path, capture_output=True, text=True, timeout=ENTRY_LIMIT_S)
+    output = done.stdout + done.stderr
+    assert done.returncode == (4 if command == "suite" else 2), output
+    assert f"{meta}: cannot read it: not a regular file but a FIFO (named pipe)" in output
+    assert "Traceback" not in output
+
+
+def test_a_foreign_imagefolder_given_by_a_relative_path_is_read(tmp_path: Path) -> None:
+    """Its files were found under the path as given and made relative to its real path: a
+    ValueError traceback."""
+    lines = [{k: v for k, v in json.loads(line).items() if k != "variant"} for line in base_lines()]
+    root = write_set(tmp_path / "set", seeds=SEEDS, runs=RUNS, steps=STEPS)
+    (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    command = [
+        sys.executable,
+        "-m",
+        "banana_tests.cli",
+        "plan",
+        "--dataset=set",
+        "--metric=laplacian_variance",
+    ]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=ENTRY_LIMIT_S)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^laplacian_variance +12 ", done.stdout, re.M), done.stdout
