@@ -24,6 +24,7 @@ from xml.sax.saxutils import quoteattr
 
 import pytest
 
+from banana_tests.csv_cells import cell
 from banana_tests.reports.embedded_images import MAX_PNG_BYTES
 from tests.conftest import PROJECT, noisy_image
 from tests.test_junit import case, control, junit
@@ -272,3 +273,13 @@ def test_every_csv_is_written_through_the_one_writer() -> None:
             ):
                 found.append(path.relative_to(PROJECT).as_posix())
     assert set(found) == {"banana_tests/csv_cells.py"}
+
+
+@pytest.mark.parametrize("number", ["-3.5", "-0.0", "-1e-05", "+2", "-inf", "nan", "-.5", "1E+300"])
+def test_a_number_is_written_as_it_is(number: str) -> None:
+    assert cell(number) == number
+
+
+@pytest.mark.parametrize("text", ["-", "-1-1", "-3.5x", "+inf()", "-e5", "=1", "@1", "\t1", "\r1", "-1_0"])
+def test_text_that_would_start_a_formula_is_quoted(text: str) -> None:
+    assert cell(text) == "'" + text
