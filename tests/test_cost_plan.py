@@ -3,6 +3,7 @@ shard count before any scoring, from the per-image costs `banana-tests metrics` 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -99,11 +100,13 @@ def test_bad_options_exit_2_naming_them(tmp_path: Path, args: tuple[str, ...], s
     assert done.returncode == 2 and says in done.stderr, done.stderr
 
 
-def test_an_unreadable_image_exits_2_naming_its_record(tmp_path: Path) -> None:
-    data = write_set(tmp_path / "set", seeds=("alpha",), runs=(0,), steps=(1, 5))
+def test_an_unreadable_image_is_one_line_naming_its_record_and_the_others_are_counted(tmp_path: Path) -> None:
+    data = write_set(tmp_path / "set", seeds=("alpha",), runs=(0,), steps=(1, 5, 10))
     (data / "alpha/run0/step005.png").write_bytes(b"not a png")
-    done = plan(tmp_path, f"--dataset={data}", "--metric=piqe", "--steps=5")
-    assert done.returncode == 2
-    assert (
-        f"metadata.jsonl:2 ({data / 'alpha/run0/step005.png'}): cannot read the image's size" in done.stderr
-    )
+    done = plan(tmp_path, f"--dataset={data}", "--metric=piqe", "--steps=5,10")
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"banana-tests plan: DataError: {data / 'metadata.jsonl'}:2 ({data / 'alpha/run0/step005.png'}): "
+        "cannot read the image's size: no format PIL reads"
+    ]
+    assert re.search(r"^piqe +2 ", done.stdout, re.M), done.stdout  # steps 1 and 10 still counted

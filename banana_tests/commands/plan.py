@@ -12,6 +12,7 @@ from typing import Any
 
 from banana_tests.commands.score import scoring_options
 from banana_tests.session.options import SuiteOption
+from banana_tests.trajectories.records import DataError, Record
 
 _SIZE = re.compile(r"^(?P<w>[1-9]\d*)x(?P<h>[1-9]\d*)$")
 
@@ -28,7 +29,8 @@ def add_parser(subparsers: Any) -> None:
         description="Each metric's images to score for the suite's Δ cases of this selection, their "
         "CPU-hours from the per-image costs `banana-tests metrics` shows (scaled by each image's "
         "pixels), and the fewest --shard=K/N jobs of --job-cores cores whose slowest fits --job-hours. "
-        "Exit 0, or 2 for bad options or data set.",
+        "Exit 0; 1: an image cannot be read (named, one line each; its cases would error, and the plan "
+        "counts the others); 2: bad options or data set.",
     )
     for option in selection_options():
         p.add_argument(option.short, dest=option.dest, **option.attrs)
@@ -52,20 +54,19 @@ def run(args: argparse.Namespace) -> int:
         if args.job_hours <= 0 or args.job_cores < 1:
             raise ScoreSetupError("--job-hours must be above 0 and --job-cores at least 1")
         size = _size(args.assume_size)
-        groups = records_to_score(settings_from_options({**values, "no-cache": True}, Path.cwd()))
-        units = [
-            Unit(metric, seed, tuple(size or _pixels(r.path, r.source) for r in records))
-            for (metric, seed), records in groups.items()
-        ]
+        settings = settings_from_options({**values, "no-cache": True}, Path.cwd())
+        groups = records_to_score(settings)
     except ScoreSetupError as exc:
         print(f"banana-tests plan: error: {exc}", file=sys.stderr)
         return 2
+    pixels = _Pixels(settings.max_pixels, size)
+    units = [Unit(metric, seed, pixels.readable(records)) for (metric, seed), records in groups.items()]
     plan = plan_cost(units, CPU_SECONDS_2K, args.job_hours, args.job_cores)
     seeds = len({u.seed_image for u in units})
     print(f"banana-tests plan: {len(plan.metrics)} metric(s), {seeds} seed image(s), {len(units)} units")
     for line in plan.lines():
         print(line)
-    return 0
+    return 1 if pixels.unreadable else 0
 
 
 def _size(text: str | None) -> int | None:
@@ -79,15 +80,29 @@ def _size(text: str | None) -> int | None:
     return int(m["w"]) * int(m["h"])
 
 
-def _pixels(path: Path, source: str) -> int:
-    """The image's pixels from its header alone."""
-    from PIL import Image, UnidentifiedImageError
+class _Pixels:
+    """Each record's pixels (`assumed`, or its image's header, read once whatever the metrics that
+    need it). A record whose file cannot be read (banana_tests.trajectories.images.header_pixels)
+    is named in one line on stderr, once, and left out: its cases would error, scoring nothing."""
 
-    from banana_tests.api import ScoreSetupError
+    def __init__(self, max_pixels: int, assumed: int | None) -> None:
+        self.max_pixels, self.assumed = max_pixels, assumed
+        self.known: dict[Record, int] = {}
+        self.unreadable = 0
 
-    try:
-        with Image.open(path) as image:
-            width, height = image.size
-    except (OSError, UnidentifiedImageError) as exc:
-        raise ScoreSetupError(f"{source} ({path}): cannot read the image's size: {exc}") from exc
-    return width * height
+    def readable(self, records: list[Record]) -> tuple[int, ...]:
+        return tuple(n for n in map(self.of, records) if n)
+
+    def of(self, record: Record) -> int:
+        from banana_tests.trajectories.images import header_pixels
+
+        if self.assumed is not None:
+            return self.assumed
+        if record not in self.known:
+            try:
+                self.known[record] = header_pixels(record, self.max_pixels)
+            except DataError as exc:
+                print(f"banana-tests plan: DataError: {exc}", file=sys.stderr)
+                self.known[record] = 0
+                self.unreadable += 1
+        return self.known[record]

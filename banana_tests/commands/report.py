@@ -8,9 +8,10 @@ from pathlib import Path
 
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, Ledger
 from banana_tests.reports.control_table import ControlOutcome
+from banana_tests.reports.embedded_images import input_folders
 from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, read_junit
 from banana_tests.reports.run_agreement import MIXED_EXIT, disagreements
-from banana_tests.reports.search_table import SearchOutcome, search_markdown
+from banana_tests.reports.search_table import SearchOutcome, refused_lines, search_markdown
 from banana_tests.reports.sourced import describe_replacements
 from banana_tests.reports.trends import TrendSeries
 from banana_tests.session.local_paths import local_path
@@ -120,7 +121,10 @@ def run(args: argparse.Namespace) -> int:
         matrix, title, trends = reading.matrix, "banana-tests failure matrix", reading.trends
         failing_others = reading.failing_others()
         checked = invariance_markdown(reading.invariance)
-        controls, searches = reading.controls, reading.searches
+        controls = reading.controls
+        searches = [o.checked(input_folders(args.junit)) for o in reading.searches]
+        for line in refused_lines(searches):
+            print(line, file=sys.stderr)
         metadata = _metadata(reading)
         for path in reading.repeated:
             print(f"{path} is given more than once; it is read once", file=sys.stderr)

@@ -7,11 +7,11 @@ figures, so a report shows whether the metric sees the classical distortions it 
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from banana_tests.csv_cells import Writer
 from banana_tests.markdown import table
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.outcome import Outcome
@@ -63,7 +63,7 @@ def control_markdown(outcomes: Sequence[ControlOutcome]) -> str:
 
 def write_control_csv(outcomes: Sequence[ControlOutcome], out: TextIO) -> None:
     """controls.csv: one row per case, sorted by metric and distortion."""
-    writer = csv.writer(out, lineterminator="\n")
+    writer = Writer(out)
     writer.writerow(CSV_HEADER)
     for o in sorted(outcomes, key=lambda o: o.key):
         writer.writerow([o.key.metric, o.key.distortion, o.outcome, o.message])

@@ -1,13 +1,14 @@
 """The worst-escape searches read back from JUnit: per metric, the escape found, or "none found in
 N examples" with the most degraded image the metric did detect.
 
-`report` puts one row a metric in summary.md; report.html adds the two images side by side
-(embedded, when the PNG pair is still where the run wrote it).
+`report` puts one row a metric in summary.md; report.html adds the two images side by side,
+embedded when both pass banana_tests.reports.embedded_images' checks, else named with the reason.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from banana_tests.cases import CaseKind, Field
 from banana_tests.markdown import table
+from banana_tests.reports.embedded_images import Shown, shown
 from banana_tests.verdicts.escape import VISIBLE_PSNR, SearchKey
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord
@@ -26,11 +28,12 @@ HEADER += ["clean", "degraded", "degradation"]  # normalised scores, then what w
 @dataclass(frozen=True)
 class SearchOutcome:
     """One metric's search as a run left it, with the figures of the image it shows (none when it
-    skipped or errored before scoring anything)."""
+    skipped or errored before scoring anything), and its PNG pair once checked (`checked`)."""
 
     key: SearchKey
     outcome: Outcome
     record: CaseRecord
+    shown: tuple[Shown, Shown] | None = None
 
     @classmethod
     def of(cls, record: CaseRecord, outcome: Outcome) -> SearchOutcome:
@@ -67,9 +70,17 @@ class SearchOutcome:
         ]
 
     @property
-    def pair(self) -> tuple[Path, Path] | None:
+    def pair(self) -> tuple[str, str] | None:
+        """The clean and degraded PNGs' paths as the JUnit properties name them."""
         clean, degraded = (self.record.figures.get(f) for f in (Field.CLEAN_PNG, Field.DEGRADED_PNG))
-        return None if not clean or not degraded else (Path(clean), Path(degraded))
+        return None if not clean or not degraded else (clean, degraded)
+
+    def checked(self, folders: Sequence[Path]) -> SearchOutcome:
+        """With its pair as the report may show it, embedding only from `folders` or a score cache."""
+        pair = self.pair
+        if pair is None:
+            return self
+        return dataclasses.replace(self, shown=(shown(pair[0], folders), shown(pair[1], folders)))
 
 
 def search_markdown(outcomes: Sequence[SearchOutcome]) -> str:
@@ -105,22 +116,33 @@ def search_lines(outcomes: Sequence[SearchOutcome]) -> list[str]:
 
 
 def search_pairs_html(outcomes: Sequence[SearchOutcome]) -> str:
-    """Each metric's clean and degraded images side by side, embedded; a pair whose files are
-    gone (a report built on another machine) is named instead."""
+    """Each metric's clean and degraded images side by side, embedded when both passed the checks
+    (`SearchOutcome.checked`); otherwise each refused file is named with the reason, and no image
+    is shown."""
     parts = []
     for o in outcomes:
-        pair = o.pair
-        if pair is None:
+        if o.shown is None:
             continue
-        caption = f"{o.key.metric}: {o.found}; clean {pair[0].name}, degraded {pair[1].name}"
-        if all(p.is_file() for p in pair):
+        caption = f"{o.key.metric}: {o.found}; clean {o.shown[0].name}, degraded {o.shown[1].name}"
+        pngs = [s.png for s in o.shown if s.png is not None]
+        if len(pngs) == len(o.shown):
             images = "".join(
-                f'<img alt="{escape(p.stem)}" src="data:image/png;base64,'
-                f'{base64.b64encode(p.read_bytes()).decode("ascii")}">'
-                for p in pair
+                f'<img alt="{escape(Path(s.named).stem)}" src="data:image/png;base64,'
+                f'{base64.b64encode(png).decode("ascii")}">'
+                for s, png in zip(o.shown, pngs, strict=True)
             )
             parts.append(f"<figure>{images}<figcaption>{escape(caption)}</figcaption></figure>")
         else:
-            gone = escape(str(pair[0].parent))
-            parts.append(f"<p>{escape(caption)}: the PNG pair is not here ({gone})</p>")
+            refused = "; ".join(f"{s.named}: {s.why}" for s in o.shown if s.png is None)
+            parts.append(f"<p>{escape(caption)}: not shown ({escape(refused)})</p>")
     return "\n".join(parts)
+
+
+def refused_lines(outcomes: Sequence[SearchOutcome]) -> list[str]:
+    """One warning line per file the report would not embed, naming the file and why."""
+    return [
+        f"banana-tests report: not embedding {s.named} ({o.key.metric}'s search): {s.why}"
+        for o in outcomes
+        for s in o.shown or ()
+        if s.png is None
+    ]

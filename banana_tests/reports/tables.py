@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 from collections.abc import Iterator
@@ -10,6 +9,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from banana_tests.cases import CaseKey, sort_key
+from banana_tests.csv_cells import Writer
 from banana_tests.markdown import Align, table
 from banana_tests.reports.oracle_table import ORACLE, OracleCell, oracle_cells, oracle_counts
 from banana_tests.verdicts.matrix import Cell, Matrix
@@ -74,9 +74,9 @@ def matrix_csv(matrix: Matrix) -> str:
 
 def write_csv(matrix: Matrix, out: TextIO) -> None:
     """`matrix_csv` into `out` as it is made, so 118,800 rows are never all in memory at once."""
-    writer = csv.DictWriter(out, CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(csv_rows(matrix))
+    writer = Writer(out)
+    writer.writerow(CSV_COLUMNS)
+    writer.writerows([row[c] for c in CSV_COLUMNS] for row in csv_rows(matrix))
 
 
 @dataclass(frozen=True)

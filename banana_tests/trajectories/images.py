@@ -1,9 +1,11 @@
 """Decoding trajectory images: checked, RGB uint8, each decoded once per worker.
 
-Every check that needs no pixels (the file's sha256 against the metadata, the pixel limit, the
-mode and bit depth) is `check`, and a cached score must pass it too: the cache knows scores, not
-whether today's file and options allow them. It reads the file's header with PIL; numpy is
-imported on the first decode, so a run whose scores are all cached skips it.
+Every check that needs no pixels (a regular file within the byte limit, the file's sha256 against
+the metadata, the pixel limit, the mode and bit depth) is `check`, and a cached score must pass it
+too: the cache knows scores, not whether today's file and options allow them. It reads the file's
+header with PIL; numpy is imported on the first decode, so a run whose scores are all cached skips it.
+A data-set entry is untrusted: it is read only as a regular file within a byte limit
+(banana_tests.regular_files), so a FIFO, /dev/zero or a sparse 40 GB file is one DataError.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from banana_tests.regular_files import NotReadable, TooLarge, open_regular, read_regular
 from banana_tests.trajectories.records import DataError, Record
 
 if TYPE_CHECKING:
@@ -24,6 +27,43 @@ if TYPE_CHECKING:
     from PIL.ImageFile import ImageFile
 
 DEFAULT_MAX_PIXELS = 64_000_000  # above this, refuse to decode (decompression bombs)
+HEADROOM_BYTES = 16 * 2**20  # a file's header, metadata and compression overhead beyond its pixels
+
+
+def max_file_bytes(max_pixels: int) -> int:
+    """The largest image file read: an 8-bit RGB image at the pixel limit fits even stored
+    uncompressed (3 bytes a pixel), with room for its header and metadata: 208,777,216 bytes by default."""
+    return 3 * max_pixels + HEADROOM_BYTES
+
+
+def read_entry(record: Record, max_bytes: int) -> bytes:
+    """The bytes of the record's file once it shows itself a regular file of at most `max_bytes`
+    (banana_tests.regular_files), or a DataError naming the record."""
+    try:
+        return read_regular(record.path, max_bytes)
+    except NotReadable as exc:
+        raise _unreadable(record, exc) from None  # the message says it all
+
+
+def header_pixels(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> int:
+    """The image's pixels from its header alone, after the file checks `read_entry` makes."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with open_regular(record.path, max_file_bytes(max_pixels)) as handle, Image.open(handle) as image:
+            width, height = image.size
+    except NotReadable as exc:
+        raise _unreadable(record, exc) from None  # the message says it all
+    except UnidentifiedImageError:  # PIL's own message names a file descriptor, not the file
+        raise DataError(f"{record.named}: cannot read the image's size: no format PIL reads") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise DataError(f"{record.named}: cannot read the image's size: {exc}") from exc
+    return width * height
+
+
+def _unreadable(record: Record, why: NotReadable) -> DataError:
+    limit = " (3 bytes a pixel of --max-pixels, plus 16 MiB)" if isinstance(why, TooLarge) else ""
+    return DataError(f"{record.named}: cannot read image: {why}{limit}")
 
 
 def check(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> str:
@@ -48,10 +88,7 @@ def _opened(record: Record, max_pixels: int) -> Iterator[tuple[ImageFile, str]]:
     from PIL import Image, UnidentifiedImageError
 
     where = record.named
-    try:
-        data = record.path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"{where}: cannot read image: {exc.strerror or exc}") from exc
+    data = read_entry(record, max_file_bytes(max_pixels))
     if not data:
         raise DataError(f"{where}: image file is empty (0 bytes)")
     digest = hashlib.sha256(data).hexdigest()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from banana_tests.regular_files import NotReadable, require_regular
 from banana_tests.trajectories.imagefolder import BOM, parse_line
 from banana_tests.trajectories.parquet_rows import INDEX_FOLDER, read_rows, read_schema
 from banana_tests.trajectories.records import METADATA, DataError, Problem
@@ -74,6 +75,8 @@ def open_table(root: Path, kind: str, cache_dir: Path | None = None) -> Table:
     else:
         files = (root,)
     base = root if root.is_dir() else root.parent
+    if kind == "parquet":
+        _require_table_file(files[0])
     schema = read_schema(files[0], index_dir) if kind == "parquet" else None
     images, columns = (schema.image_columns, schema.columns) if schema else ((), ())
     return Table(str(root), Path(os.path.realpath(base)), files, kind, images, columns, index_dir)
@@ -84,14 +87,14 @@ def _imagefolder(root: Path, index_dir: Path | None) -> Table:
     it), else one row per image file, for a path pattern to take the keys from."""
     if root.is_file():
         raise DataError(f"{root}: an imagefolder is a folder")
-    metadata = walk(root, METADATA_FILES.__contains__)
+    real = Path(os.path.realpath(root))  # walked, so every path found is relative to it
+    metadata = walk(real, METADATA_FILES.__contains__)
     kinds = {p.suffix for p in metadata}
     if len(kinds) > 1:
         raise DataError(f"{root}: metadata files of different kinds ({', '.join(sorted(kinds))}); keep one")
-    real = Path(os.path.realpath(root))
     if metadata:
         return Table(str(root), real, metadata, "imagefolder", (IMAGE_COLUMN,), index_dir=index_dir)
-    images = walk(root, lambda name: name.lower().endswith(IMAGE_SUFFIXES))
+    images = walk(real, lambda name: name.lower().endswith(IMAGE_SUFFIXES))
     if not images:
         raise DataError(f"{root}: no image files and no {' / '.join(METADATA_FILES)}")
     return Table(str(root), real, images, "imagefolder", (IMAGE_COLUMN,), (IMAGE_COLUMN,))
@@ -108,6 +111,14 @@ def walk(root: Path, keep: Callable[[str], bool] = bool) -> tuple[Path, ...]:
     return tuple(found)
 
 
+def _require_table_file(path: Path) -> None:
+    """A DataError unless `path` is a regular file: reading a FIFO blocks forever, a device never ends."""
+    try:
+        require_regular(path)
+    except NotReadable as exc:
+        raise DataError(f"{path}: cannot read it: {exc}") from None
+
+
 def _with_image(row: dict[str, Any], base: str) -> dict[str, Any]:
     """An imagefolder metadata row as `datasets` gives it: `file_name` (relative to the metadata
     file's folder) as the `image` column, the other fields after it."""
@@ -119,6 +130,7 @@ def _with_image(row: dict[str, Any], base: str) -> dict[str, Any]:
 
 def _read(path: Path, label: str, index_dir: Path | None) -> Iterator[tuple[str, dict[str, Any] | Problem]]:
     suffix = path.suffix.lower()
+    _require_table_file(path)
     try:
         if suffix == ".parquet":
             yield from read_rows(path, label, index_dir)

@@ -10,6 +10,13 @@ step 1, so `a-5` is (a, step 5). A few rows run the suite itself and read its ex
 from __future__ import annotations
 
 import json
+import os
+import re
+import resource
+import sqlite3
+import stat
+import subprocess
+import sys
 import warnings
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -19,12 +26,13 @@ from typing import Any
 
 import pytest
 
+from banana_tests.trajectories.images import DEFAULT_MAX_PIXELS, max_file_bytes
 from banana_tests.trajectories.plan import CasePlan, plan_cases
 from banana_tests.trajectories.problem_cases import with_problems
 from banana_tests.trajectories.records import DataError
 from banana_tests.trajectories.selection import Selection
 from banana_tests.trajectories.sources import SourceOptions, load
-from tests.conftest import suite_folder
+from tests.conftest import suite_folder, write_set
 
 SEEDS, RUNS, STEPS = ("a", "b"), (0, 1), (1, 5, 10)
 TESTED = (5, 10)
@@ -460,3 +468,145 @@ def test_the_suite_on_a_bad_input(
     assert {k for k, v in outcomes.items() if v == "error"} == errors
     # laplacian variance rises with the noise, so it misses every degradation: each verdict a failure
     assert all(v == "failure" for k, v in outcomes.items() if k not in errors)
+
+
+# A data-set entry that is no regular file, or too large to be an image (issue 50): it used to be
+# read whole, whatever it was. A FIFO hung every command, /dev/zero grew memory by gigabytes a
+# second, a 40 GB sparse file ended in MemoryError. Now each is one DataError naming its record
+# (a run 1 step 5: line 5) on its cases only, in the suite (serial and under xdist), `plan` and
+# `score`. A regression must not hang or swamp CI: every process has a time and memory limit.
+ENTRY_LIMIT_S = 180
+ENTRY_MEMORY = 4 * 2**30  # bytes of address space; the suite's processes need well under 2 GiB
+
+
+def fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def zero_device(path: Path) -> None:
+    """/dev/zero's node (char 1:5) inside the set: a symlink to it would escape the root."""
+    try:
+        os.mknod(path, 0o644 | stat.S_IFCHR, os.makedev(1, 5))
+    except PermissionError:
+        pytest.skip("creating a device node needs CAP_MKNOD (root)")
+
+
+def sparse_over_limit(path: Path) -> None:
+    """One byte over the default limit, without writing it (a regression reads ~200 MB, not 40 GB)."""
+    with path.open("wb") as handle:
+        handle.truncate(max_file_bytes(DEFAULT_MAX_PIXELS) + 1)
+
+
+ENTRIES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "FIFO": (fifo, "cannot read image: not a regular file but a FIFO (named pipe)"),
+    "character device (/dev/zero)": (
+        zero_device,
+        "cannot read image: not a regular file but a character device",
+    ),
+    "sparse file over the size limit": (
+        sparse_over_limit,
+        f"cannot read image: {max_file_bytes(DEFAULT_MAX_PIXELS) + 1:,} bytes, over the "
+        f"{max_file_bytes(DEFAULT_MAX_PIXELS):,}-byte limit (3 bytes a pixel of --max-pixels, plus 16 MiB)",
+    ),
+}
+COMMANDS = ("suite", "suite -n 2", "plan", "score")
+
+
+def limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ENTRY_MEMORY, ENTRY_MEMORY))
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("make, says", ENTRIES.values(), ids=list(ENTRIES))
+def test_an_entry_that_is_no_regular_image_file_is_one_error_on_its_cases(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    make: Callable[[Path], None],
+    says: str,
+    command: str,
+) -> None:
+    suite_folder(pytester, monkeypatch, seeds=SEEDS, runs=RUNS, steps=STEPS)
+    entry = pytester.path / "data" / "a" / "run1" / "step005.png"
+    entry.unlink()
+    make(entry)
+    line = f"data/metadata.jsonl:5 ({entry}): {says}"
+    options = ["--dataset=data", "--metric=laplacian_variance", "--steps=5,10"]
+    if command.startswith("suite"):
+        args = [*options, "--no-cache", "--junitxml=j.xml", "-p", "no:cacheprovider", *command.split()[1:]]
+        run = [sys.executable, "-m", "pytest", *args]
+    else:
+        extra = ["--cache-dir=cache"] if command == "score" else []
+        run = [sys.executable, "-m", "banana_tests.cli", command, *options, *extra]
+    done = subprocess.run(
+        run, cwd=pytester.path, capture_output=True, text=True, timeout=ENTRY_LIMIT_S, preexec_fn=limited
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output
+    if command == "plan":  # one line, and the other 11 images counted
+        assert [row for row in done.stderr.splitlines() if str(entry) in row] == [
+            f"banana-tests plan: DataError: {line}"
+        ]
+        assert re.search(r"^laplacian_variance +11 ", done.stdout, re.M), done.stdout
+        return
+    if command == "score":  # one line, and the other 11 images scored into a sound cache
+        assert [row for row in done.stdout.splitlines() if str(entry) in row] == [
+            f"laplacian_variance: 12 images, 0 from the cache, 11 scored; {line}"
+        ]
+        with sqlite3.connect(pytester.path / "cache" / "scores.sqlite") as db:
+            assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+            metric = "SELECT COUNT(*) FROM scores WHERE metric NOT LIKE 'oracle%'"  # keyed by identity
+            assert db.execute(metric).fetchone() == (11,)
+        return
+    assert line in output, output
+    outcomes = {}
+    for tc in ET.parse(pytester.path / "j.xml").iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+        kid = next((c for c in tc if c.tag in ("failure", "error", "skipped")), None)
+        outcomes[f"{props['seed_image']}-{props['step']}"] = "passed" if kid is None else kid.tag
+        if kid is not None and kid.tag == "error":
+            assert line in (kid.get("message") or "") + (kid.text or "")
+    assert set(outcomes) == {f"{s}-{i}" for s in SEEDS for i in TESTED}  # every planned case
+    assert {k for k, v in outcomes.items() if v == "error"} == {"a-5"}
+    # laplacian variance rises with the noise: every other verdict is the failure it always is
+    assert all(v == "failure" for k, v in outcomes.items() if k != "a-5")
+
+
+@pytest.mark.parametrize("command", ["suite", "plan"])
+def test_a_metadata_file_that_is_a_fifo_is_one_error_naming_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """Not a regular file, so never opened (it hung the run); one usage error naming it."""
+    suite_folder(pytester, monkeypatch, seeds=SEEDS, runs=RUNS, steps=STEPS)
+    meta = pytester.path / "data" / "metadata.jsonl"
+    meta.unlink()
+    os.mkfifo(meta)
+    options = [f"--dataset={pytester.path / 'data'}", "--metric=laplacian_variance", "--steps=5,10"]
+    if command == "suite":
+        run = [sys.executable, "-m", "pytest", *options, "--no-cache", "-p", "no:cacheprovider"]
+    else:
+        run = [sys.executable, "-m", "banana_tests.cli", "plan", *options]
+    done = subprocess.run(run, cwd=pytester.path, capture_output=True, text=True, timeout=ENTRY_LIMIT_S)
+    output = done.stdout + done.stderr
+    assert done.returncode == (4 if command == "suite" else 2), output
+    assert f"{meta}: cannot read it: not a regular file but a FIFO (named pipe)" in output
+    assert "Traceback" not in output
+
+
+def test_a_foreign_imagefolder_given_by_a_relative_path_is_read(tmp_path: Path) -> None:
+    """Its files were found under the path as given and made relative to its real path: a
+    ValueError traceback."""
+    lines = [{k: v for k, v in json.loads(line).items() if k != "variant"} for line in base_lines()]
+    root = write_set(tmp_path / "set", seeds=SEEDS, runs=RUNS, steps=STEPS)
+    (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    command = [
+        sys.executable,
+        "-m",
+        "banana_tests.cli",
+        "plan",
+        "--dataset=set",
+        "--metric=laplacian_variance",
+    ]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=ENTRY_LIMIT_S)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^laplacian_variance +12 ", done.stdout, re.M), done.stdout
