@@ -86,7 +86,12 @@ def untouched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, 
     (root / "test_suite.py").write_text(SUITE_MODULE + SEARCH_MODULE)
     install_known_metrics(root)
     env = {k: v for k, v in os.environ.items() if k not in ("BANANA_WEIGHTS_DIR", "PYTEST_ADDOPTS", "CI")}
-    env |= {"HF_HUB_OFFLINE": "1", "TORCH_HOME": str(root / "torch"), "PYTHONPATH": str(root)}
+    env |= {
+        "HF_HUB_OFFLINE": "1",
+        "TORCH_HOME": str(root / "torch"),
+        "PYTEST_ADDOPTS": "-p no:randomly",  # as tests.conftest's pytester
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+    }
     done = subprocess.run(
         [sys.executable, "-m", "pytest", *options()],
         cwd=root,
