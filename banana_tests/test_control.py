@@ -24,6 +24,7 @@ from banana_tests.data import SEEDS
 from banana_tests.editors.distortions import DISTORTIONS, Array
 from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import HungOutcome, Scorer
+from banana_tests.verdicts.saturation import clipped_tie
 from banana_tests.verdicts.verdict import fail_verdict
 
 MIN_GAP = 0.25  # strengths closer than this may legitimately tie
@@ -194,6 +195,14 @@ def test_detects_control_degradation(
             pytestconfig,
         )
     mild, strong = map(scorer.normalise, scores)
+    if clipped_tie(mild, strong):
+        fail_verdict(
+            f"{control_metric} did not rank {distortion} at strength {levels[1]:.2f} below {levels[0]:.2f} "
+            f"on the crop {crop!r} (noise seed {noise_seed}): saturated, both clipped to normalised "
+            f"{strong:.2f}, an end of its score_range; see docs/metrics.md, 'Choosing score_range'",
+            f"saturated: normalised {strong:.2f} = {mild:.2f}, an end of its score_range",
+            pytestconfig,
+        )
     if not strong < mild:
         fail_verdict(
             f"{control_metric} did not rank {distortion} at strength {levels[1]:.2f} below {levels[0]:.2f} "

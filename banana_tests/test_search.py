@@ -8,16 +8,22 @@ metric still rates at least as well as the clean one (banana_tests.verdicts.esca
 plainly visible by the documented PSNR rule, fails the case; hypothesis shrinks it, and the case
 names the worst escape seen and writes its PNG pair. Beside the score cache, hypothesis's example
 database keeps what it found and `replay/<metric>.json` the worst escape, which the next run
-tries first, as an explicit example: a known escape fails the case at once.
+tries first, as an explicit example: a known escape fails the case at once. The search folder's
+files are data: a replay file the search could not have written is not replayed, and a folder
+that refuses the files loses them, not the verdict (one SearchFileWarning each).
 
 Written on the public fixtures; collected only under `--search` (banana_tests.plugin).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 import re
+import reprlib
+import stat
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -45,19 +51,43 @@ SEED = 20261204
 """The search's seed when `--hypothesis-seed` is not given: the same draws on every run."""
 FOLDER = "search"
 """Beside the score cache: `hypothesis/<metric>` holds the example database, `replay/<metric>.json`
-the worst escape, `pairs/<metric>` the PNGs."""
+the worst escape, `pairs/<metric>` the PNGs (`Search.files`)."""
+REPLAY_BYTES = 64 * 1024
+"""The largest replay file read: the search writes one crop and one degradation, about 350 bytes."""
+
+
+class SearchFileWarning(UserWarning):
+    """A file of the search folder was not used: a replay file the search could not have written,
+    or a folder that refuses the PNG pair and the replay file. The search and its verdict go on."""
+
+
+@dataclass(frozen=True)
+class SearchFiles:
+    """One metric's files in the search folder (no database nor replay file under `--no-cache`)."""
+
+    database: Path | None
+    replay: Path | None
+    pairs: Path
 
 
 @dataclass(frozen=True)
 class Search:
-    """A run's search: examples per metric, hypothesis's seed, where its database and PNGs go
-    (no database under `--no-cache`: nothing is replayed)."""
+    """A run's search: examples per metric, hypothesis's seed, and its folder, which is `kept`
+    beside the score cache (else pytest's temporary folder, for the PNGs alone: nothing replayed)."""
 
     examples: int
     seed: int | str  # `--hypothesis-seed` takes any text, as hypothesis's own tests do
-    database: Path | None
-    replay: Path | None
-    pairs: Path
+    folder: Path
+    kept: bool
+
+    def files(self, metric: str) -> SearchFiles:
+        """Where `metric`'s files go: the one place a metric's name becomes a path."""
+        name = folder_name(metric)
+        return SearchFiles(
+            self.folder / "hypothesis" / name if self.kept else None,
+            self.folder / "replay" / f"{name}.json" if self.kept else None,
+            self.folder / "pairs" / name,
+        )
 
 
 class EscapeFound(AssertionError):
@@ -82,15 +112,15 @@ def banana_search(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPath
     settings = pytestconfig.stash[STATE].settings
     if settings.search is None:
         pytest.skip("the worst-escape search runs under --search=N")
-    base = settings.cache_dir / FOLDER if settings.cache_dir else tmp_path_factory.mktemp(FOLDER)
+    folder = settings.cache_dir / FOLDER if settings.cache_dir else tmp_path_factory.mktemp(FOLDER)
     given = pytestconfig.getoption("hypothesis_seed", None)
-    return Search(
-        settings.search,
-        SEED if given is None else int(given) if str(given).isdigit() else str(given),
-        base / "hypothesis" if settings.cache_dir else None,
-        base / "replay" if settings.cache_dir else None,
-        base / "pairs",
-    )
+    seed = SEED if given is None else int(given) if str(given).isdigit() else str(given)
+    return Search(settings.search, seed, folder, kept=settings.cache_dir is not None)
+
+
+def crop_sides(side: int) -> tuple[int, int]:
+    """The lengths a crop's side is drawn from, on an image side of `side` px: CROP, or all of it."""
+    return min(CROP[0], side), min(CROP[1], side)
 
 
 def crops() -> SearchStrategy[Crop]:
@@ -103,10 +133,38 @@ def crops() -> SearchStrategy[Crop]:
     def crop(draw: st.DrawFn) -> Crop:
         name = draw(st.sampled_from(sorted(images)))
         height, width = images[name].shape[:2]
-        h, w = (draw(st.integers(min(CROP[0], side), min(CROP[1], side))) for side in (height, width))
+        h, w = (draw(st.integers(*crop_sides(side))) for side in (height, width))
         return Crop(name, draw(st.integers(0, height - h)), draw(st.integers(0, width - w)), h, w)
 
     return crop()
+
+
+def crop_from_data(values: object) -> Crop:
+    """A crop read back from data (a replay file), checked as `crops` draws one: a seed image of
+    the set and a box within it, of `crop_sides`; a ValueError names the first field that is not."""
+    from banana_tests.editors.degradation import check_number
+
+    if not isinstance(values, dict):
+        raise ValueError(f"crop is {type(values).__name__}, not an object")
+    fields = [f.name for f in dataclasses.fields(Crop)]
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"crop.{unknown[0]} is not a field of a crop")
+    missing = [name for name in fields if name not in values]
+    if missing:
+        raise ValueError(f"crop.{missing[0]} is missing")
+    images = clean_images()
+    name = values["seed_image"]
+    if not isinstance(name, str) or name not in images:
+        raise ValueError(
+            f"crop.seed_image = {reprlib.repr(name)} is not one of the seed images {sorted(images)}"
+        )
+    height, width = images[name].shape[:2]
+    check_number("crop.height", values["height"], crop_sides(height), whole=True)
+    check_number("crop.width", values["width"], crop_sides(width), whole=True)
+    check_number("crop.top", values["top"], (0, height - values["height"]), whole=True)
+    check_number("crop.left", values["left"], (0, width - values["width"]), whole=True)
+    return Crop(name, values["top"], values["left"], values["height"], values["width"])
 
 
 def search(scorer: Scorer, chosen: Search, log: SearchLog) -> None:
@@ -123,11 +181,9 @@ def search(scorer: Scorer, chosen: Search, log: SearchLog) -> None:
     from banana_tests.scoring.oracle import change
 
     stop: list[BaseException] = []
-    database = None
-    if chosen.database is not None:
-        database = DirectoryBasedExampleDatabase(chosen.database / folder_name(scorer.name))
-
-    known = replayed(chosen.replay, scorer.name)
+    files = chosen.files(scorer.name)
+    database = None if files.database is None else DirectoryBasedExampleDatabase(files.database)
+    known = replayed(files.replay)
     raised: list[int] = []  # the example whose escape ended the search: shrinking follows
 
     def scored(crop: Crop, degradation: Degradation) -> None:
@@ -173,41 +229,80 @@ def search(scorer: Scorer, chosen: Search, log: SearchLog) -> None:
         raise EscapeFound from None
 
 
-def replay_file(folder: Path, metric: str) -> Path:
-    return folder / f"{folder_name(metric)}.json"
-
-
-def replayed(folder: Path | None, metric: str) -> tuple[Crop, Degradation] | None:
-    """The worst escape a run of this metric wrote, to try first; None without one, and a
-    warning for a file that does not read (a later escape rewrites it)."""
+def replayed(path: Path | None) -> tuple[Crop, Degradation] | None:
+    """The worst escape a run of this metric wrote, to try first; None without one. The file is
+    data: one the search could not have written (not a regular file of at most REPLAY_BYTES, not
+    JSON, a field missing, unknown, of another type or outside the search's ranges) is not
+    replayed, with one warning naming it and the field, and the search runs as without it."""
     from banana_tests.editors.degradation import Degradation
 
-    path = None if folder is None else replay_file(folder, metric)
-    if path is None or not path.is_file():
+    if path is None:
         return None
     try:
-        known = json.loads(path.read_text(encoding="utf-8"))
-        crop, drawn = Crop(**known["crop"]), Degradation(**known["degradation"])
-        if crop.pixels.shape[:2] != (crop.height, crop.width):
-            raise ValueError(f"the box {crop!r} is not inside {crop.seed_image}")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        warnings.warn(f"{path}: not replayed ({type(exc).__name__}: {exc})", stacklevel=2)
+        data = small_file(path, REPLAY_BYTES)
+        if data is None:
+            return None
+        known = json.loads(data)
+        if not isinstance(known, dict):
+            raise ValueError(f"the file holds {type(known).__name__}, not an object")
+        unknown = sorted(set(known) - {"crop", "degradation"})
+        if unknown:
+            raise ValueError(f"{reprlib.repr(unknown[0])} is not a field of a replay file")
+        return crop_from_data(known.get("crop")), Degradation.from_data(known.get("degradation"))
+    except (OSError, ValueError, RecursionError) as exc:  # JSON nested too deep: RecursionError
+        why = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.strerror else exc
+        if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError | RecursionError):
+            why = f"not JSON ({why})" if str(exc) else "not JSON (nested too deep)"
+        warnings.warn(
+            f"replay file {path} not replayed: {why}; the search runs without it (its next escape "
+            "replaces the file)",
+            SearchFileWarning,
+            stacklevel=2,
+        )
         return None
-    return crop, drawn
 
 
-def remember(log: SearchLog, folder: Path | None, metric: str) -> None:
+def small_file(path: Path, limit: int) -> bytes | None:
+    """The bytes of `path`, a regular file of at most `limit` bytes; None when there is none.
+    Anything else is a ValueError saying what it is, before a byte is read (a FIFO would block
+    and a device never end)."""
+    try:
+        found = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    fd = None
+    if stat.S_ISREG(found.st_mode):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        found = os.fstat(fd)  # the file opened, which may have been replaced since
+    if not stat.S_ISREG(found.st_mode):
+        if fd is not None:
+            os.close(fd)
+        raise ValueError(f"not a regular file but {file_kind(found.st_mode)}")
+    assert fd is not None
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"over {limit} bytes")
+    return data
+
+
+def file_kind(mode: int) -> str:
+    kinds = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}
+    kinds |= {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device"}
+    return next((kind for test, kind in kinds.items() if test(mode)), "not a file")
+
+
+def remember(log: SearchLog, path: Path | None) -> None:
     """Keep the worst escape for the next run to try first."""
     escape = log.escape
-    if folder is None or escape is None:
+    if path is None or escape is None:
         return
     from banana_tests.editors.degradation import Degradation
 
     crop, drawn = escape.crop, escape.degradation
     assert isinstance(crop, Crop) and isinstance(drawn, Degradation)
-    folder.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"crop": asdict(crop), "degradation": asdict(drawn)}, indent=1)
-    write_atomic(replay_file(folder, metric), text.encode("utf-8"))
+    write_atomic(path, text.encode("utf-8"))
 
 
 def write_pair(log: SearchLog, folder: Path) -> None:
@@ -228,6 +323,31 @@ def write_pair(log: SearchLog, folder: Path) -> None:
     log.pair = (str(written[0]), str(written[1]))
 
 
+def keep(log: SearchLog, chosen: Search, metric: str) -> None:
+    """Write the PNG pair and the replay file. A folder that refuses them (read-only, not a
+    folder, full) loses them, not the verdict: one warning naming it, as the score cache gives."""
+    files = chosen.files(metric)
+    refused: list[tuple[str, OSError]] = []
+    for what, write_one in (
+        ("PNG pair", lambda: write_pair(log, files.pairs)),
+        ("replay file", lambda: remember(log, files.replay)),
+    ):
+        try:
+            write_one()
+        except OSError as exc:
+            refused.append((what, exc))
+    if refused:
+        first = refused[0][1]
+        why = f"{first.strerror}: {first.filename}" if first.strerror else f"{type(first).__name__}: {first}"
+        lost = " and ".join(what for what, _ in refused)
+        warnings.warn(
+            f"search folder {chosen.folder} cannot be written ({why}); {metric}'s verdict stands, "
+            f"without its {lost}",
+            SearchFileWarning,
+            stacklevel=2,
+        )
+
+
 def test_no_worst_escape(
     request: pytest.FixtureRequest, pytestconfig: pytest.Config, banana_metric: Scorer, banana_search: Search
 ) -> None:
@@ -240,8 +360,7 @@ def test_no_worst_escape(
         pass
     finally:
         log.seconds = time.perf_counter() - start
-    write_pair(log, banana_search.pairs / folder_name(banana_metric.name))
-    remember(log, banana_search.replay, banana_metric.name)
+    keep(log, banana_search, banana_metric.name)
     request.node.user_properties.extend(figure_properties(log.properties()))
     if log.escape is not None:
         fail_verdict(log.line(banana_metric.name), f"escaped at PSNR {log.escape.psnr:.2f} dB", pytestconfig)

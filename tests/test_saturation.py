@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
+
 import pytest
 
 from banana_tests.cases import CaseKey
@@ -95,3 +97,35 @@ def test_a_saturating_metric_is_warned_about_and_piqe_is_not(
     ]
     assert len(lines) == 2 and not any("piqe" in line for line in lines)
     assert result.parseoutcomes()["warnings"] == 1
+
+
+def test_a_clipped_tie_is_what_saturates_a_metric() -> None:
+    from banana_tests.verdicts.saturation import at_an_end, clipped_tie
+
+    assert at_an_end(0.0) and at_an_end(100.0) and not at_an_end(100.5) and not at_an_end(-0.5)
+    assert clipped_tie(0.0, 0.0) and clipped_tie(100.0, 100.0)
+    assert not clipped_tie(40.0, 40.0) and not clipped_tie(0.0, 100.0) and not clipped_tie(0.0, 3.0)
+
+
+def test_a_control_tie_clipped_at_an_end_of_the_range_is_called_saturated(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Δ cases' rule in the control family (issue 50): a tie at an end of the range is no
+    detection, and its line says the scores saturate (PIQE's strong blurs: 0.00 ≥ 0.00)."""
+    suite_folder(pytester, monkeypatch, module="from banana_tests.test_control import *  # noqa: F403\n")
+    pytester.makepyfile(clipped=CLIPPED)
+
+    result = pytester.runpytest_subprocess(
+        "--metric=clipped:clipped_sharpness", "-k", "gaussian_noise", "--no-cache", "--junitxml=j.xml"
+    )
+
+    assert result.ret == 1 and result.parseoutcomes() == {"missed": 1, "deselected": 2}
+    [line] = [x for x in result.outlines if x.startswith("clipped_sharpness did not rank gaussian_noise")]
+    assert line.endswith(
+        ": saturated, both clipped to normalised 0.00, an end of its score_range; see docs/metrics.md, "
+        "'Choosing score_range'"
+    )
+    [failure] = ET.parse(pytester.path / "j.xml").iter("failure")
+    assert failure.get("message", "").startswith(
+        "Failed: saturated: normalised 0.00 = 0.00, an end of its score_range\n"
+    )

@@ -223,3 +223,24 @@ def test_the_objective_prefers_a_worse_escape_and_pulls_detected_images_towards_
     assert objective(15.0, 61.0) > objective(20.0, 61.0)  # more degraded, still escaping
     assert objective(20.0, 59.0) > objective(20.0, 50.0)  # closer to escaping
     assert objective(float("inf"), 60.0) == -100.0 and objective(20.0, float("nan")) == -1e9
+
+
+def test_every_drawn_example_reads_back_from_a_replay_file() -> None:
+    """The replay file's checks (issue 50) refuse nothing the search draws, 4-decimal rounding at
+    the ends of the ranges included, and give back the example itself."""
+    import json
+    from dataclasses import asdict
+
+    from hypothesis import given
+
+    from banana_tests.editors.degradation import Degradation, degradations
+    from banana_tests.test_control import Crop
+    from banana_tests.test_search import crop_from_data, crops
+
+    @given(crop=crops(), degradation=degradations())
+    def reads_back(crop: Crop, degradation: Degradation) -> None:
+        known = json.loads(json.dumps({"crop": asdict(crop), "degradation": asdict(degradation)}))
+        assert crop_from_data(known["crop"]) == crop
+        assert Degradation.from_data(known["degradation"]) == degradation
+
+    reads_back()

@@ -13,8 +13,10 @@ degraded image keeps the clean one's geometry and PSNR/SSIM compare pixel for pi
 from __future__ import annotations
 
 import dataclasses
+import reprlib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image
@@ -51,6 +53,8 @@ RANGES: dict[str, tuple[float, float]] = {
 }
 """Each parameter's range: from nothing (the lower end) to twice the embedded recipe's strength
 (docs/trial.md, "The worst escape"). Hypothesis shrinks towards the lower ends."""
+SEEDS = (0, 2**16 - 1)
+"""The emulator seeds drawn."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,29 @@ class Degradation:
     static_chroma: float = 0.0
     scatter_density: float = 0.0
     seed: int = 0
+
+    @classmethod
+    def from_data(cls, values: object) -> Degradation:
+        """A degradation read back from data (a replay file), checked as the search draws one:
+        every field, of its type, within `RANGES` (themselves within the families' documented
+        ranges) or `SEEDS`; a ValueError names the first field that is not."""
+        if not isinstance(values, Mapping):
+            raise ValueError(f"degradation is {type(values).__name__}, not an object")
+        fields = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(fields), key=str)
+        if unknown:
+            raise ValueError(f"degradation.{unknown[0]} is not a parameter of the search")
+        for name in fields:
+            if name not in values:
+                raise ValueError(f"degradation.{name} is missing")
+            check_number(
+                f"degradation.{name}",
+                values[name],
+                SEEDS if name == "seed" else RANGES[name],
+                whole=name in _INTS,
+            )
+        numbers: dict[str, Any] = {n: values[n] if n in _INTS else float(values[n]) for n in fields}
+        return cls(**numbers)
 
     def __str__(self) -> str:
         """`steps=12 soften_sigma=0.3107 …`: every parameter in one line, as drawn (4 decimals)."""
@@ -89,6 +116,21 @@ class Degradation:
         return np.asarray(image, dtype=np.uint8)
 
 
+_INTS = frozenset({"steps", "seed"})
+
+
+def check_number(field: str, value: object, bounds: tuple[float, float], *, whole: bool) -> None:
+    """`value` is a number (an integer if `whole`; never a bool) within `bounds`, or a ValueError
+    naming `field`."""
+    kind = (int,) if whole else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        wanted = "an integer" if whole else "a number"
+        raise ValueError(f"{field} = {reprlib.repr(value)} is not {wanted}")
+    low, high = bounds
+    if not low <= value <= high:  # also NaN and ±inf, and an integer too large for a float
+        raise ValueError(f"{field} = {reprlib.repr(value)} is outside the search's range [{low:g}, {high:g}]")
+
+
 def degradations() -> SearchStrategy[Degradation]:
     """Hypothesis's strategy over `RANGES`; it shrinks towards the lower ends (no degradation), so
     a shrunk escape is the mildest one found. Floats are rounded to 4 decimals, so the parameters
@@ -102,4 +144,4 @@ def degradations() -> SearchStrategy[Degradation]:
 
     low, high = (int(end) for end in RANGES["steps"])
     floats = {name: strength(name) for name in RANGES if name != "steps"}
-    return st.builds(Degradation, steps=st.integers(low, high), seed=st.integers(0, 2**16 - 1), **floats)
+    return st.builds(Degradation, steps=st.integers(low, high), seed=st.integers(*SEEDS), **floats)

@@ -100,13 +100,17 @@ class SearchLog:
         return self.escape or self.most_degraded_detected
 
     def line(self, metric: str) -> str:
-        """The failing case's one line (an escape must have been found)."""
+        """The failing case's one line (an escape must have been found), with its PNG pair unless
+        the search folder refused it."""
         escape, shrunk = self.escape, self.shrunk
-        assert escape is not None and self.pair is not None
+        assert escape is not None
+        pair = (
+            "PNG pair not written" if self.pair is None else f"pair (clean, escaped): {' '.join(self.pair)}"
+        )
         mildest = "" if shrunk is None else f"; shrunk to {shrunk.psnr:.2f} dB after {shrunk.degradation}"
         return (
             f"{metric} scores a plainly degraded image as well as its clean source: {escape.describe()}; "
-            f"pair (clean, escaped): {self.pair[0]} {self.pair[1]}{mildest} ({self.examples} examples)"
+            f"{pair}{mildest} ({self.examples} examples)"
         )
 
     def properties(self) -> dict[Field, str]:

@@ -23,6 +23,18 @@ its score_range (normalised exactly 0 or 100: clipped by the metric), saturates 
 Δ of exactly 0. Scores beyond the range are not at an end: they still tell images apart."""
 
 
+def at_an_end(normalised: float) -> bool:
+    """Normalised exactly 0 or 100: clipped to an end of the metric's score_range."""
+    return normalised in (0.0, 100.0)
+
+
+def clipped_tie(first: float, second: float) -> bool:
+    """Two normalised scores that tie at an end of the range: the metric cannot tell the images
+    apart, whatever they are. Still not a detection (the rule is strict), but saturation, not
+    blindness: the Δ cases warn of it, and the control family says so in its line."""
+    return first == second and at_an_end(first)
+
+
 class BananaSaturationWarning(UserWarning):
     """A metric's scores saturate: its Δ cases cannot tell images apart (see `Saturation`)."""
 
@@ -84,7 +96,7 @@ def saturations(matrix: Matrix) -> list[Saturation]:
     for metric in sorted(deltas):
         scores = list(images.get(metric, {}).values())
         score, tied = Counter(scores).most_common(1)[0] if scores else (0.0, 0)
-        ends = sum(s in (0.0, 100.0) for s in scores)
+        ends = sum(map(at_an_end, scores))
         found = Saturation(metric, len(scores), tied, score, ends, zeros[metric], deltas[metric])
         if found.saturated:
             out.append(found)
