@@ -20,7 +20,6 @@ import numbers
 from collections.abc import Iterable
 from typing import Any
 
-
 SCORE_BOUND = 1e12
 
 
