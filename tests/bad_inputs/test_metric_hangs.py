@@ -130,7 +130,7 @@ def test_a_hanging_metric_is_stopped_once_and_each_case_says_so_in_one_line(
     assert len(cases) == row.cases, cases
     says = f"metric {row.metric!r} hung in its {row.phase}: "
     for case, (outcome, message) in cases.items():
-        assert outcome in ("error", "failure"), (case, outcome)
+        assert outcome == "error", (case, outcome)  # a call that hung was a failure
         attribute, text = message.split("\n", 1)
         assert says in attribute and text.strip().count("\n") == 0, (case, message)
         assert "its other cases in this run error without waiting" in text, (case, message)
@@ -164,3 +164,32 @@ def test_a_hung_metric_is_never_built_again_and_errors_at_once() -> None:
         with pytest.raises(MetricHung, match=line):
             use()
     assert time.monotonic() - started < 0.1 and built == ["sleepy"]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_hang_inside_the_search_is_an_error_in_the_terminal_junit_and_summary(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: str
+) -> None:
+    """It was FAILED (`HungOutcome`) in the terminal and JUnit, and an error in summary.md."""
+    from banana_tests.cli import main
+
+    monkeypatch.setenv("HANG", "call")
+    monkeypatch.setenv("HANG_AFTER", "2")  # the probe's two calls, then the search's first hangs
+
+    started = time.monotonic()
+    result = suite.runpytest_subprocess(
+        "--pyargs", "banana_tests", "--dataset=data", "--metric=hanging:Hanging", "--no-cache",
+        "-p", "no:randomly", "--junitxml=j.xml", "--timeout=10", "--search=2", "-k", "test_no_worst_escape",
+        "-n", workers, "-rE", timeout=WITHIN_S + 60,
+    )  # fmt: skip
+
+    assert time.monotonic() - started < WITHIN_S, result.stdout.str()[-3000:]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    result.assert_outcomes(errors=1)
+    [line] = [x for x in result.outlines if x.startswith("ERROR ")]
+    assert line.startswith("ERROR test_search.py::test_no_worst_escape[hanging] - HungOutcome: metric ")
+    assert sum(x.startswith("metric 'hanging' hung in its batch: ") for x in result.outlines) == 1
+    cases = outcomes(suite.path / "j.xml")
+    assert list(cases) == ["hanging"] and cases["hanging"][0] == "error", cases
+    assert main(["report", str(suite.path / "j.xml"), f"--out={suite.path / 'report'}"]) == 0
+    assert "| hanging | error |" in (suite.path / "report" / "summary.md").read_text(encoding="utf-8")
