@@ -22,6 +22,7 @@ from banana_tests.scoring.cache import (
     storable,
     unstorable,
 )
+from metrics_under_test.score_value import SCORE_BOUND
 
 
 class MergeError(Exception):
@@ -125,9 +126,12 @@ def _attach(db: sqlite3.Connection, src: str, file: Path) -> None:
 
 
 def _refuse_bad_entry(db: sqlite3.Connection, src: str, file: Path) -> None:
+    """Refuse a source holding a value that is no score (`storable`, asked only of the values
+    that are not plainly one, so a large source is checked at SQLite's speed)."""
     row = db.execute(
-        f"SELECT image, metric, score, COUNT(*) OVER () FROM {src}.scores WHERE NOT storable(metric, score) "
-        "LIMIT 1"
+        f"SELECT image, metric, score, COUNT(*) OVER () FROM {src}.scores "
+        "WHERE NOT (typeof(score) = 'real' AND abs(score) <= ?) AND NOT storable(metric, score) LIMIT 1",
+        (SCORE_BOUND,),
     ).fetchone()
     if row is None:
         return
