@@ -6,13 +6,26 @@ is 1.0 to `float`), a complex number, a tensor on the meta device (it holds no v
 raised RuntimeError), several values where one is due. Low-precision floats (float16, bfloat16)
 are scores: their value is widened exactly to a float64, and their resolution (about three
 significant digits) is the metric's own, to be covered by its `snapshot_points`.
+
+A score the suite keeps (scored, cached, merged) is finite and within ±SCORE_BOUND: wide enough for
+any real metric (the widest typical range on trial is BRISQUE's 0–150; the Laplacian variance of
+8-bit pixels is at most about 1.04e6), narrow enough that normalising it never overflows to a
+Δ of ±inf, as 1e308 did.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable
 from typing import Any
+
+SCORE_BOUND = 1e12
+
+
+def in_bound(score: float) -> bool:
+    """A finite score within ±SCORE_BOUND."""
+    return math.isfinite(score) and abs(score) <= SCORE_BOUND
 
 
 class NotAScore(ValueError):

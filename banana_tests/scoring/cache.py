@@ -8,7 +8,9 @@ of every installed library that code imports or those libraries require, and the
 declares), so any change to
 what produces a score misses. A file that fails its integrity or schema check is moved aside
 and rebuilt, never read. A folder that cannot hold the file (read-only, or not a folder) turns
-the cache off with one warning: scores are computed.
+the cache off with one warning: scores are computed. A stored value that is no score (`storable`:
+text, or beyond the score bound, from a file edited by hand or merged by an older version) is
+dropped when read, with one warning, and scored again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import time
@@ -26,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.atomic import exclusive_lock
+from banana_tests.scoring.oracle import ORACLE_KEY
 from metrics_under_test.file_hash import file_sha256
+from metrics_under_test.score_value import SCORE_BOUND, in_bound, short
 from metrics_under_test.spec import MetricSpec
 
 FILE = "scores.sqlite"
@@ -51,8 +56,40 @@ BUSY_MS = 60_000
 _CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
 
 
+INFINITE = frozenset({f"{ORACLE_KEY}/psnr"})
+"""The figures that may be +inf: the oracle's PSNR of a step identical to its reference."""
+
+
 class CacheWarning(UserWarning):
-    """The cache was set aside or turned off for this run; scores are computed instead."""
+    """The cache was set aside or turned off for this run, or some of its values were dropped;
+    scores are computed instead."""
+
+
+def storable(metric: str, value: object) -> bool:
+    """Whether `value`, stored under `metric` (an identity key or a figure's name), is one the
+    cache keeps and serves: a float within the score bound (metrics_under_test.score_value), or
+    +inf for the figures in INFINITE."""
+    return isinstance(value, float) and (in_bound(value) or (value == math.inf and metric in INFINITE))
+
+
+def unstorable(value: object) -> str:
+    """What a stored value that is no score is, for a message."""
+    if isinstance(value, str):
+        return f"{short(value)}, text"
+    if isinstance(value, bytes):
+        return f"{len(value)} bytes, not a number"
+    if isinstance(value, float) and math.isfinite(value):
+        return f"{value!r}, beyond ±{SCORE_BOUND:g}"
+    return f"{value!r}, not a finite number"
+
+
+def metric_name(db: sqlite3.Connection, metric: str, schema: str = "main") -> str:
+    """The metric's name in an identity's description (the figure's own name for a figure)."""
+    found = db.execute(f"SELECT description FROM {schema}.identities WHERE metric = ?", (metric,)).fetchone()
+    try:
+        return str(json.loads(found[0]).get("name", metric)) if found else metric
+    except (ValueError, AttributeError):
+        return "?"
 
 
 class ScoreCache:
@@ -64,20 +101,48 @@ class ScoreCache:
         self._db: sqlite3.Connection | None = self._open()
 
     def get(self, metric: str, images: Iterable[str]) -> dict[str, float]:
-        """The cached scores among `images` (sha256 hex) for the metric identity `metric`."""
+        """The cached scores among `images` (sha256 hex) for the metric identity `metric`; a
+        stored value that is no score is dropped (`drop`), so the caller scores its image again."""
         wanted = list(dict.fromkeys(images))
         found: dict[str, float] = {}
+        bad: list[tuple[str, object]] = []
         for start in range(0, len(wanted), _CHUNK):
             chunk = wanted[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
             rows = self._run(
                 f"SELECT image, score FROM scores WHERE metric = ? AND image IN ({marks})", (metric, *chunk)
             )
-            found.update({str(image): float(score) for image, score in rows})
+            for image, score in rows:
+                if storable(metric, score):
+                    found[str(image)] = score
+                else:
+                    bad.append((str(image), score))
+        if bad:
+            self.drop(metric, bad)
         return found
 
+    def drop(self, metric: str, bad: list[tuple[str, object]]) -> None:
+        """Delete stored values that are no score, with one warning naming the first."""
+        name = "?"
+        if self._db is not None:
+            with self._guard(), self._db:
+                name = metric_name(self._db, metric)
+                self._db.executemany(
+                    "DELETE FROM scores WHERE metric = ? AND image = ?", ((metric, image) for image, _ in bad)
+                )
+        image, value = bad[0]
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        warnings.warn(
+            f"score cache {self.path}: metric {name!r} (identity {metric}) stored {unstorable(value)}, "
+            f"for image {image}{more}; dropped, scored again",
+            CacheWarning,
+            stacklevel=3,
+        )
+
     def put(self, metric: str, scores: Mapping[str, float], description: Mapping[str, object]) -> None:
-        """Store scores; one short transaction, so concurrent workers wait milliseconds."""
+        """Store scores (a value that is not `storable` is left out: computed again next time);
+        one short transaction, so concurrent workers wait milliseconds."""
+        scores = {image: score for image, score in scores.items() if storable(metric, score)}
         if self._db is None or not scores:
             return
         with self._guard(), self._db:

@@ -1,22 +1,36 @@
 """Merging score caches: one SQLite file per machine or task, joined into one before the verdict
 pass. Scores are keyed by image sha256 and metric identity, so the same key must carry the same
-score; a key with two different scores is a conflict and nothing is written. The file-hash memo
+score; a key with two different scores is a conflict and nothing is written, and so is a source
+holding a value that is no score (text, or beyond the score bound). The file-hash memo
 (paths and inodes of one machine) is not copied: the merged cache rebuilds its own."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from banana_tests.scoring.cache import BUSY_MS, FILE, SCHEMA, CacheWarning, ScoreCache
+from banana_tests.scoring.cache import (
+    BUSY_MS,
+    FILE,
+    SCHEMA,
+    CacheWarning,
+    ScoreCache,
+    metric_name,
+    storable,
+    unstorable,
+)
+from metrics_under_test.score_value import SCORE_BOUND
 
 
 class MergeError(Exception):
     """A source that is no score cache, or a cache that cannot be written: nothing is written."""
+
+
+class BadEntry(MergeError):
+    """A source holding a value that is no score: nothing is written."""
 
 
 class MergeConflict(MergeError):
@@ -62,9 +76,11 @@ def _merge(files: Sequence[Path], target: Path) -> Merged:
         except CacheWarning as exc:
             raise MergeError(str(exc)) from exc
     db = sqlite3.connect(target.resolve().as_uri(), timeout=BUSY_MS / 1000, isolation_level=None, uri=True)
+    db.create_function("storable", 2, storable, deterministic=True)
     try:
         for i, f in enumerate(files):
             _attach(db, f"src{i}", f)
+            _refuse_bad_entry(db, f"src{i}", f)
         db.execute(
             "CREATE TEMP TABLE origin (image TEXT, metric TEXT, file TEXT, PRIMARY KEY (image, metric))"
         )
@@ -109,6 +125,24 @@ def _attach(db: sqlite3.Connection, src: str, file: Path) -> None:
             )
 
 
+def _refuse_bad_entry(db: sqlite3.Connection, src: str, file: Path) -> None:
+    """Refuse a source holding a value that is no score (`storable`, asked only of the values
+    that are not plainly one, so a large source is checked at SQLite's speed)."""
+    row = db.execute(
+        f"SELECT image, metric, score, COUNT(*) OVER () FROM {src}.scores "
+        "WHERE NOT (typeof(score) = 'real' AND abs(score) <= ?) AND NOT storable(metric, score) LIMIT 1",
+        (SCORE_BOUND,),
+    ).fetchone()
+    if row is None:
+        return
+    image, metric, value, count = row
+    more = f" (and {count - 1} more such)" if count > 1 else ""
+    raise BadEntry(
+        f"{file}: image {image}, metric {metric_name(db, metric, src)!r} (identity {metric}) holds "
+        f"{unstorable(value)}, no score{more}; nothing was merged"
+    )
+
+
 def _refuse_conflict(db: sqlite3.Connection, src: str, file: Path, target: Path) -> None:
     row = db.execute(
         f"SELECT s.image, s.metric, s.score, m.score, o.file FROM {src}.scores s "
@@ -118,9 +152,8 @@ def _refuse_conflict(db: sqlite3.Connection, src: str, file: Path, target: Path)
     if row is None:
         return
     image, metric, theirs, ours, origin = row
-    found = db.execute(f"SELECT description FROM {src}.identities WHERE metric = ?", (metric,)).fetchone()
-    name = json.loads(found[0]).get("name", "?") if found else "?"
     raise MergeConflict(
-        f"conflict for image {image}, metric {name!r} (identity {metric}): {ours!r} in {origin or target}, "
+        f"conflict for image {image}, metric {metric_name(db, metric, src)!r} (identity {metric}): "
+        f"{ours!r} in {origin or target}, "
         f"{theirs!r} in {file}; nothing was merged"
     )

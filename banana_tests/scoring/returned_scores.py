@@ -1,4 +1,5 @@
-"""What a metric returned, checked: one finite float per image, or an error naming the image.
+"""What a metric returned, checked: one finite float within the score bound per image, or an error
+naming the image.
 The conversion of one returned value is metrics_under_test.score_value's; here a batch's
 values are matched to its records (or in-memory images) and the bad ones named."""
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.protocol import MetricError
-from metrics_under_test.score_value import NotAScore, as_list, as_score
+from metrics_under_test.score_value import SCORE_BOUND, NotAScore, as_list, as_score, in_bound
 
 
 class UnscoredImage(DataError):
@@ -54,9 +55,14 @@ def _record_score(name: str, record: Record, value: object) -> float | DataError
         score = as_score(value)
     except NotAScore as exc:
         return UnscoredImage(f"{record.named}: metric {name!r} returned {exc}")
-    if math.isfinite(score):
+    if in_bound(score):
         return score
-    return UnscoredImage(f"{record.named}: metric {name!r} scored it {score!r}, not a finite number")
+    return UnscoredImage(f"{record.named}: metric {name!r} scored it {score!r}, {not_a_score(score)}")
+
+
+def not_a_score(score: float) -> str:
+    """Why a float is no score the suite keeps (see metrics_under_test.score_value)."""
+    return "not a finite number" if not math.isfinite(score) else f"beyond ±{SCORE_BOUND:g}"
 
 
 def pixel_scores(name: str, positions: Sequence[Sequence[int]], scores: Sequence[float]) -> list[float]:
@@ -67,8 +73,8 @@ def pixel_scores(name: str, positions: Sequence[Sequence[int]], scores: Sequence
         raise MetricError(f"metric {name!r} returned {exc}") from None
     if len(values) != len(positions):
         raise MetricError(f"metric {name!r} returned {len(values)} scores for {len(positions)} images")
-    bad = [(p, v) for p, v in zip(positions, values, strict=True) if not math.isfinite(v)]
+    bad = [(p, v) for p, v in zip(positions, values, strict=True) if not in_bound(v)]
     if bad:
-        named = ", ".join(f"item {' and '.join(map(str, p))}: {v!r}" for p, v in bad)
-        raise MetricError(f"metric {name!r} returned non-finite scores ({named})")
+        named = ", ".join(f"item {' and '.join(map(str, p))}: {v!r}, {not_a_score(v)}" for p, v in bad)
+        raise MetricError(f"metric {name!r} returned unusable scores ({named})")
     return values

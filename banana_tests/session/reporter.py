@@ -28,6 +28,7 @@ from banana_tests.session.run_facts import (
     junit_suite_property,
     run_facts,
 )
+from banana_tests.session.scorer import HungOutcome
 from banana_tests.session.shard_selection import ShardSelection, is_empty_share
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.session.suite import SuiteState
@@ -87,9 +88,13 @@ class MatrixReporter:
     def pytest_runtest_makereport(
         self, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """A failing verdict's report carries its one line (travels with the report under xdist)."""
+        """A failing verdict's report carries its one line (travels with the report under xdist).
+        A hung metric's case is an error wherever it hung, in the terminal, JUnit and the
+        reports, as when a fixture meets the hang: its call report is filed as a failed setup."""
         report = yield
         excinfo = call.excinfo
+        if report.when == "call" and excinfo is not None and isinstance(excinfo.value, HungOutcome):
+            report.when = "setup"
         line = None if excinfo is None else getattr(excinfo.value, VERDICT_LINE, None)
         if isinstance(line, str) and report.failed:
             setattr(report, VERDICT_LINE, line)

@@ -23,16 +23,15 @@ def keeps_traceback(config: pytest.Config) -> bool:
 
 
 def fail_verdict(message: str, summary: str, config: pytest.Config) -> NoReturn:
-    """Fail the running case with the one-line `message` (the suite's summary lists it) and
-    `summary`, its figure (e.g. Δ), as pytest's failure text. Raised through `pytest.fail`
+    """Fail the running case with `summary`, its figure (e.g. Δ), and the one-line `message`
+    (the suite's summary lists it) as pytest's failure text. Raised through `pytest.fail`
     without a traceback (one through the fixture says nothing, and costs time: docs/speed.md) unless
-    `--tb=long` or `--full-trace` asks for one; JUnit gets the summary as its failure text and
-    the whole line once, in the failure message. The line rides on the exception under every
-    `--tb`: the terminal counts the case as missed by it (session.reporter.MISSED)."""
+    `--tb=long` or `--full-trace` asks for one. JUnit's failure text holds both lines: pytest
+    shortens the failure's message attribute past 500 characters (an escape's line, with its
+    drawn degradation and PNG pair, is longer) to its first line. The line rides on the exception
+    under every `--tb`: the terminal counts the case as missed by it (session.reporter.MISSED)."""
     traceback = keeps_traceback(config)
-    failure = pytest.fail.Exception(message if traceback else summary, pytrace=traceback)
-    if not traceback:
-        failure.add_note(message)
+    failure = pytest.fail.Exception(message if traceback else f"{summary}\n{message}", pytrace=traceback)
     setattr(failure, VERDICT_LINE, message)
     raise failure
 

@@ -9,10 +9,15 @@ the same through the suite's exit status and JUnit report.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
 import shutil
+import sqlite3
 import struct
+import subprocess
+import sys
 import warnings
 import xml.etree.ElementTree as ET
 import zlib
@@ -164,6 +169,24 @@ def corrupt_sqlite(scene: Scene) -> dict[str, Any]:
     return {}
 
 
+def poisoned(value: object) -> Callable[[Scene], dict[str, Any]]:
+    """Step 5's cached score replaced by `value`, as a hand edit or an older version's merge left it."""
+
+    def spoil(scene: Scene) -> dict[str, Any]:
+        warm(scene)
+        poison(scene.cache_dir / FILE, hashlib.sha256(scene.image(5).read_bytes()).hexdigest(), value)
+        return {}
+
+    return spoil
+
+
+def poison(cache_file: Path, image: str, value: object, metric: str = "%") -> None:
+    """The score of `image` (by the metric identity `metric`, or the only one) set to `value`."""
+    with contextlib.closing(sqlite3.connect(cache_file)) as db, db:
+        query = "UPDATE scores SET score = ? WHERE image = ? AND metric LIKE ?"
+        assert db.execute(query, (value, image, metric)).rowcount == 1
+
+
 def sixteen_bit(scene: Scene) -> dict[str, Any]:
     scene.rewrite(5, png16())
     return {}
@@ -202,6 +225,7 @@ class Row:
     errors: dict[int, str]  # step -> what its error says; every other step is scored
     cached: set[int]  # steps whose score came from the cache
     warning: str | None = None  # the one CacheWarning given, if any
+    warning_ends: str = "scoring without it"
 
 
 SIXTEEN = "mode RGB 16-bit (RGB;16B), expected 8-bit RGB"
@@ -215,7 +239,19 @@ SCORING_ROWS = {
     "read-only cache folder": Row(read_only, {}, set(), "cannot be used (Permission denied: "),
     "cache folder is a file": Row(file_as_cache, {}, set(), "cannot be used (not a folder: "),
     "cache folder inside a file": Row(under_a_file, {}, set(), "cannot be used (Not a directory: "),
-    "corrupt sqlite file": Row(corrupt_sqlite, {}, set(), "moved it to scores.sqlite.corrupt-"),
+    "corrupt sqlite file": Row(
+        corrupt_sqlite, {}, set(), "moved it to scores.sqlite.corrupt-", "started afresh"
+    ),
+    # a 57-line ValueError traceback on each case of the image, and Δ = +inf for a huge score
+    "text score in the cache": Row(
+        poisoned("abc"), {}, {1, 10}, "stored 'abc', text, for image ", "dropped, scored again"
+    ),
+    "1e308 score in the cache": Row(
+        poisoned(1e308), {}, {1, 10}, "stored 1e+308, beyond ±1e+12, for image ", "dropped, scored again"
+    ),
+    "blob score in the cache": Row(
+        poisoned(b"\0\1"), {}, {1, 10}, "stored 2 bytes, not a number", "dropped, scored again"
+    ),
     "16-bit RGB": Row(sixteen_bit, {5: SIXTEEN}, set()),
     "16-bit RGB, scored by an older version": Row(sixteen_bit_cached_earlier, {5: SIXTEEN}, {1, 10}),
     "16-bit RGB PPM named .png": Row(sixteen_bit_ppm, {5: "mode RGB 16-bit (maxval 65535)"}, set()),
@@ -241,7 +277,25 @@ def test_scoring_a_bad_input(tmp_path: Path, row: Row) -> None:
     assert len(seen.warnings) == (row.warning is not None), seen.warnings
     if row.warning is not None:
         assert seen.warnings[0].startswith("score cache ") and row.warning in seen.warnings[0]
-        assert seen.warnings[0].endswith("started afresh" if "moved" in row.warning else "scoring without it")
+        assert seen.warnings[0].endswith(row.warning_ends)
+
+
+@pytest.mark.parametrize("value", ["abc", 1e308, -1e13, math.inf])
+def test_a_dropped_score_is_scored_again_and_stored_as_it_was(tmp_path: Path, value: object) -> None:
+    scene = Scene(write_set(tmp_path / "data", seeds=("alpha",), runs=(0,), steps=STEPS), tmp_path / "cache")
+    clean = score(scene)
+    poisoned(value)(scene)
+
+    again, after = score(scene), score(scene)
+
+    assert again.scores == clean.scores and len(again.warnings) == 1
+    assert after.cached == set(STEPS) and not after.warnings
+    assert integrity(scene.cache_dir / FILE) == "ok"
+
+
+def integrity(cache_file: Path) -> str:
+    with contextlib.closing(sqlite3.connect(cache_file)) as db:
+        return str(db.execute("PRAGMA integrity_check").fetchone()[0])
 
 
 def test_a_swapped_file_without_sha256_gets_the_score_of_its_new_content(tmp_path: Path) -> None:
@@ -351,3 +405,81 @@ def test_a_limit_above_pillows_own_lets_a_large_image_through(tmp_path: Path) ->
     assert len(check(record, max_pixels=250_000_000)) == 64
     with pytest.raises(DataError, match="20000x10000 is over the 100,000,000-pixel limit"):
         check(record, max_pixels=100_000_000)
+
+
+# A poisoned score cache, through the command line and the suite, serial and under xdist.
+
+KNOWN = "--metric=known_metrics:noise_level,metrics_under_test.examples:laplacian_variance"
+
+
+def poison_metric(cache_file: Path, name: str, values: tuple[object, ...]) -> list[str]:
+    """The first cached scores of metric `name` replaced by `values`; their images."""
+    with contextlib.closing(sqlite3.connect(cache_file)) as db:
+        identities = db.execute("SELECT metric, description FROM identities").fetchall()
+        [key] = [m for m, d in identities if json.loads(d).get("name") == name]
+        rows = db.execute("SELECT image FROM scores WHERE metric = ? ORDER BY image", (key,)).fetchall()
+    images = [image for (image,) in rows]
+    for image, value in zip(images, values, strict=False):
+        poison(cache_file, image, value, key)
+    return images[: len(values)]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_poisoned_cache_is_rescored_in_a_run_with_one_warning(suite: pytest.Pytester, workers: str) -> None:
+    """Before: a 57-line traceback on each case of the text score, Δ = +inf for the huge one."""
+    from tests.known_metrics import install_known_metrics
+
+    install_known_metrics(suite.path)
+    args = (
+        "--pyargs",
+        "banana_tests",
+        "--dataset=data",
+        KNOWN,
+        "-k",
+        "detects_degradation",
+        "--junitxml=j.xml",
+    )
+    assert suite.runpytest_subprocess(*args, "-n", workers).ret == 1  # laplacian_variance misses
+    clean = junit(suite.path / "j.xml")
+    poison_metric(suite.path / ".banana_cache" / FILE, "laplacian_variance", ("abc", 1e308))
+
+    result = suite.runpytest_subprocess(*args, "-n", workers)
+
+    output = result.stdout.str()
+    assert result.ret == 1 and "Traceback" not in output and "inf" not in output.replace("info", "")
+    assert 1 <= output.count("; dropped, scored again") <= int(workers) + 1  # one per process at most
+    cases = junit(suite.path / "j.xml")
+    assert len(cases) == 2 * 2 * 3  # every planned case
+    assert {n: c[:2] for n, c in cases.items()} == {n: c[:2] for n, c in clean.items()}
+    deltas = {n: c[2].get("delta") for n, c in cases.items()}
+    assert deltas == {n: c[2].get("delta") for n, c in clean.items()}
+    noise = {c[2]["score_cached"] for n, c in cases.items() if "noise_level-" in n}
+    assert noise == {"true"}  # the other metric's scores are untouched
+    assert integrity(suite.path / ".banana_cache" / FILE) == "ok"
+
+
+@pytest.mark.parametrize(
+    "value, says", [("abc", "holds 'abc', text, no score"), (1e308, "holds 1e+308, beyond ±1e+12, no score")]
+)
+def test_cache_merge_refuses_a_poisoned_source_naming_the_file_and_the_entry(
+    tmp_path: Path, value: object, says: str
+) -> None:
+    scene = Scene(write_set(tmp_path / "data", seeds=("alpha",), runs=(0,), steps=STEPS), tmp_path / "good")
+    warm(scene)
+    shutil.copytree(scene.cache_dir, tmp_path / "bad")
+    [image] = poison_metric(tmp_path / "bad" / FILE, "laplacian_variance", (value,))
+
+    def merge(*sources: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "banana_tests.cli", "cache", "merge", *sources, "--into=merged"]
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    refused = merge("good", "bad")
+
+    assert refused.returncode == 2 and refused.stdout == "", refused
+    [line] = refused.stderr.splitlines()
+    assert line.startswith(f"banana-tests cache merge: error: {Path('bad') / FILE}: image {image}, ")
+    assert "metric 'laplacian_variance' (identity " in line and line.endswith(f"{says}; nothing was merged")
+    assert not (tmp_path / "merged" / FILE).exists()
+    merged = merge("good")
+    assert merged.returncode == 0 and merged.stdout.startswith("3 new scores into merged"), merged
+    assert integrity(tmp_path / "merged" / FILE) == "ok"

@@ -5,7 +5,9 @@ numpy-only metric whose module import, constructor or calls sleep for an hour, a
 environment variables. The run must end within 60 s with one line per case naming the metric and
 the phase that hung: the metric is stopped once, within `--timeout` (or `--load-timeout` without
 it), and is hung for the run; no case waits again, in any family (the control family runs
-under hypothesis, which swallows pytest-timeout's stop), serial or under xdist.
+under hypothesis, which swallows pytest-timeout's stop), serial or under xdist. Each such case is an
+error, in the terminal, JUnit and summary.md, wherever the metric hung (issue 50). A hung call
+that keeps allocating is measured by the last row (issue 50: no bound yet).
 """
 
 from __future__ import annotations
@@ -25,7 +27,18 @@ from metrics_under_test.examples import laplacian_variance
 
 HANG = os.environ.get("HANG", "")
 CALLS = [0]
+HELD = []  # the chunks a growing hang allocated, by the time each was
 if HANG == "import":
+    time.sleep(3600)
+
+
+def grow():
+    import atexit, json, numpy as np
+
+    atexit.register(lambda: open(os.environ["GROW_LOG"], "w").write(json.dumps([t for t, _ in HELD])))
+    while len(HELD) < int(os.environ["GROW_CAP"]):  # 64 MiB every 0.25 s, every page touched
+        HELD.append((time.monotonic(), np.ones(64 << 20, dtype=np.uint8)))
+        time.sleep(0.25)
     time.sleep(3600)
 
 
@@ -43,6 +56,19 @@ class Hanging:
         CALLS[0] += 1  # the load-time probe makes the first two calls
         if HANG == "call" and CALLS[0] > int(os.environ.get("HANG_AFTER", "0")):
             time.sleep(3600)
+        if HANG == "grow" and CALLS[0] > 2:
+            grow()
+        return laplacian_variance(images)
+
+
+class Slow:
+    name = "slow"
+    lower_better = False
+    score_range = (0.0, 2000.0)
+    cost = "fast"
+
+    def __call__(self, images):
+        time.sleep(0.7)  # its probe's two calls and a batch fit in --timeout=3
         return laplacian_variance(images)
 """
 DELTA_AND_CONTROL = ("-k", "test_detects_degradation or test_detects_control_degradation")
@@ -130,7 +156,7 @@ def test_a_hanging_metric_is_stopped_once_and_each_case_says_so_in_one_line(
     assert len(cases) == row.cases, cases
     says = f"metric {row.metric!r} hung in its {row.phase}: "
     for case, (outcome, message) in cases.items():
-        assert outcome in ("error", "failure"), (case, outcome)
+        assert outcome == "error", (case, outcome)  # a call that hung was a failure
         attribute, text = message.split("\n", 1)
         assert says in attribute and text.strip().count("\n") == 0, (case, message)
         assert "its other cases in this run error without waiting" in text, (case, message)
@@ -164,3 +190,70 @@ def test_a_hung_metric_is_never_built_again_and_errors_at_once() -> None:
         with pytest.raises(MetricHung, match=line):
             use()
     assert time.monotonic() - started < 0.1 and built == ["sleepy"]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_hang_inside_the_search_is_an_error_in_the_terminal_junit_and_summary(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: str
+) -> None:
+    """It was FAILED (`HungOutcome`) in the terminal and JUnit, and an error in summary.md."""
+    from banana_tests.cli import main
+
+    monkeypatch.setenv("HANG", "call")
+    monkeypatch.setenv("HANG_AFTER", "2")  # the probe's two calls, then the search's first hangs
+
+    started = time.monotonic()
+    result = suite.runpytest_subprocess(
+        "--pyargs", "banana_tests", "--dataset=data", "--metric=hanging:Hanging", "--no-cache",
+        "-p", "no:randomly", "--junitxml=j.xml", "--timeout=10", "--search=2", "-k", "test_no_worst_escape",
+        "-n", workers, "-rE", timeout=WITHIN_S + 60,
+    )  # fmt: skip
+
+    assert time.monotonic() - started < WITHIN_S, result.stdout.str()[-3000:]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    result.assert_outcomes(errors=1)
+    [line] = [x for x in result.outlines if x.startswith("ERROR ")]
+    assert line.startswith("ERROR test_search.py::test_no_worst_escape[hanging] - HungOutcome: metric ")
+    assert sum(x.startswith("metric 'hanging' hung in its batch: ") for x in result.outlines) == 1
+    cases = outcomes(suite.path / "j.xml")
+    assert list(cases) == ["hanging"] and cases["hanging"][0] == "error", cases
+    assert main(["report", str(suite.path / "j.xml"), f"--out={suite.path / 'report'}"]) == 0
+    assert "| hanging | error |" in (suite.path / "report" / "summary.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 50: a metric stopped for hanging keeps running in its abandoned thread until the "
+    "process ends (no design here yet ends it: see the issue's notes)",
+)
+def test_a_hung_call_stops_growing_once_it_is_stopped(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that allocates 64 MiB every 0.25 s is stopped by --timeout=3; the run goes on with
+    another metric for seconds. Bounded: no chunk is allocated later than the 3 s window, with a
+    second's slack. On main it went on allocating while the other metric scored, until the process
+    ended (here, 6.7 s after its first chunk; 3 GiB, its cap, in a run of 69 s with piqe)."""
+    import json
+
+    log = suite.path / "grow.json"
+    monkeypatch.setenv("HANG", "grow")
+    monkeypatch.setenv("GROW_CAP", "32")
+    monkeypatch.setenv("GROW_LOG", str(log))
+
+    result = suite.runpytest_subprocess(
+        "--pyargs", "banana_tests", "--dataset=data", "--metric=hanging:Hanging,hanging:Slow", "--no-cache",
+        "-p", "no:randomly", "--junitxml=j.xml", "--timeout=3", "-k", "test_detects_degradation",
+        timeout=WITHIN_S + 60,
+    )  # fmt: skip
+
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+    cases = outcomes(suite.path / "j.xml")
+    assert {c for c, (o, _) in cases.items() if o == "error"} == {
+        c for c in cases if c.startswith("hanging-")
+    }
+    assert len(cases) == 12  # every planned case: 2 metrics x 2 seed images x 3 steps
+    chunks = json.loads(log.read_text())
+    later = [t - chunks[0] for t in chunks if t - chunks[0] > 3 + 1]  # the call began by its first chunk
+    assert not later, (
+        f"{len(later)} of {len(chunks)} chunks allocated after the stop, the last at {later[-1]:.1f} s"
+    )

@@ -52,6 +52,8 @@ def misbehaving(images):
     scores = laplacian_variance(images)
     if act == "nan":
         return [math.nan if m else s for m, s in zip(marked, scores)]
+    if act == "huge":
+        return [1e308 if m else s for m, s in zip(marked, scores)]
     if act == "bool":
         return [True if m else s for m, s in zip(marked, scores)]
     if act == "extra" and any(marked):
@@ -178,6 +180,14 @@ ROWS = {
         errored=frozenset({"misbehaving-alpha-step5"}),
         named=A5[:1],
         says="metric 'misbehaving' scored it nan, not a finite number",
+    ),
+    # 1e308 was taken, cached and merged; normalised, it overflowed to a Δ of +inf, a miss
+    "a score beyond the bound": Row(
+        "huge",
+        marked=A5[:1],
+        errored=frozenset({"misbehaving-alpha-step5"}),
+        named=A5[:1],
+        says="metric 'misbehaving' scored it 1e+308, beyond ±1e+12",
     ),
     # a boolean is 1.0 to float(): it was taken as a score
     "a boolean score": Row(
