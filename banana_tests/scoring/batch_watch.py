@@ -7,12 +7,17 @@ WAIT_STEP seconds, printing the lines and keeping the limit itself. A signal mea
 (pytest-timeout's SIGALRM, Ctrl-C) is handled between two steps, never inside torch code, so
 pytest-timeout's `--timeout` bounds a case that waits on a batch. Loading a metric (its import,
 construction and probe) runs the same way, within a load limit. A call stopped either way is
-abandoned: a thread cannot be killed, so it is left to finish on its own, and `on_abandon` drops
-what it is using (the model) so that nothing of it is used again.
+abandoned: `on_abandon` drops what it is using (the model) so that nothing of it is used again,
+and the thread is stopped at its next Python instruction by an `AbandonedCall` raised in it (a
+thread cannot be killed; one that kept running kept allocating until the process ended). The
+exception unwinds the call's frames, so what they hold is freed; a model it leaves half-updated is
+never used again. Code that never returns to Python (a C loop) is not stopped, but it allocates
+nothing through Python either.
 """
 
 from __future__ import annotations
 
+import ctypes
 import enum
 import queue
 import sys
@@ -65,6 +70,10 @@ class _Job(Generic[T]):
         return self.result  # type: ignore[return-value]  # set when error is not
 
 
+class AbandonedCall(BaseException):
+    """Raised inside an abandoned scoring thread to end its call: no one waits for its result."""
+
+
 class ScoringThread:
     """A daemon thread running jobs one after another: torch and OpenMP keep their per-thread
     state (thread pool, settings) from one batch to the next, as they did in the main thread."""
@@ -72,16 +81,27 @@ class ScoringThread:
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[_Job[object]] = queue.SimpleQueue()
         self.abandoned = False
-        threading.Thread(target=self._serve, name="banana-scoring", daemon=True).start()
+        self._thread = threading.Thread(target=self._serve, name="banana-scoring", daemon=True)
+        self._thread.start()
 
     def submit(self, call: Callable[[], T]) -> _Job[T]:
         job = _Job(call)
         self._jobs.put(job)  # type: ignore[arg-type]  # the queue only runs jobs and sets their results
         return job
 
+    def abandon(self) -> None:
+        """Stop serving, and end the running call at its next Python instruction."""
+        self.abandoned = True
+        ident = self._thread.ident
+        if ident is not None and self._thread.is_alive():
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(AbandonedCall))
+
     def _serve(self) -> None:
-        while not self.abandoned:  # an abandoned thread ends after its job: its result is no one's
-            self._jobs.get().run()  # unnamed: no reference to a job (and its model) outlives it
+        try:
+            while not self.abandoned:  # an abandoned thread ends after its job: its result is no one's
+                self._jobs.get().run()  # unnamed: no reference to a job (and its model) outlives it
+        except AbandonedCall:  # raised between two jobs rather than inside one
+            pass
 
 
 class Phase(enum.StrEnum):
@@ -192,7 +212,8 @@ class BatchWatch:
                     beats = int(elapsed // self.heartbeat)
                     self.say(f"banana-tests: {still}, {elapsed:.0f} s so far")
         except BaseException as exc:
-            self._thread.abandoned, self._thread = True, None
+            self._thread.abandon()
+            self._thread = None
             if isinstance(exc, BatchTimeout | MetricHangs):
                 on_abandon(Abandoned(str(exc), interrupted=False))
             else:
