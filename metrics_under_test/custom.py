@@ -59,6 +59,10 @@ def import_target(target: str) -> Any:
         obj: Any = own_code.import_module(module_name)
     except ImportError as exc:
         raise MetricError(f"metric {target!r}: cannot import module {module_name!r}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # a native library that fails to load: OSError, RuntimeError
+        raise MetricError(
+            f"metric {target!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise MetricError(f"metric {target!r}: {module_name!r} has no attribute {attr!r}")
