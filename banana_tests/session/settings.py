@@ -25,7 +25,15 @@ from banana_tests.scheduler.shards import Shard, parse_shard
 from banana_tests.scoring.batch_watch import DEFAULT_LOAD_LIMIT, Limit
 from banana_tests.session.devices import DeviceChoice, parse_device
 from banana_tests.session.local_paths import refuse_url
-from banana_tests.session.options import DEFAULT_STEPS, SNAPSHOT_DIR_INI, dest_of, suite_options
+from banana_tests.session.options import (
+    DEFAULT_STEPS,
+    MAX_COUNT,
+    MAX_SEARCH,
+    SNAPSHOT_DIR_INI,
+    dest_of,
+    suite_options,
+    whole_number,
+)
 from banana_tests.trajectories.mapping import parse_map
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.selection import Selection, parse_where
@@ -108,23 +116,20 @@ class Settings:
         naming the option for one that can never be satisfied. `case_timeout`: pytest-timeout's
         `--timeout`, the load limit when `--load-timeout` is not given."""
         steps = parse_steps(value("steps"))
-        runs = value("runs")
-        if runs is not None and runs < 1:
-            raise ValueError(f"--runs takes a positive number, got {runs}")
-        for option in ("max-pixels", "image-budget"):
-            if value(option) < 1:
-                raise ValueError(f"--{option} takes a positive number, got {value(option)}")
-        reference = value("reference-step")
-        if reference < 0:
-            raise ValueError(f"--reference-step takes a step number (0 or more), got {reference}")
+        runs = None if value("runs") is None else whole_number("--runs", value("runs"), 1, MAX_COUNT)
+        max_pixels, image_budget = (
+            whole_number(f"--{option}", value(option), 1, MAX_COUNT)
+            for option in ("max-pixels", "image-budget")
+        )
+        reference = whole_number("--reference-step", value("reference-step"), 0, MAX_COUNT, "a step number")
         if steps is not None and reference in steps:
             raise ValueError(
                 f"--steps={value('steps')} includes the reference step {reference}: its Δ is 0 by "
                 "definition, which can never pass"
             )
         search = value("search")
-        if search is not None and search < 1:
-            raise ValueError(f"--search takes a positive number of examples per metric, got {search}")
+        if search is not None:
+            search = whole_number("--search", search, 1, MAX_SEARCH, "a number of examples per metric")
         heartbeat, batch_timeout = value("heartbeat"), value("batch-timeout")
         if not heartbeat >= 0:
             raise ValueError(f"--heartbeat takes a number of seconds (0: never), got {heartbeat}")
@@ -173,8 +178,8 @@ class Settings:
             source=source,
             selection=selection,
             aggregate=Aggregate(value("aggregate")),
-            max_pixels=value("max-pixels"),
-            image_budget_mib=value("image-budget"),
+            max_pixels=max_pixels,
+            image_budget_mib=image_budget,
             trend=value("trend"),
             search=search,
             baseline=Path(baseline) if baseline else None,

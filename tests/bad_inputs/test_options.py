@@ -7,8 +7,20 @@ from __future__ import annotations
 
 import pytest
 
+from banana_tests.session.options import MAX_COUNT, MAX_SEARCH, MAX_SHARDS
 from tests.conftest import assert_outcomes, suite_folder
 
+SHARD_TAKES = (
+    f"--shard takes K/N, shard K of N jobs with 1 <= K <= N <= {MAX_SHARDS} in digits 0-9 (e.g. 1/3), "
+)
+SEARCH_TAKES = f"--search takes a number of examples per metric from 1 to {MAX_SEARCH}, in digits 0-9, "
+# files a row's folder needs beside the data set: a metric module that raises on import (as a
+# native library that fails to load does) or a factory that raises when called
+FILES = {
+    "native.py": 'raise OSError("libnative.so: cannot open shared object file")\n',
+    "native_rt.py": 'raise RuntimeError("CUDA driver too old")\n',
+    "factory.py": 'def make():\n    raise RuntimeError("no GPU context")\n',
+}
 # (options, what the error must say)
 ROWS: dict[str, tuple[list[str], str]] = {
     "steps-0-absent": (
@@ -22,15 +34,21 @@ ROWS: dict[str, tuple[list[str], str]] = {
         ["--reference-step=99"],
         "at step(s) 99 (the data set holds steps 1, 5, 10, 20)",
     ),
-    "reference-step-negative": (["--reference-step=-1"], "--reference-step takes a step number (0 or more)"),
-    "max-pixels-zero": (["--max-pixels=0"], "--max-pixels takes a positive number, got 0"),
-    "max-pixels-negative": (["--max-pixels=-1"], "--max-pixels takes a positive number, got -1"),
-    "image-budget-negative": (["--image-budget=-5"], "--image-budget takes a positive number, got -5"),
-    "runs-zero": (["--runs=0"], "--runs takes a positive number, got 0"),
+    "reference-step-negative": (
+        ["--reference-step=-1"],
+        f"--reference-step takes a step number from 0 to {MAX_COUNT}, in digits 0-9, got '-1'",
+    ),
+    "max-pixels-zero": (["--max-pixels=0"], f"--max-pixels takes a whole number from 1 to {MAX_COUNT}"),
+    "max-pixels-negative": (["--max-pixels=-1"], "--max-pixels takes a whole number from 1 to"),
+    "image-budget-negative": (["--image-budget=-5"], "--image-budget takes a whole number from 1 to"),
+    "image-budget-underscore": (["--image-budget=1_024"], "got '1_024'"),
+    "runs-zero": (["--runs=0"], "--runs takes a whole number from 1 to"),
+    "runs-fullwidth": (["--runs=\uff11"], "--runs takes a whole number from 1 to"),
     "where-matches-nothing": (["--where=editor=nobody"], "--dataset=data: "),
     "seed-image-unknown": (["--seed-image=gamma"], "--dataset=data: "),
     "variant-unknown": (["--variant=mirror"], "--dataset=data: "),
     "dataset-missing": (["--dataset=nowhere"], "--dataset=nowhere: nowhere: no such file or folder"),
+    "dataset-empty": (["--dataset=empty"], "--dataset=empty: empty: no image files and no metadata.jsonl"),
     "dataset-hub-offline": (
         ["--dataset=hf:some/repo"],
         "the data set is not cached here and HF_HUB_OFFLINE is set",
@@ -46,6 +64,19 @@ ROWS: dict[str, tuple[list[str], str]] = {
         "--device takes auto, cpu, cuda or cuda:N (N a GPU index, as cuda:1), got 'cuda:x'",
     ),
     "metric-unknown": (["--metric=brisk"], "unknown metric 'brisk'. Did you mean 'brisque'?"),
+    "metric-import-oserror": (
+        ["--metric=laplacian_variance,native:metric"],
+        "metric 'native:metric': cannot import module 'native': OSError: libnative.so: cannot open shared "
+        "object file",
+    ),
+    "metric-import-runtimeerror": (
+        ["--metric=laplacian_variance,native_rt:metric"],
+        "metric 'native_rt:metric': cannot import module 'native_rt': RuntimeError: CUDA driver too old",
+    ),
+    "metric-factory-raises": (
+        ["--metric=laplacian_variance,factory:make"],
+        "--metric=factory:make: RuntimeError: no GPU context",
+    ),
     "weights-dir-missing": (["--weights-dir=nowhere"], "--weights-dir=nowhere: no such directory"),
     "heartbeat-negative": (["--heartbeat=-1"], "--heartbeat takes a number of seconds (0: never), got -1.0"),
     "cache-dir-url": (
@@ -64,21 +95,30 @@ ROWS: dict[str, tuple[list[str], str]] = {
         ["--junitxml=data/metadata.jsonl/j.xml"],
         "data/metadata.jsonl/j.xml: cannot write the report there: ",
     ),
-    "shard-zero": (
-        ["--shard=0/2"],
-        "--shard takes K/N, shard K of N jobs with 1 <= K <= N (e.g. 1/3), got '0/2'",
-    ),
-    "shard-beyond": (
-        ["--shard=3/2"],
-        "--shard takes K/N, shard K of N jobs with 1 <= K <= N (e.g. 1/3), got '3/2'",
-    ),
-    "shard-not-k-of-n": (
-        ["--shard=x"],
-        "--shard takes K/N, shard K of N jobs with 1 <= K <= N (e.g. 1/3), got 'x'",
-    ),
+    **{
+        f"shard-{name}": ([f"--shard={given}"], f"{SHARD_TAKES}got {given!r}")
+        for name, given in {
+            "zero": "0/2",
+            "beyond": "3/2",
+            "not-k-of-n": "x",
+            "fullwidth": "\uff11/3",
+            "over-the-bound": f"1/{MAX_SHARDS + 1}",
+            "huge": "1/1000000000000000000000",
+            "signed": "+1/3",
+        }.items()
+    },
     "batch-timeout-zero": (["--batch-timeout=0"], "--batch-timeout takes a positive number of seconds"),
-    "search-zero": (["--search=0"], "--search takes a positive number of examples per metric, got 0"),
-    "search-not-a-number": (["--search=many"], "--search: invalid int value: 'many'"),
+    **{
+        f"search-{name}": ([f"--search={given}"], f"{SEARCH_TAKES}got {given!r}")
+        for name, given in {
+            "zero": "0",
+            "not-a-number": "many",
+            "huge": "1000000000000000000000",
+            "over-the-bound": str(MAX_SEARCH + 1),
+            "fullwidth": "\uff13",
+            "underscore": "1_0",
+        }.items()
+    },
     "load-timeout-zero": (["--load-timeout=0"], "--load-timeout takes a positive number of seconds"),
     "artifact-unknown": (
         ["--artifact=stati"],
@@ -93,20 +133,30 @@ ROWS: dict[str, tuple[list[str], str]] = {
 }
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 @pytest.mark.parametrize("row", list(ROWS))
 def test_an_impossible_option_is_one_usage_error(
-    row: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    row: str, workers: list[str], pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Serial and under `-n 2` alike: xdist's controller checks the options, the metrics and the
+    data set before any worker starts (a worker's usage error was a crashed node, exit 3)."""
     options, message = ROWS[row]
     suite = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0,), steps=(1, 5, 10, 20))
     if row.endswith("-without-cuda") and _hasgpu_driver_loaded():
         pytest.skip("this machine has a GPU driver")
+    for name, text in FILES.items():
+        (suite.path / name).write_text(text)
+    (suite.path / "empty").mkdir()
     defaults = ["--dataset=data", "--metric=laplacian_variance", "--no-cache"]
     given = {o.split("=")[0] for o in options}
-    result = suite.runpytest_subprocess(*[d for d in defaults if d.split("=")[0] not in given], *options)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
-    assert message in result.stderr.str()
+    result = suite.runpytest_subprocess(
+        *[d for d in defaults if d.split("=")[0] not in given], *options, *workers
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR: ") or "error: " in line]
+    assert len(errors) == 1 and message in errors[0], result.stderr.str()
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert "test_detects_degradation" not in result.stdout.str()
 
 
