@@ -14,13 +14,25 @@ SHARD_TAKES = (
     f"--shard takes K/N, shard K of N jobs with 1 <= K <= N <= {MAX_SHARDS} in digits 0-9 (e.g. 1/3), "
 )
 SEARCH_TAKES = f"--search takes a number of examples per metric from 1 to {MAX_SEARCH}, in digits 0-9, "
-# files a row's folder needs beside the data set: a metric module that raises on import (as a
-# native library that fails to load does) or a factory that raises when called
-FILES = {
-    "native.py": 'raise OSError("libnative.so: cannot open shared object file")\n',
-    "native_rt.py": 'raise RuntimeError("CUDA driver too old")\n',
-    "factory.py": 'def make():\n    raise RuntimeError("no GPU context")\n',
+DOTS = "from metrics_under_test.examples import laplacian_variance as metric\n\nmetric.name = {name!r}\n"
+# the files a row's folder needs beside the data set: metric modules that raise on import (as a
+# native library that fails to load does), a factory that raises when called, metrics named as a
+# path step, and an installed distribution whose entry point is named so
+FILES: dict[str, dict[str, str]] = {
+    "metric-import-oserror": {"native.py": 'raise OSError("libnative.so: cannot open shared object file")\n'},
+    "metric-import-runtimeerror": {"native_rt.py": 'raise RuntimeError("CUDA driver too old")\n'},
+    "metric-factory-raises": {"factory.py": 'def make():\n    raise RuntimeError("no GPU context")\n'},
+    "metric-named-dot-dot": {"dots.py": DOTS.format(name="..")},
+    "metric-named-dot": {"dots.py": DOTS.format(name=".")},
+    "metric-named-a-path": {"dots.py": DOTS.format(name="../x")},
+    "metric-entry-point-named-dot-dot": {
+        "dots.py": DOTS.format(name=".."),
+        "dots_iqa-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: dots_iqa\nVersion: 1.0\n",
+        "dots_iqa-1.0.dist-info/entry_points.txt": "[banana_tests.metrics]\n.. = dots:metric\n",
+    },
+    "dataset-empty": {"empty/": ""},
 }
+NAME_RULE = "name must be a non-empty string of letters, digits, '_', '.', '+' and single '-' between them"
 # (options, what the error must say)
 ROWS: dict[str, tuple[list[str], str]] = {
     "steps-0-absent": (
@@ -76,6 +88,17 @@ ROWS: dict[str, tuple[list[str], str]] = {
     "metric-factory-raises": (
         ["--metric=laplacian_variance,factory:make"],
         "--metric=factory:make: RuntimeError: no GPU context",
+    ),
+    **{
+        f"metric-named-{name}": (
+            ["--metric=laplacian_variance,dots:metric"],
+            f"metric 'dots:metric': {NAME_RULE}",
+        )
+        for name in ("dot-dot", "dot", "a-path")
+    },
+    "metric-entry-point-named-dot-dot": (
+        ["--metric=laplacian_variance,.."],
+        f"entry point '..' -> dots:metric: {NAME_RULE}, not '.' or '..', got '..'",
     ),
     "weights-dir-missing": (["--weights-dir=nowhere"], "--weights-dir=nowhere: no such directory"),
     "heartbeat-negative": (["--heartbeat=-1"], "--heartbeat takes a number of seconds (0: never), got -1.0"),
@@ -144,9 +167,11 @@ def test_an_impossible_option_is_one_usage_error(
     suite = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0,), steps=(1, 5, 10, 20))
     if row.endswith("-without-cuda") and _hasgpu_driver_loaded():
         pytest.skip("this machine has a GPU driver")
-    for name, text in FILES.items():
-        (suite.path / name).write_text(text)
-    (suite.path / "empty").mkdir()
+    for name, text in FILES.get(row, {}).items():  # a name ending in "/" is a folder
+        folder = suite.path / name if name.endswith("/") else (suite.path / name).parent
+        folder.mkdir(parents=True, exist_ok=True)
+        if not name.endswith("/"):
+            (suite.path / name).write_text(text)
     defaults = ["--dataset=data", "--metric=laplacian_variance", "--no-cache"]
     given = {o.split("=")[0] for o in options}
     result = suite.runpytest_subprocess(
