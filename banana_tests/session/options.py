@@ -18,7 +18,7 @@ DEFAULT_STEPS = "5,10,20"
 PREFIX = "--banana-"
 SNAPSHOT_DIR_INI = "banana_snapshot_dir"
 
-MAX_COUNT = 2**63 - 1  # the largest count an option takes: SQLite's and numpy's int64
+MAX_COUNT = 2**63 - 1  # the largest count any option takes (SQLite's and numpy's int64; docs/options.md)
 MAX_SEARCH = 100_000  # examples per metric of the worst-escape search: days of scoring already
 MAX_SHARDS = 10_000  # CI jobs of one run
 
@@ -32,7 +32,8 @@ def whole_number(option: str, given: object, low: int, high: int, what: str = "a
     text = str(given)
     if text.isascii() and text.isdigit() and low <= int(text) <= high:
         return int(text)
-    raise ValueError(f"{option} takes {what} from {low} to {high}, in digits 0-9, got {text!r}")
+    bounds = f"of {low} or more" if high == MAX_COUNT else f"from {low} to {high}"
+    raise ValueError(f"{option} takes {what} {bounds}, in digits 0-9, got {text!r}")
 
 
 @dataclass(frozen=True)
@@ -143,20 +144,19 @@ def add_data_options(addoption: AddOption) -> None:
         "--runs",
         default=None,
         metavar="N",
-        help=f"use at most the first N runs of each image (1 <= N <= {MAX_COUNT})",
+        help="use at most the first N runs of each image (N >= 1)",
     )
     addoption(
         "--max-pixels",
         default=64_000_000,
         metavar="N",
-        help=f"refuse images with more pixels than this (decompression bombs; 1 <= N <= {MAX_COUNT}; "
-        "default: 64000000)",
+        help="refuse images with more pixels than this (decompression bombs; N >= 1; default: 64000000)",
     )
     addoption(
         "--image-budget",
         default=512,
         metavar="MIB",
-        help=f"decoded images kept for reuse across metrics, in MiB (1 <= MIB <= {MAX_COUNT}; default: 512)",
+        help="decoded images kept for reuse across metrics, in MiB (MIB >= 1; default: 512)",
     )
     addoption(
         "--trend",
@@ -189,8 +189,7 @@ def add_data_options(addoption: AddOption) -> None:
         "--reference-step",
         default=1,
         metavar="N",
-        help=f"the step Δ is measured against (0 <= N <= {MAX_COUNT}; default: 1; the first output, as in "
-        "the paper)",
+        help="the step Δ is measured against (N >= 0; default: 1; the first output, as in the paper)",
     )
     addoption(
         "--shard",
