@@ -18,6 +18,7 @@ PACKAGES = ("banana_tests", "metrics_under_test")
 STAGES = {
     "banana_tests.cases": 0,
     "banana_tests.atomic": 0,
+    "banana_tests.counts": 0,  # whole numbers as options take them, for the session and the trajectories
     "banana_tests.markdown": 0,  # the one Markdown table writer, for reports, judging and commands
     "banana_tests.data": 0,
     "metrics_under_test": 1,

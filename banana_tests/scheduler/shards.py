@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from banana_tests.session.options import MAX_SHARDS, whole_number
+from banana_tests.counts import whole_number
+from banana_tests.session.options import MAX_SHARDS
 
 if TYPE_CHECKING:  # imports xdist: only when sharding
     from banana_tests.scheduler.metric_groups import Group

@@ -18,22 +18,10 @@ DEFAULT_STEPS = "5,10,20"
 PREFIX = "--banana-"
 SNAPSHOT_DIR_INI = "banana_snapshot_dir"
 
-MAX_COUNT = 2**63 - 1  # the largest count any option takes (SQLite's and numpy's int64; docs/options.md)
 MAX_SEARCH = 100_000  # examples per metric of the worst-escape search: days of scoring already
 MAX_SHARDS = 10_000  # CI jobs of one run
 
 AddOption = Callable[..., Any]
-
-
-def whole_number(option: str, given: object, low: int, high: int, what: str = "a whole number") -> int:
-    """An option's count as given, checked: plain ASCII digits, `low <= n <= high`. Python's
-    `int()` alone takes a fullwidth `１`, `1_000`, spaces and numbers of any size. ValueError
-    naming the option, what it takes and what was given otherwise."""
-    text = str(given)
-    if text.isascii() and text.isdigit() and low <= int(text) <= high:
-        return int(text)
-    bounds = f"of {low} or more" if high == MAX_COUNT else f"from {low} to {high}"
-    raise ValueError(f"{option} takes {what} {bounds}, in digits 0-9, got {text!r}")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import math
 import os
 import shlex
 from collections.abc import Callable, Sequence
@@ -19,21 +20,14 @@ from typing import Any
 
 import pytest
 
+from banana_tests.counts import whole_number
 from banana_tests.data import EMBEDDED
 from banana_tests.editors.trial_names import parse_artifacts
 from banana_tests.scheduler.shards import Shard, parse_shard
 from banana_tests.scoring.batch_watch import DEFAULT_LOAD_LIMIT, Limit
 from banana_tests.session.devices import DeviceChoice, parse_device
 from banana_tests.session.local_paths import refuse_url
-from banana_tests.session.options import (
-    DEFAULT_STEPS,
-    MAX_COUNT,
-    MAX_SEARCH,
-    SNAPSHOT_DIR_INI,
-    dest_of,
-    suite_options,
-    whole_number,
-)
+from banana_tests.session.options import DEFAULT_STEPS, MAX_SEARCH, SNAPSHOT_DIR_INI, dest_of, suite_options
 from banana_tests.trajectories.mapping import parse_map
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.selection import Selection, parse_where
@@ -116,12 +110,11 @@ class Settings:
         naming the option for one that can never be satisfied. `case_timeout`: pytest-timeout's
         `--timeout`, the load limit when `--load-timeout` is not given."""
         steps = parse_steps(value("steps"))
-        runs = None if value("runs") is None else whole_number("--runs", value("runs"), 1, MAX_COUNT)
+        runs = None if value("runs") is None else whole_number("--runs", value("runs"), 1)
         max_pixels, image_budget = (
-            whole_number(f"--{option}", value(option), 1, MAX_COUNT)
-            for option in ("max-pixels", "image-budget")
+            whole_number(f"--{option}", value(option), 1) for option in ("max-pixels", "image-budget")
         )
-        reference = whole_number("--reference-step", value("reference-step"), 0, MAX_COUNT, "a step number")
+        reference = whole_number("--reference-step", value("reference-step"), 0, what="a step number")
         if steps is not None and reference in steps:
             raise ValueError(
                 f"--steps={value('steps')} includes the reference step {reference}: its Δ is 0 by "
@@ -136,6 +129,9 @@ class Settings:
         if batch_timeout is not None and not batch_timeout > 0:
             raise ValueError(f"--batch-timeout takes a positive number of seconds, got {batch_timeout}")
         load_limit = load_limit_of(value("load-timeout"), case_timeout)
+        rtol = value("snapshot-rtol")
+        if not 0 <= rtol < math.inf:  # math.isclose refuses a negative one mid-run; nan matches nothing
+            raise ValueError(f"--snapshot-rtol takes a finite number >= 0, got {rtol}")
         refuse_url(
             "--cache-dir",
             value("cache-dir"),
@@ -186,7 +182,7 @@ class Settings:
             strict_baseline=value("strict-baseline"),
             strict_runs=value("strict-runs"),
             snapshot_dir=rootdir / (value("snapshot-dir") or snapshot_ini or DEFAULT_SNAPSHOT_DIR),
-            snapshot_rtol=value("snapshot-rtol"),
+            snapshot_rtol=rtol,
             heartbeat=heartbeat or None,
             batch_timeout=batch_timeout,
             load_limit=load_limit,

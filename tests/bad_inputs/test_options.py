@@ -41,7 +41,14 @@ ROWS: dict[str, tuple[list[str], str]] = {
     ),
     "steps-absent": (["--steps=3"], "at step(s) 3 (the data set holds steps 1, 5, 10, 20)"),
     "steps-equal-reference": (["--steps=1"], "--steps=1 includes the reference step 1"),
-    "steps-not-numbers": (["--steps=five"], "--steps takes a comma list of integers or 'all'"),
+    "steps-fullwidth": (
+        ["--steps=\uff15"],
+        "--steps takes a comma list of whole numbers (digits 0-9) or 'all'",
+    ),
+    "steps-not-numbers": (
+        ["--steps=five"],
+        "--steps takes a comma list of whole numbers (digits 0-9) or 'all', got 'five'",
+    ),
     "reference-step-absent": (
         ["--reference-step=99"],
         "at step(s) 99 (the data set holds steps 1, 5, 10, 20)",
@@ -132,6 +139,13 @@ ROWS: dict[str, tuple[list[str], str]] = {
             "huge": "1/1000000000000000000000",
             "signed": "+1/3",
         }.items()
+    },
+    **{
+        f"snapshot-rtol-{name}": (
+            [f"--banana-snapshot-rtol={given}"],
+            f"--snapshot-rtol takes a finite number >= 0, got {given}",
+        )
+        for name, given in {"negative": "-0.1", "nan": "nan", "inf": "inf"}.items()
     },
     "batch-timeout-zero": (["--batch-timeout=0"], "--batch-timeout takes a positive number of seconds"),
     **{
