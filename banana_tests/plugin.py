@@ -73,7 +73,8 @@ def pytest_load_initial_conftests(
 
 def pytest_configure(config: pytest.Config) -> None:
     """A run whose command line asks for the suite is adopted now; any other waits for
-    collection to show a test on the suite's fixtures."""
+    collection to show a test on the suite's fixtures. Under xdist the controller plans the
+    cases now (`_xdist_controller`)."""
     if not hasattr(config, "workerinput"):
         owned: tuple[str, ...] = config.stash.get(SPELLINGS, ())
         spaced = spaced_path_options(config.invocation_params.args, owned)
@@ -87,7 +88,16 @@ def pytest_configure(config: pytest.Config) -> None:
     if asks_for_suite(config):
         if config.getoption("banana_suite"):
             _add_suite_path(config)
-        adopt(config)
+        state = adopt(config)
+        if _xdist_controller(config):
+            state.collect()  # its usage error, one line and exit 4, before any worker starts
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    """This process is xdist's controller: it collects nothing, so the data set and the options
+    are checked here, as a serial run's collection checks them; a worker's usage error would
+    reach the controller as a crashed node (INTERNALERROR, exit 3)."""
+    return not hasattr(config, "workerinput") and config.getoption("dist", "no") != "no"
 
 
 def _add_suite_path(config: pytest.Config) -> None:

@@ -37,7 +37,19 @@ from metrics_under_test.spec import MetricSpec
 GROUP = "banana_tests.metrics"
 COSTS = ("fast", "slow", "neural", "vlm")
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_NAME = re.compile(r"^[A-Za-z0-9_.+]+(-[A-Za-z0-9_.+]+)*$")
+NAME = re.compile(r"^(?!\.\.?$)[A-Za-z0-9_.+]+(-[A-Za-z0-9_.+]+)*$")
+"""A metric's name: letters, digits, `_`, `.`, `+` and single `-` between them, not `.` or `..`.
+It names files and folders (snapshots, the search's image pairs), so it holds no path separator
+and is never a step out of its own folder (docs/metrics.md "Writing your own metric")."""
+NAME_RULE = (
+    "a non-empty string of letters, digits, '_', '.', '+' and single '-' between them, not '.' or '..'"
+)
+
+
+def check_name(where: str, name: object) -> None:
+    """MetricError naming `where` (the target or entry point) unless `name` follows NAME."""
+    if not isinstance(name, str) or not NAME.match(name):
+        raise MetricError(f"{where}: name must be {NAME_RULE}, got {name!r}")
 
 
 def is_target(text: str) -> bool:
@@ -59,6 +71,10 @@ def import_target(target: str) -> Any:
         obj: Any = own_code.import_module(module_name)
     except ImportError as exc:
         raise MetricError(f"metric {target!r}: cannot import module {module_name!r}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # a native library that fails to load: OSError, RuntimeError
+        raise MetricError(
+            f"metric {target!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise MetricError(f"metric {target!r}: {module_name!r} has no attribute {attr!r}")
@@ -92,6 +108,7 @@ def entry_point_spec(name: str, target: str) -> MetricSpec:
     """The spec of the metric installed as entry point `name`. One name per metric: an entry
     point whose name is not the metric's declared name is refused, naming both (cases, JUnit and
     the cache use the declared one, so `--metric` would have answered to a name nothing else shows)."""
+    check_name(f"entry point {name!r} -> {target}", name)
     spec = spec_for(target)
     if spec.name != name:
         raise MetricError(
@@ -121,11 +138,7 @@ def check_attributes(target: str, obj: Any) -> None:
     for attr in ("name", "lower_better", "score_range"):
         if not hasattr(obj, attr):
             raise MetricError(f"{where}: missing attribute {attr!r} (see metrics_under_test.protocol.Metric)")
-    if not isinstance(obj.name, str) or not _NAME.match(obj.name):
-        raise MetricError(
-            f"{where}: name must be a non-empty string of letters, digits, '_', '.', '+' and "
-            f"single '-' between them, got {obj.name!r}"
-        )
+    check_name(where, obj.name)
     if not isinstance(obj.lower_better, bool):
         raise MetricError(f"{where}: lower_better must be True or False, got {obj.lower_better!r}")
     rng = obj.score_range

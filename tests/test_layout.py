@@ -18,6 +18,7 @@ PACKAGES = ("banana_tests", "metrics_under_test")
 STAGES = {
     "banana_tests.cases": 0,
     "banana_tests.atomic": 0,
+    "banana_tests.counts": 0,  # whole numbers as options take them, for the session and the trajectories
     "banana_tests.markdown": 0,  # the one Markdown table writer, for reports, judging and commands
     "banana_tests.csv_cells": 0,  # the one CSV writer: no cell a spreadsheet runs as a formula
     "banana_tests.regular_files": 0,  # the one reader of files that untrusted data names

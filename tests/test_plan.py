@@ -65,7 +65,7 @@ def test_parse_steps(text: str, steps: list[int] | None) -> None:
     assert parse_steps(text) == steps
 
 
-@pytest.mark.parametrize("text", ["", "five", "-1"])
+@pytest.mark.parametrize("text", ["", "five", "-1", "\uff15", "1_0", "+5"])
 def test_parse_steps_refuses_nonsense(text: str) -> None:
     with pytest.raises(ValueError, match="--steps"):
         parse_steps(text)

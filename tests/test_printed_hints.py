@@ -5,6 +5,7 @@ without their files said "was named with --metric" (they were not) and suggested
 from __future__ import annotations
 
 import re
+import shlex
 
 import pytest
 
@@ -40,3 +41,33 @@ def test_the_default_metrics_without_their_files_print_hints_that_run(suite: pyt
     )
     outcomes = given.parseoutcomes()
     assert not {"errors", "error"} & outcomes.keys() and outcomes.get("passed"), given.stdout.str()[-2000:]
+
+
+SNAPSHOT_MODULE = (
+    "from banana_tests.test_snapshots import pytest_generate_tests, test_scores_match_snapshot"
+    "  # noqa: F401\n"
+)
+
+
+def test_the_snapshot_hint_of_an_artifact_run_records_that_runs_snapshot(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 50: on a fresh project `--artifact=...` failed its snapshot case with a hint that
+    left `--artifact` out; run as printed it recorded the embedded set's snapshot and the
+    artifact run failed again."""
+    suite = suite_folder(pytester, monkeypatch, SNAPSHOT_MODULE, seeds=("alpha",), runs=(0,), steps=(1, 5))
+    monkeypatch.setenv("BANANA_CACHE_DIR", str(suite.path / "images"))  # the trial sets are built here
+    args = ("--banana-artifact=static", "--metric=laplacian_variance", "--no-cache")
+
+    fresh = suite.runpytest_subprocess(*args)
+    fresh.assert_outcomes(failed=1)
+    (hint,) = {
+        line.split("record it with ", 1)[1] for line in fresh.stdout.lines if "record it with " in line
+    }
+    printed = shlex.split(hint)
+    assert printed[0] == "pytest" and "--banana-artifact=static" in printed, hint
+
+    suite.runpytest_subprocess(*printed[1:]).assert_outcomes(passed=1)  # as printed
+    recorded = list((suite.path / "__snapshots__").rglob("*laplacian_variance*.json"))
+    assert len(recorded) == 1 and "static" in str(recorded[0].relative_to(suite.path)), recorded
+    suite.runpytest_subprocess(*args).assert_outcomes(passed=1)  # the hint did what it said

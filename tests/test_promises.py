@@ -50,8 +50,8 @@ def test_exit_5_when_nothing_is_collected(suite: pytest.Pytester) -> None:
     ("options", "message"),
     [
         (["--aggregate=median"], "--aggregate: invalid choice: 'median'"),
-        (["--image-budget=0"], "--image-budget takes a positive number, got 0"),
-        (["--runs=-1"], "--runs takes a positive number, got -1"),
+        (["--image-budget=0"], "--image-budget takes a whole number of 1 or more, in digits 0-9, got '0'"),
+        (["--runs=-1"], "--runs takes a whole number of 1 or more, in digits 0-9, got '-1'"),
         (["--baseline=notjson.json"], "notjson.json"),
         (["--dataset=empty"], "empty"),
     ],

@@ -29,7 +29,9 @@ Every option of a banana-tests run, as `pytest --help` lists them under "banana-
 runs where no other plugin or conftest has claimed that name, and never inside another plugin's
 namespace (`--snapshot-*` is syrupy's). Write an option that takes a path
 with `=` (`--dataset=/data/b100`): pytest picks its rootdir before plugin options are known, so
-in `--dataset /data/b100` it takes the path for a test path.
+in `--dataset /data/b100` it takes the path for a test path. A number of things (`N`, `MIB`, `K/N`)
+is written in plain digits 0-9, with no sign, `_` or other scripts' digits, and lies within the
+bounds its option states, else below 2**63; anything else is a usage error naming the option.
 """
 
 

@@ -15,16 +15,16 @@ A test on no metric is dealt by a checksum of its id (`Shard.holds`), which need
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from banana_tests.counts import whole_number
+from banana_tests.session.options import MAX_SHARDS
+
 if TYPE_CHECKING:  # imports xdist: only when sharding
     from banana_tests.scheduler.metric_groups import Group
-
-_SHARD = re.compile(r"^\s*(?P<k>\d+)\s*/\s*(?P<n>\d+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,17 @@ def _order(unit: Group) -> tuple[bool, str, str]:
 
 
 def parse_shard(text: str | None) -> Shard | None:
-    """`K/N` with 1 <= K <= N; None when not given; ValueError naming the option otherwise."""
+    """`K/N` with 1 <= K <= N <= MAX_SHARDS, each in plain digits (`whole_number`), spaces around
+    them allowed; None when not given; ValueError naming the option otherwise."""
     if text is None:
         return None
-    m = _SHARD.match(text)
-    if m is not None:
-        index, count = int(m["k"]), int(m["n"])
-        if 1 <= index <= count:
-            return Shard(index, count)
-    raise ValueError(f"--shard takes K/N, shard K of N jobs with 1 <= K <= N (e.g. 1/3), got {text!r}")
+    k, _, n = text.partition("/")
+    try:
+        count = whole_number("--shard", n.strip(), 1, MAX_SHARDS)
+        return Shard(whole_number("--shard", k.strip(), 1, count), count)
+    except ValueError:
+        pass
+    raise ValueError(
+        f"--shard takes K/N, shard K of N jobs with 1 <= K <= N <= {MAX_SHARDS} in digits 0-9 (e.g. 1/3), "
+        f"got {text!r}"
+    )

@@ -1,7 +1,9 @@
 """`--metric` resolved within the load limit: a metric module whose import hangs, or a factory
 that hangs while its attributes are read, is stopped there instead of holding pytest_configure
 forever. Such a metric stays selected under the text it was given as, hung for the run
-(banana_tests.scoring.hung): its cases error at once, naming it and the import.
+(banana_tests.scoring.hung): its cases error at once, naming it and the import. One whose import
+or factory raises, whatever the exception, is a MetricError naming the part given and the
+exception: the session's one-line usage error, in xdist's controller before any worker starts.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 from banana_tests.scoring.batch_watch import Abandoned, BatchWatch, MetricHangs, Phase
 from banana_tests.scoring.hung import Hung
 from banana_tests.session.settings import Settings
-from metrics_under_test.registry import resolve
+from metrics_under_test.protocol import MetricError
+from metrics_under_test.registry import UnknownMetric, resolve
 from metrics_under_test.spec import MetricSpec
 
 HUNG_IMPORTS = "banana_hung_imports"
@@ -46,6 +49,10 @@ def resolve_within(
                 chosen = watch.load(part, Phase.IMPORT, partial(resolve, part, settings.weights_dir), abandon)
             except MetricHangs:
                 chosen = [stand_in(part)]
+            except (UnknownMetric, MetricError):
+                raise
+            except Exception as exc:  # a factory that raises while its attributes are read
+                raise MetricError(f"--metric={part}: {type(exc).__name__}: {exc}") from exc
         specs.update((s.name, s) for s in chosen)
     if not specs:
         resolve(settings.metric)  # the registry's own error for a text naming no metric

@@ -18,6 +18,9 @@ DEFAULT_STEPS = "5,10,20"
 PREFIX = "--banana-"
 SNAPSHOT_DIR_INI = "banana_snapshot_dir"
 
+MAX_SEARCH = 100_000  # examples per metric of the worst-escape search: days of scoring already
+MAX_SHARDS = 10_000  # CI jobs of one run
+
 AddOption = Callable[..., Any]
 
 
@@ -126,21 +129,22 @@ def add_data_options(addoption: AddOption) -> None:
         help="keep records whose metadata KEY equals VALUE, e.g. temperature=0.4 (repeatable)",
     )
     addoption(
-        "--runs", type=int, default=None, metavar="N", help="use at most the first N runs of each image"
+        "--runs",
+        default=None,
+        metavar="N",
+        help="use at most the first N runs of each image (N >= 1)",
     )
     addoption(
         "--max-pixels",
-        type=int,
         default=64_000_000,
         metavar="N",
-        help="refuse images with more pixels than this (decompression bombs; default: 64000000)",
+        help="refuse images with more pixels than this (decompression bombs; N >= 1; default: 64000000)",
     )
     addoption(
         "--image-budget",
-        type=int,
         default=512,
         metavar="MIB",
-        help="decoded images kept for reuse across metrics, in MiB (default: 512)",
+        help="decoded images kept for reuse across metrics, in MiB (MIB >= 1; default: 512)",
     )
     addoption(
         "--trend",
@@ -150,11 +154,11 @@ def add_data_options(addoption: AddOption) -> None:
     )
     addoption(
         "--search",
-        type=int,
         default=None,
         metavar="N",
         help="also search, per metric, N drawn degradations of the clean seed images for the worst "
-        "escape: a plainly degraded image scored as well as its clean source (default: off)",
+        f"escape: a plainly degraded image scored as well as its clean source (1 <= N <= {MAX_SEARCH}; "
+        "default: off)",
     )
     addoption("--variant", default="replicate", help="trajectory variant to test (default: replicate)")
     addoption(
@@ -171,16 +175,16 @@ def add_data_options(addoption: AddOption) -> None:
     )
     addoption(
         "--reference-step",
-        type=int,
         default=1,
         metavar="N",
-        help="the step Δ is measured against (default: 1; the first output, as in the paper)",
+        help="the step Δ is measured against (N >= 0; default: 1; the first output, as in the paper)",
     )
     addoption(
         "--shard",
         default=None,
         metavar="K/N",
-        help="run shard K of N (1 <= K <= N): every N-th (metric, seed image) group of the selection, "
+        help=f"run shard K of N (1 <= K <= N <= {MAX_SHARDS}): every N-th (metric, seed image) group of "
+        "the selection, "
         "a metric's controls, invariance and snapshot cases in one shard only; -k and --lf narrow "
         "it after dealing; a shard dealt none exits 0. Merge the JUnit files with `banana-tests "
         "report`, which checks that every planned case ran once, in runs of the same options",

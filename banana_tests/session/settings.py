@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import math
 import os
 import shlex
 from collections.abc import Callable, Sequence
@@ -19,13 +20,14 @@ from typing import Any
 
 import pytest
 
+from banana_tests.counts import whole_number
 from banana_tests.data import EMBEDDED
 from banana_tests.editors.trial_names import parse_artifacts
 from banana_tests.scheduler.shards import Shard, parse_shard
 from banana_tests.scoring.batch_watch import DEFAULT_LOAD_LIMIT, Limit
 from banana_tests.session.devices import DeviceChoice, parse_device
 from banana_tests.session.local_paths import refuse_url
-from banana_tests.session.options import DEFAULT_STEPS, SNAPSHOT_DIR_INI, dest_of, suite_options
+from banana_tests.session.options import DEFAULT_STEPS, MAX_SEARCH, SNAPSHOT_DIR_INI, dest_of, suite_options
 from banana_tests.trajectories.mapping import parse_map
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.selection import Selection, parse_where
@@ -108,29 +110,28 @@ class Settings:
         naming the option for one that can never be satisfied. `case_timeout`: pytest-timeout's
         `--timeout`, the load limit when `--load-timeout` is not given."""
         steps = parse_steps(value("steps"))
-        runs = value("runs")
-        if runs is not None and runs < 1:
-            raise ValueError(f"--runs takes a positive number, got {runs}")
-        for option in ("max-pixels", "image-budget"):
-            if value(option) < 1:
-                raise ValueError(f"--{option} takes a positive number, got {value(option)}")
-        reference = value("reference-step")
-        if reference < 0:
-            raise ValueError(f"--reference-step takes a step number (0 or more), got {reference}")
+        runs = None if value("runs") is None else whole_number("--runs", value("runs"), 1)
+        max_pixels, image_budget = (
+            whole_number(f"--{option}", value(option), 1) for option in ("max-pixels", "image-budget")
+        )
+        reference = whole_number("--reference-step", value("reference-step"), 0, what="a step number")
         if steps is not None and reference in steps:
             raise ValueError(
                 f"--steps={value('steps')} includes the reference step {reference}: its Δ is 0 by "
                 "definition, which can never pass"
             )
         search = value("search")
-        if search is not None and search < 1:
-            raise ValueError(f"--search takes a positive number of examples per metric, got {search}")
+        if search is not None:
+            search = whole_number("--search", search, 1, MAX_SEARCH, "a number of examples per metric")
         heartbeat, batch_timeout = value("heartbeat"), value("batch-timeout")
         if not heartbeat >= 0:
             raise ValueError(f"--heartbeat takes a number of seconds (0: never), got {heartbeat}")
         if batch_timeout is not None and not batch_timeout > 0:
             raise ValueError(f"--batch-timeout takes a positive number of seconds, got {batch_timeout}")
         load_limit = load_limit_of(value("load-timeout"), case_timeout)
+        rtol = value("snapshot-rtol")
+        if not 0 <= rtol < math.inf:  # math.isclose refuses a negative one mid-run; nan matches nothing
+            raise ValueError(f"--snapshot-rtol takes a finite number >= 0, got {rtol}")
         refuse_url(
             "--cache-dir",
             value("cache-dir"),
@@ -173,15 +174,15 @@ class Settings:
             source=source,
             selection=selection,
             aggregate=Aggregate(value("aggregate")),
-            max_pixels=value("max-pixels"),
-            image_budget_mib=value("image-budget"),
+            max_pixels=max_pixels,
+            image_budget_mib=image_budget,
             trend=value("trend"),
             search=search,
             baseline=Path(baseline) if baseline else None,
             strict_baseline=value("strict-baseline"),
             strict_runs=value("strict-runs"),
             snapshot_dir=rootdir / (value("snapshot-dir") or snapshot_ini or DEFAULT_SNAPSHOT_DIR),
-            snapshot_rtol=value("snapshot-rtol"),
+            snapshot_rtol=rtol,
             heartbeat=heartbeat or None,
             batch_timeout=batch_timeout,
             load_limit=load_limit,

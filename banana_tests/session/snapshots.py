@@ -239,11 +239,13 @@ class ScoreSnapshotExtension(JSONSnapshotExtension):
         return drift(expected, actual, self.rtol, self.tolerance.atol, self.narrowed)
 
 
-_RUN_OPTIONS = ("dataset", "variant", "snapshot-dir")  # the re-record needs these as the run had them
+_RUN_OPTIONS = ("dataset", "artifact", "variant", "snapshot-dir", "weights-dir", "rootdir")
+"""The options a re-record needs as the run had them: those that chose its data set (`--dataset*`,
+`--artifact`, `--variant`), where its snapshots live and where its metric's weights come from."""
 
 
 def run_options(args: Sequence[str]) -> tuple[str, ...]:
-    """The data-set, variant and snapshot-folder options among a run's arguments, as typed
+    """The `_RUN_OPTIONS` among a run's arguments, as typed
     (short or `--banana-` spelling, `=value` or a separate value)."""
     wanted = tuple(f"--{p}{name}" for name in _RUN_OPTIONS for p in ("", "banana-"))
     kept: list[str] = []

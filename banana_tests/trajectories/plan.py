@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from banana_tests.cases import CaseKey
+from banana_tests.counts import whole_number
 from banana_tests.trajectories.records import Record, by_key
 
 Held = Mapping[tuple[str, int], Sequence[int]]  # (seed image, run) -> the steps the data set holds
@@ -36,11 +37,13 @@ def parse_steps(text: str) -> list[int] | None:
     if text.strip().lower() == "all":
         return None
     try:
-        steps = sorted({int(s) for s in text.split(",") if s.strip()})
+        steps = sorted({whole_number("--steps", s.strip(), 0) for s in text.split(",") if s.strip()})
     except ValueError as exc:
-        raise ValueError(f"--steps takes a comma list of integers or 'all', got {text!r}") from exc
-    if not steps or min(steps) < 0:
-        raise ValueError(f"--steps takes non-negative integers, got {text!r}")
+        raise ValueError(
+            f"--steps takes a comma list of whole numbers (digits 0-9) or 'all', got {text!r}"
+        ) from exc
+    if not steps:
+        raise ValueError(f"--steps takes a comma list of whole numbers (digits 0-9) or 'all', got {text!r}")
     return steps
 
 

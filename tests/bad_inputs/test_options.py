@@ -7,8 +7,32 @@ from __future__ import annotations
 
 import pytest
 
+from banana_tests.session.options import MAX_SEARCH, MAX_SHARDS
 from tests.conftest import assert_outcomes, suite_folder
 
+SHARD_TAKES = (
+    f"--shard takes K/N, shard K of N jobs with 1 <= K <= N <= {MAX_SHARDS} in digits 0-9 (e.g. 1/3), "
+)
+SEARCH_TAKES = f"--search takes a number of examples per metric from 1 to {MAX_SEARCH}, in digits 0-9, "
+DOTS = "from metrics_under_test.examples import laplacian_variance as metric\n\nmetric.name = {name!r}\n"
+# the files a row's folder needs beside the data set: metric modules that raise on import (as a
+# native library that fails to load does), a factory that raises when called, metrics named as a
+# path step, and an installed distribution whose entry point is named so
+FILES: dict[str, dict[str, str]] = {
+    "metric-import-oserror": {"native.py": 'raise OSError("libnative.so: cannot open shared object file")\n'},
+    "metric-import-runtimeerror": {"native_rt.py": 'raise RuntimeError("CUDA driver too old")\n'},
+    "metric-factory-raises": {"factory.py": 'def make():\n    raise RuntimeError("no GPU context")\n'},
+    "metric-named-dot-dot": {"dots.py": DOTS.format(name="..")},
+    "metric-named-dot": {"dots.py": DOTS.format(name=".")},
+    "metric-named-a-path": {"dots.py": DOTS.format(name="../x")},
+    "metric-entry-point-named-dot-dot": {
+        "dots.py": DOTS.format(name=".."),
+        "dots_iqa-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: dots_iqa\nVersion: 1.0\n",
+        "dots_iqa-1.0.dist-info/entry_points.txt": "[banana_tests.metrics]\n.. = dots:metric\n",
+    },
+    "dataset-empty": {"empty/": ""},
+}
+NAME_RULE = "name must be a non-empty string of letters, digits, '_', '.', '+' and single '-' between them"
 # (options, what the error must say)
 ROWS: dict[str, tuple[list[str], str]] = {
     "steps-0-absent": (
@@ -17,20 +41,36 @@ ROWS: dict[str, tuple[list[str], str]] = {
     ),
     "steps-absent": (["--steps=3"], "at step(s) 3 (the data set holds steps 1, 5, 10, 20)"),
     "steps-equal-reference": (["--steps=1"], "--steps=1 includes the reference step 1"),
-    "steps-not-numbers": (["--steps=five"], "--steps takes a comma list of integers or 'all'"),
+    "steps-fullwidth": (
+        ["--steps=\uff15"],
+        "--steps takes a comma list of whole numbers (digits 0-9) or 'all'",
+    ),
+    "steps-not-numbers": (
+        ["--steps=five"],
+        "--steps takes a comma list of whole numbers (digits 0-9) or 'all', got 'five'",
+    ),
     "reference-step-absent": (
         ["--reference-step=99"],
         "at step(s) 99 (the data set holds steps 1, 5, 10, 20)",
     ),
-    "reference-step-negative": (["--reference-step=-1"], "--reference-step takes a step number (0 or more)"),
-    "max-pixels-zero": (["--max-pixels=0"], "--max-pixels takes a positive number, got 0"),
-    "max-pixels-negative": (["--max-pixels=-1"], "--max-pixels takes a positive number, got -1"),
-    "image-budget-negative": (["--image-budget=-5"], "--image-budget takes a positive number, got -5"),
-    "runs-zero": (["--runs=0"], "--runs takes a positive number, got 0"),
+    "reference-step-negative": (
+        ["--reference-step=-1"],
+        "--reference-step takes a step number of 0 or more, in digits 0-9, got '-1'",
+    ),
+    "max-pixels-zero": (
+        ["--max-pixels=0"],
+        "--max-pixels takes a whole number of 1 or more, in digits 0-9, got '0'",
+    ),
+    "max-pixels-negative": (["--max-pixels=-1"], "--max-pixels takes a whole number of 1 or more"),
+    "image-budget-negative": (["--image-budget=-5"], "--image-budget takes a whole number of 1 or more"),
+    "image-budget-underscore": (["--image-budget=1_024"], "got '1_024'"),
+    "runs-zero": (["--runs=0"], "--runs takes a whole number of 1 or more, in digits 0-9, got '0'"),
+    "runs-fullwidth": (["--runs=\uff11"], "--runs takes a whole number of 1 or more"),
     "where-matches-nothing": (["--where=editor=nobody"], "--dataset=data: "),
     "seed-image-unknown": (["--seed-image=gamma"], "--dataset=data: "),
     "variant-unknown": (["--variant=mirror"], "--dataset=data: "),
     "dataset-missing": (["--dataset=nowhere"], "--dataset=nowhere: nowhere: no such file or folder"),
+    "dataset-empty": (["--dataset=empty"], "--dataset=empty: empty: no image files and no metadata.jsonl"),
     "dataset-hub-offline": (
         ["--dataset=hf:some/repo"],
         "the data set is not cached here and HF_HUB_OFFLINE is set",
@@ -46,6 +86,30 @@ ROWS: dict[str, tuple[list[str], str]] = {
         "--device takes auto, cpu, cuda or cuda:N (N a GPU index, as cuda:1), got 'cuda:x'",
     ),
     "metric-unknown": (["--metric=brisk"], "unknown metric 'brisk'. Did you mean 'brisque'?"),
+    "metric-import-oserror": (
+        ["--metric=laplacian_variance,native:metric"],
+        "metric 'native:metric': cannot import module 'native': OSError: libnative.so: cannot open shared "
+        "object file",
+    ),
+    "metric-import-runtimeerror": (
+        ["--metric=laplacian_variance,native_rt:metric"],
+        "metric 'native_rt:metric': cannot import module 'native_rt': RuntimeError: CUDA driver too old",
+    ),
+    "metric-factory-raises": (
+        ["--metric=laplacian_variance,factory:make"],
+        "--metric=factory:make: RuntimeError: no GPU context",
+    ),
+    **{
+        f"metric-named-{name}": (
+            ["--metric=laplacian_variance,dots:metric"],
+            f"metric 'dots:metric': {NAME_RULE}",
+        )
+        for name in ("dot-dot", "dot", "a-path")
+    },
+    "metric-entry-point-named-dot-dot": (
+        ["--metric=laplacian_variance,.."],
+        f"entry point '..' -> dots:metric: {NAME_RULE}, not '.' or '..', got '..'",
+    ),
     "weights-dir-missing": (["--weights-dir=nowhere"], "--weights-dir=nowhere: no such directory"),
     "heartbeat-negative": (["--heartbeat=-1"], "--heartbeat takes a number of seconds (0: never), got -1.0"),
     "cache-dir-url": (
@@ -64,21 +128,37 @@ ROWS: dict[str, tuple[list[str], str]] = {
         ["--junitxml=data/metadata.jsonl/j.xml"],
         "data/metadata.jsonl/j.xml: cannot write the report there: ",
     ),
-    "shard-zero": (
-        ["--shard=0/2"],
-        "--shard takes K/N, shard K of N jobs with 1 <= K <= N (e.g. 1/3), got '0/2'",
-    ),
-    "shard-beyond": (
-        ["--shard=3/2"],
-        "--shard takes K/N, shard K of N jobs with 1 <= K <= N (e.g. 1/3), got '3/2'",
-    ),
-    "shard-not-k-of-n": (
-        ["--shard=x"],
-        "--shard takes K/N, shard K of N jobs with 1 <= K <= N (e.g. 1/3), got 'x'",
-    ),
+    **{
+        f"shard-{name}": ([f"--shard={given}"], f"{SHARD_TAKES}got {given!r}")
+        for name, given in {
+            "zero": "0/2",
+            "beyond": "3/2",
+            "not-k-of-n": "x",
+            "fullwidth": "\uff11/3",
+            "over-the-bound": f"1/{MAX_SHARDS + 1}",
+            "huge": "1/1000000000000000000000",
+            "signed": "+1/3",
+        }.items()
+    },
+    **{
+        f"snapshot-rtol-{name}": (
+            [f"--banana-snapshot-rtol={given}"],
+            f"--snapshot-rtol takes a finite number >= 0, got {given}",
+        )
+        for name, given in {"negative": "-0.1", "nan": "nan", "inf": "inf"}.items()
+    },
     "batch-timeout-zero": (["--batch-timeout=0"], "--batch-timeout takes a positive number of seconds"),
-    "search-zero": (["--search=0"], "--search takes a positive number of examples per metric, got 0"),
-    "search-not-a-number": (["--search=many"], "--search: invalid int value: 'many'"),
+    **{
+        f"search-{name}": ([f"--search={given}"], f"{SEARCH_TAKES}got {given!r}")
+        for name, given in {
+            "zero": "0",
+            "not-a-number": "many",
+            "huge": "1000000000000000000000",
+            "over-the-bound": str(MAX_SEARCH + 1),
+            "fullwidth": "\uff13",
+            "underscore": "1_0",
+        }.items()
+    },
     "load-timeout-zero": (["--load-timeout=0"], "--load-timeout takes a positive number of seconds"),
     "artifact-unknown": (
         ["--artifact=stati"],
@@ -93,20 +173,32 @@ ROWS: dict[str, tuple[list[str], str]] = {
 }
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 @pytest.mark.parametrize("row", list(ROWS))
 def test_an_impossible_option_is_one_usage_error(
-    row: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    row: str, workers: list[str], pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Serial and under `-n 2` alike: xdist's controller checks the options, the metrics and the
+    data set before any worker starts (a worker's usage error was a crashed node, exit 3)."""
     options, message = ROWS[row]
     suite = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0,), steps=(1, 5, 10, 20))
     if row.endswith("-without-cuda") and _hasgpu_driver_loaded():
         pytest.skip("this machine has a GPU driver")
+    for name, text in FILES.get(row, {}).items():  # a name ending in "/" is a folder
+        folder = suite.path / name if name.endswith("/") else (suite.path / name).parent
+        folder.mkdir(parents=True, exist_ok=True)
+        if not name.endswith("/"):
+            (suite.path / name).write_text(text)
     defaults = ["--dataset=data", "--metric=laplacian_variance", "--no-cache"]
     given = {o.split("=")[0] for o in options}
-    result = suite.runpytest_subprocess(*[d for d in defaults if d.split("=")[0] not in given], *options)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
-    assert message in result.stderr.str()
+    result = suite.runpytest_subprocess(
+        *[d for d in defaults if d.split("=")[0] not in given], *options, *workers
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR: ") or "error: " in line]
+    assert len(errors) == 1 and message in errors[0], result.stderr.str()
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert "test_detects_degradation" not in result.stdout.str()
 
 
