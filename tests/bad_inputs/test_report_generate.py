@@ -323,6 +323,11 @@ def step_file(root: Path, step: int) -> Path:
     return root / "set" / f"images/alpha/run0/step{step:03d}.png"
 
 
+def clean_generate(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    seeds(root)
+    return generate(root)
+
+
 def set_without_its_last_image(root: Path, mp: pytest.MonkeyPatch) -> Act:
     made_set(root)
     step_file(root, 3).unlink()
@@ -663,6 +668,16 @@ ROWS = [
         baseline_failures_not_a_list,
         pytest.UsageError,
         r"'failures' is not a list",
+    ),
+    Row(
+        "generate: a clean run leaves the set and nothing else (no .generate.lock)",
+        clean_generate,
+        0,
+        r"3 step\(s\) made \(3 request\(s\)\); 3/3 in {root}/set",
+        creates=frozenset(
+            {"set/generate.json", "set/metadata.jsonl"}
+            | {f"set/images/alpha/run0/step00{s}.png" for s in (1, 2, 3)}
+        ),
     ),
     Row(
         "generate: last image deleted",
