@@ -154,6 +154,18 @@ def junit_nan_delta(root: Path, mp: pytest.MonkeyPatch) -> Act:
     return report(xml, "--out", root / "out")
 
 
+def rerun_alone(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    """The JUnit file of a `--lf` rerun, merged alone: it ran the miss and left out the pass."""
+    ran, passed = (f"banana_tests.test_degradation::test_detects_degradation[piqe-{s}-step5]" for s in "ab")
+    plan = {"planned": ran, "narrowed_by": "--lf", "left_out": passed}
+    props = "".join(f'<property name="{k}" value="{v}" />' for k, v in plan.items())
+    miss = case("piqe", "a", 5, "<failure message='AssertionError: m' />", delta="1.0")
+    suite = f'<testsuite name="pytest" timestamp="2026-01-01T10:00:00+00:00"><properties>{props}</properties>'
+    return report(
+        file_with(root, "j.xml", f"<testsuites>{suite}{miss}</testsuite></testsuites>"), "--out", root / "out"
+    )
+
+
 def report_into_read_only_folder(root: Path, mp: pytest.MonkeyPatch) -> Act:
     xml = good_junit(root)
     (root / "out").mkdir()
@@ -614,6 +626,17 @@ ROWS = [
             check=trend_figures(seeds),
         )
         for kind, seeds in (("alike or unsafe", ALIKE_SEEDS), ("300-character", LONG_SEEDS))
+    ),
+    Row(
+        "report of a --lf rerun alone: partial, never complete",
+        rerun_alone,
+        3,
+        r"partial: 1 case\(s\) left out by --lf are in none of the files:\n"
+        r"  banana_tests\.test_degradation::test_detects_degradation\[piqe-b-step5\]\n",
+        creates=REPORT_FILES,
+        check=lambda root: (
+            "partial, narrowed by --lf: 1 of 2 cases known" in (root / "out/report.html").read_text()
+        ),
     ),
     Row(
         "report into read-only folder",
