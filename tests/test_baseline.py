@@ -128,6 +128,12 @@ def test_baseline_gates_new_failures_and_fixed_cells(gated: pytest.Pytester) -> 
     fixed = gated.runpytest_subprocess(*ARGS, "--baseline=stale.json")
     fixed.assert_outcomes(xfailed=2, xpassed=2)
     assert fixed.ret == pytest.ExitCode.OK
+    named = [f"  XPASS test_detects_degradation[{k.test_id}]" for k in sorted(passing, key=str)]
+    fixed.stdout.fnmatch_lines(["banana-tests: 2 xpassed: expected to fail by the baseline *stale.json*"])
+    assert sorted(line for line in fixed.outlines if "  XPASS " in line) == sorted(named)
+    workers = gated.runpytest_subprocess(*ARGS, "--baseline=stale.json", "-n", "2")
+    workers.assert_outcomes(xfailed=2, xpassed=2)
+    assert sorted(line for line in workers.outlines if "  XPASS " in line) == sorted(named)
     strict = gated.runpytest_subprocess(*ARGS, "--baseline=stale.json", "--strict-baseline")
     strict.assert_outcomes(xfailed=2, failed=2)
     assert strict.ret == pytest.ExitCode.TESTS_FAILED

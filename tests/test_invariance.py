@@ -13,6 +13,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cli import main
+from banana_tests.reports.completeness import INCOMPLETE_EXIT
 from banana_tests.verdicts.baseline import dump_baseline, load_baseline
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.outcome import Outcome
@@ -94,9 +95,10 @@ def changes(pytester: pytest.Pytester) -> dict[str, tuple[str, str]]:
     return {name: (props["change"], props["score_cached"]) for name, (_, props) in cases(pytester).items()}
 
 
-def report_with_baseline(path: Path) -> int:
+def report_with_baseline(path: Path, *extra: str) -> int:
     """`banana-tests report j.xml --out=r --write-baseline=b.json` in `path`."""
-    return main(["report", str(path / "j.xml"), f"--out={path / 'r'}", f"--write-baseline={path / 'b.json'}"])
+    out, baseline = f"--out={path / 'r'}", f"--write-baseline={path / 'b.json'}"
+    return main(["report", str(path / "j.xml"), out, baseline, *extra])
 
 
 def test_a_batch_dependent_metric_fails_the_batch_case_only(users: pytest.Pytester) -> None:
@@ -304,7 +306,8 @@ def test_a_metric_that_raises_on_the_crops_gates_green_after_a_baseline_and_red_
         assert f"two_blocks cannot be checked for {check}-invariance on crops of 96 px: it raised " in out
     assert "LinAlgError: SVD did not converge" in out and "raise LinAlgError" not in out  # no traceback
     assert "image files cannot be scored" in out and "crop0.png (" not in out  # each path once
-    assert report_with_baseline(path) == 0
+    assert report_with_baseline(path) == INCOMPLETE_EXIT  # -k left the controls out: partial
+    assert report_with_baseline(path, "--allow-incomplete") == 0
     listed = load_baseline(path / "b.json")
     assert {InvarianceKey("two_blocks", check) for check in CHECKS} <= listed
     assert "| two_blocks | FAIL cannot run: LinAlgError |" in (path / "r" / "summary.md").read_text()

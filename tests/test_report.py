@@ -446,6 +446,6 @@ def test_a_pypi_librarys_metric_wrapped_as_docs_wrap_md_says_runs_through_the_su
     cmd += ["--steps=5", "-k", "test_detects_degradation", "-q", "-p", "no:cacheprovider", "--junitxml=j.xml"]
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode in (0, 1), done.stdout + done.stderr
-    table = rows(report(tmp_path / "r", tmp_path / "j.xml"))
+    table = rows(report(tmp_path / "r", tmp_path / "j.xml", "--allow-incomplete"))  # -k: a partial run
     assert {r["metric"] for r in table} == {name} and len(table) == 8
     assert {r["outcome"] for r in table} <= {"passed", "failed"}

@@ -350,3 +350,57 @@ def test_a_record_with_psnr_only_gives_the_oracle_row_without_ssim(tmp_path: Pat
     assert rows_of(html, "Degradation oracle (positive control)") == [
         ["5", "1/1", "30.00 … 50.00", "nan … nan"]
     ]
+
+
+def report_process(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`banana-tests report` in a process of its own, as a user runs it."""
+    import sys
+
+    cmd = [sys.executable, "-m", "banana_tests.cli", "report", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+# Rules that let a browser cut a word or number where it likes (`hubble_deep_f|ield`, `82.0|5`).
+TOKEN_BREAKING = re.compile(
+    r"overflow-wrap:\s*(anywhere|break-word)|word-break:\s*break-(all|word)|hyphens:\s*auto"
+)
+
+
+def test_the_page_never_breaks_a_token_a_wide_table_scrolls_instead(tmp_path: Path) -> None:
+    """Long seed image and metric names, and numbers, in narrow columns: no rule of the page may
+    break inside them, and every table sits in a box of its own that scrolls sideways."""
+    seed, metric = "hubble_deep_field_" + "x" * 60, "a_metric_with_a_long_name_" + "y" * 40
+    cases = [case(metric, seed, step, delta="82.05", **{"score_reference": "82.05"}) for step in (5, 10)]
+    done = report_process(junit(tmp_path / "j.xml", *cases), "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "out" / "report.html").read_text("utf-8")
+    style = page[page.index("<style>") : page.index("</style>")]
+    assert not TOKEN_BREAKING.search(style), style
+    assert page.count("<table") == page.count('<div class="scroll"><table') > 0
+    assert "div.scroll { overflow-x: auto" in style
+    assert seed in page and metric in page and "82.050" in page
+
+
+def test_a_search_only_report_has_no_empty_table_or_section(tmp_path: Path) -> None:
+    """A run of the worst-escape search alone has no Δ case: neither the page nor summary.md
+    shows the matrix's tables with headers and no rows, nor a Figures heading without figures."""
+    props = {"banana_record": "search/2", "examples": "17", "escaped": "true", "search_seconds": "5.1",
+             "norm_reference": "96.5", "norm_step": "97.0", "psnr": "20.8", "ssim": "0.33",
+             "degradation": "coffee[45:229, 44:357] (313x184) after steps=8"}  # fmt: skip
+    body = "".join(f'<property name="{k}" value="{v}" />' for k, v in {**props, "metric": "piqe"}.items())
+    search = (
+        '<testcase classname="banana_tests.test_search" name="test_no_worst_escape[piqe]">'
+        f"<properties>{body}</properties><failure message='escape' /></testcase>"
+    )
+    done = report_process(junit(tmp_path / "j.xml", search), "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "out" / "report.html").read_text("utf-8")
+    assert "<h2>Worst escape</h2>" in page and "<td>piqe</td>" in page
+    for heading in ("Summary per metric", "Every case", "Figures"):
+        assert f"<h2>{heading}</h2>" not in page
+    assert "<tbody></tbody>" not in page
+    summary = (tmp_path / "out" / "summary.md").read_text("utf-8").splitlines()
+    assert "| piqe | error | escape | 17 |" in "\n".join(summary)  # its failure is no AssertionError
+    for i, line in enumerate(summary):  # every Markdown table has a row below its header
+        if line.startswith("|---"):
+            assert i + 1 < len(summary) and summary[i + 1].startswith("|"), summary[i - 1]

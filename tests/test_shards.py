@@ -243,11 +243,53 @@ def test_lf_reruns_exactly_each_shards_failures_and_k_narrows_after_dealing(
         )
         assert sorted(cases_in(rerun)) == failed[k], k
     reruns = report(*(tmp_path / f"r{k}.xml" for k in (1, 2, 3)), "--out", tmp_path / "out")
-    assert reruns.returncode == 0, reruns.stderr
+    assert reruns.returncode == INCOMPLETE_EXIT, reruns.stderr  # the reruns alone: partial, never complete
+    passed = {c for xml in first.values() for c in cases_in(xml)} - {c for f in failed.values() for c in f}
+    listed = re.search(r"partial: (\d+) case\(s\) left out by --lf are in none of the files:\n((?:  .*\n)*)",
+                       reruns.stderr)  # fmt: skip
+    assert listed, reruns.stderr
+    assert set(listed[2].split()) <= passed and int(listed[1]) == len(listed[2].split()) > 0
+    assert "partial, narrowed by --lf" in (tmp_path / "out" / "report.html").read_text()
+    with_first = report(
+        *first.values(), *(tmp_path / f"r{k}.xml" for k in (1, 2, 3)), "--out", tmp_path / "o2"
+    )
+    assert with_first.returncode == 0, with_first.stderr  # beside the runs they rerun: complete
+    assert "complete: " in (tmp_path / "o2" / "report.html").read_text()
     narrowed = suite_run(
         data, tmp_path / "k.xml", "-p", "no:randomly", "--shard=1/3", "-k", "beta", status=None
     )
     assert cases_in(narrowed) == [case for case in cases_in(first[1]) if "beta" in case]
+
+
+DESELECTED = "banana_tests/test_control.py::test_detects_control_degradation[noise_level-jpeg]"
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_a_merge_of_narrowed_runs_is_partial_and_names_what_they_left_out(
+    runs: dict[str, Path], tmp_path: Path, workers: tuple[str, ...]
+) -> None:
+    """`-k` and `--deselect` leave cases out: a report of that run alone says partial, lists
+    each case left out and exits 3; beside a run that holds them it is complete."""
+    data, whole = Path(suite_property(runs["whole"], "dataset")[0]), cases_in(runs["whole"])
+    narrowed = suite_run(data, tmp_path / "k.xml", "-p", "no:randomly", "-k", "not beta",
+                         f"--deselect={DESELECTED}", *workers, status=None)  # fmt: skip
+    ran = cases_in(narrowed)
+    left = sorted(set(whole) - set(ran))
+    assert sorted(ran) == sorted(suite_property(narrowed, PLANNED)) and left
+    assert any("[noise_level-jpeg]" in c for c in left) and all("beta" in c or "jpeg" in c for c in left)
+    done = report(narrowed, "--out", tmp_path / "out")
+    assert done.returncode == INCOMPLETE_EXIT, done.stderr
+    head = f"partial: {len(left)} case(s) left out by -k 'not beta', --deselect are in none of the files:"
+    lines = done.stderr.splitlines()
+    assert head in lines, done.stderr
+    assert [line.strip() for line in lines[lines.index(head) + 1 :][: len(left)]] == left
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert (
+        f"partial, narrowed by -k &#x27;not beta&#x27;, --deselect: {len(ran)} of {len(whole)} cases" in page
+    )
+    assert report(narrowed, "--out", tmp_path / "allowed", "--allow-incomplete").returncode == 0
+    merged = report(runs["whole"], narrowed, "--out", tmp_path / "merged")
+    assert merged.returncode == 0 and "partial" not in merged.stderr, merged.stderr
 
 
 def test_score_and_pytest_deal_the_same_units_on_the_embedded_data() -> None:

@@ -135,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {line}", file=sys.stderr)
             notes.append(("Cases seen twice (newest kept)", "\n".join(lines)))
         incomplete = _completeness(reading.ledger, notes)
+        metadata["merge"] = _merge_fact(reading.ledger)
     metadata = {**metadata, **_shape(matrix), "report tool": package_versions((SUITE, "matplotlib"))}
     for section in summary_sections(matrix):  # separability and the oracle, also in summary.md
         print(section)
@@ -185,8 +186,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _completeness(ledger: Ledger, notes: list[tuple[str, str]]) -> bool:
-    """Say which planned cases no file holds and which have two outcomes (stderr and the
-    summary's notes); whether there are any."""
+    """Say which planned cases no file holds, which have two outcomes, and whether the merge is
+    partial (its runs narrowed by `-k`, `--lf`, ...: stderr and the summary's notes); whether
+    the merge is anything but complete."""
     if ledger.planless and ledger.with_plan:  # only files of earlier versions: nothing to check
         names = ", ".join(map(str, ledger.planless))
         print(f"{names}: no plan recorded (written before banana-tests recorded one)", file=sys.stderr)
@@ -200,12 +202,43 @@ def _completeness(ledger: Ledger, notes: list[tuple[str, str]]) -> bool:
             for line in lines:
                 print(f"  {line}", file=sys.stderr)
             notes.append((title, "\n".join(lines)))
+    partial = ledger.left_out_missing
+    if partial:
+        by = ledger.narrowing_of(ledger.narrowed)
+        print(f"partial: {len(partial)} case(s) left out by {by} are in none of the files:", file=sys.stderr)
+        for line in partial:
+            print(f"  {line}", file=sys.stderr)
+        notes.append((f"Partial: cases left out by {by}", "\n".join(partial)))
+    unknown = ledger.unknown_plan
+    if unknown:
+        files = sum(ledger.uncollected[p] for p in unknown)
+        line = (
+            f"partial: every file comes from a run narrowed by {ledger.narrowing_of(unknown)} that did not "
+            f"collect {files} test file(s) ({', '.join(map(str, unknown))}): their cases are not known"
+        )
+        print(line, file=sys.stderr)
+        notes.append(("Partial: test files not collected", line.removeprefix("partial: ")))
     if ledger.repeated:
         print(
             f"{len(ledger.repeated)} case(s) ran more than once, with the same outcome each time",
             file=sys.stderr,
         )
     return not ledger.complete
+
+
+def _merge_fact(ledger: Ledger) -> str:
+    """The Run table's word on the merge: complete, incomplete or partial, with the counts."""
+    held = len(ledger.outcomes)
+    known = len(ledger.outcomes.keys() | ledger.expected | ledger.left_out)
+    if not ledger.with_plan:
+        return f"{held} cases, no plan recorded"
+    if ledger.complete:
+        return f"complete: {held} of {known} planned cases"
+    if ledger.missing or ledger.conflicts:
+        return f"incomplete: {held} of {known} cases; {len(ledger.missing)} planned case(s) missing"
+    unknown = sum(ledger.uncollected[p] for p in ledger.unknown_plan)
+    rest = f"; {unknown} test file(s) not collected, their cases unknown" if unknown else ""
+    return f"partial, narrowed by {ledger.narrowing_of(ledger.narrowed)}: {held} of {known} cases known{rest}"
 
 
 def _judgments(path: Path) -> str | None:

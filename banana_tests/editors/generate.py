@@ -113,7 +113,7 @@ def generate(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     busy = DataError(f"another `banana-tests generate` is writing to {out}")  # one writer per folder
-    with exclusive_lock(out / LOCK, busy=busy):
+    with exclusive_lock(out / LOCK, busy=busy, remove=True):  # the set is left as it was made
         check_settings(out, job.settings(editor), log)
         remove_temp_files(out)
         resume = read_resume(out, log)

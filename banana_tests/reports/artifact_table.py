@@ -79,7 +79,8 @@ def artifact_html(matrix: Matrix) -> str:
     return (
         "<h2>Misses by artifact</h2>\n<p>Each trial set degrades the same seed images with one artifact "
         "family alone (replicate: all of them); a cell counts the cases missed (Δ ≥ 0) out of those "
-        f'with a verdict.</p>\n<table class="facts"><tr><th>artifact</th>{head}</tr>{body}</table>'
+        f'with a verdict.</p>\n<div class="scroll"><table class="facts"><tr><th>artifact</th>{head}</tr>'
+        f"{body}</table></div>"
     )
 
 

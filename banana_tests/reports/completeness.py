@@ -5,6 +5,11 @@ and of those it left to other jobs (its `--shard` or pytest-split's group), as t
 properties (PLANNED, SPLIT_OFF). Merged, the cases any run planned or split off must all have a
 testcase in some file; one with two different outcomes is a conflict. A case is named as pytest's
 JUnit writer names it, `classname::name`, so any test of the run counts, the suite's or not.
+
+A run narrowed by its own selection (`-k`, `-m`, `--deselect`, `--lf`) also writes the tests it
+collected and left out (LEFT_OUT), the options that did (NARROWED_BY), and how many test files
+`--lf` did not even collect (UNCOLLECTED). A merge where a case left out is in no file, or whose
+every file comes from a run that did not collect all its test files, is partial: never complete.
 """
 
 from __future__ import annotations
@@ -19,9 +24,13 @@ from banana_tests.verdicts.outcome import Outcome
 
 PLANNED = "planned"
 SPLIT_OFF = "split_off"
-PLAN_PROPERTIES = frozenset({PLANNED, SPLIT_OFF})
+LEFT_OUT = "left_out"
+NARROWED_BY = "narrowed_by"
+UNCOLLECTED = "uncollected_files"
+PLAN_PROPERTIES = frozenset({PLANNED, SPLIT_OFF, LEFT_OUT, NARROWED_BY, UNCOLLECTED})
 """Testsuite properties of the run's plan: test ids, one a line, in chunks (CHUNK) under the
-same name, so no attribute nears the reader's cap (reports.junit.MAX_ATTRIBUTE)."""
+same name, so no attribute nears the reader's cap (reports.junit.MAX_ATTRIBUTE); and what
+narrowed it."""
 CHUNK = 256 * 1024
 INCOMPLETE_EXIT = 3
 """`banana-tests report`'s exit code for a merge with a planned case missing or a conflict."""
@@ -60,9 +69,33 @@ def chunks(ids: Iterable[str]) -> Iterator[str]:
         yield "\n".join(lines)
 
 
-def plan_properties(planned: Iterable[str], split_off: Iterable[str]) -> list[tuple[str, str]]:
+@dataclass(frozen=True)
+class Narrowing:
+    """What the run's own selection left out of the tests it collected: their ids, the options
+    that did (`-k 'beta', --lf`), and the test files `--lf` did not collect, whose tests are
+    not known."""
+
+    left_out: tuple[str, ...] = ()
+    by: str = ""
+    uncollected: int = 0
+
+    def properties(self) -> list[tuple[str, str]]:
+        """As testsuite properties; none for a run that left nothing out."""
+        if not self.left_out and not self.uncollected:
+            return []
+        found = [(NARROWED_BY, self.by), *((LEFT_OUT, v) for v in chunks(self.left_out))]
+        return found + ([(UNCOLLECTED, str(self.uncollected))] if self.uncollected else [])
+
+
+def plan_properties(
+    planned: Iterable[str], split_off: Iterable[str], narrowing: Narrowing = Narrowing()
+) -> list[tuple[str, str]]:
     """The run's plan as testsuite properties."""
-    return [(PLANNED, v) for v in chunks(planned)] + [(SPLIT_OFF, v) for v in chunks(split_off)]
+    return [
+        *((PLANNED, v) for v in chunks(planned)),
+        *((SPLIT_OFF, v) for v in chunks(split_off)),
+        *narrowing.properties(),
+    ]
 
 
 @dataclass
@@ -74,14 +107,23 @@ class Ledger:
     with_plan: list[Path] = field(default_factory=list)
     outcomes: dict[str, dict[Outcome, list[Path]]] = field(default_factory=dict)
     facts: dict[Path, dict[str, str]] = field(default_factory=dict)  # each file's run properties
+    left_out: set[str] = field(default_factory=set)  # collected, then left out by a run's selection
+    narrowed: dict[Path, str] = field(default_factory=dict)  # each narrowed file's options
+    uncollected: dict[Path, int] = field(default_factory=dict)  # test files --lf did not collect
 
-    def plan(self, properties: Iterable[tuple[str, str]]) -> bool:
-        """Take a testsuite's plan properties; whether it had any."""
+    def plan(self, properties: Iterable[tuple[str, str]], path: Path) -> bool:
+        """Take a testsuite's plan properties (from the file `path`); whether it had any."""
         found = False
         for name, value in properties:
-            if name in PLAN_PROPERTIES:
+            if name in (PLANNED, SPLIT_OFF):
                 found = True
                 self.expected.update(line for line in value.split("\n") if line)
+            elif name == LEFT_OUT:
+                self.left_out.update(line for line in value.split("\n") if line)
+            elif name == NARROWED_BY:
+                self.narrowed[path] = value
+            elif name == UNCOLLECTED and value.isdecimal() and int(value):
+                self.uncollected[path] = int(value)
         return found
 
     def saw(self, case: str, outcome: Outcome, path: Path) -> None:
@@ -91,6 +133,25 @@ class Ledger:
     def missing(self) -> list[str]:
         """Cases some run planned or split off that no file holds."""
         return sorted(self.expected - self.outcomes.keys())
+
+    @property
+    def left_out_missing(self) -> list[str]:
+        """Cases a run's selection left out that no file holds (and no run planned)."""
+        return sorted(self.left_out - self.outcomes.keys() - self.expected)
+
+    @property
+    def unknown_plan(self) -> list[Path]:
+        """The files of runs that did not collect every test file (`--lf`), when every file with
+        a plan is one: what those files' tests were is not known, so the merge cannot be whole."""
+        if not self.with_plan or any(path not in self.uncollected for path in self.with_plan):
+            return []
+        return list(self.with_plan)
+
+    @property
+    def partial(self) -> bool:
+        """A merge of narrowed runs that does not hold every case they collected (or could not
+        know): never complete."""
+        return bool(self.left_out_missing or self.unknown_plan)
 
     @property
     def conflicts(self) -> list[str]:
@@ -113,4 +174,9 @@ class Ledger:
 
     @property
     def complete(self) -> bool:
-        return not self.missing and not self.conflicts
+        return not self.missing and not self.conflicts and not self.partial
+
+    def narrowing_of(self, paths: Iterable[Path]) -> str:
+        """The options that narrowed the runs of these files, each once: `--lf, -k 'beta'`."""
+        found = [part for p in paths for part in self.narrowed.get(p, "").split(", ") if part]
+        return ", ".join(dict.fromkeys(found)) or "their selection"

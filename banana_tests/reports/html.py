@@ -32,7 +32,7 @@ body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1400p
 body { color: #222; }
 h1 { font-size: 1.6em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: .5em 0; max-width: 100%; }
-th, td { border: 1px solid #ddd; padding: .2em .6em; text-align: left; overflow-wrap: anywhere; }
+th, td { border: 1px solid #ddd; padding: .2em .6em; text-align: left; }
 th { background: #f3f3f3; }
 th.sortable { cursor: pointer; user-select: none; }
 th.sortable::after { content: " \\2195"; color: #999; }
@@ -44,7 +44,8 @@ tr.unresolved td { background: #fdf3c4; } tr.invalid td { background: #e8eef1; c
 tr.reference td { background: #eef4fb; font-style: italic; }
 tr:target td { outline: 2px solid #1f5fbf; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
-pre { background: #f7f7f7; padding: .6em; white-space: pre-wrap; overflow-wrap: anywhere; }
+pre { background: #f7f7f7; padding: .6em; white-space: pre-wrap; overflow-x: auto; }
+div.scroll { overflow-x: auto; max-width: 100%; }
 """
 
 _SORT = """
@@ -90,13 +91,15 @@ def html_chunks(
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
-        "<p>Each cell is one test case: does the metric score the edited image worse than the "
-        "reference step? Δ = norm(step i) − norm(reference); a case <b>fails</b> when Δ ≥ 0.</p>",
-        "<h2>Run</h2>",
-        facts,
-        "<h2>Summary per metric</h2>",
-        summary,
     ]
+    if matrix.cells:  # a run of other families alone (a search) has no Δ case: no empty table
+        parts.append(
+            "<p>Each cell is one test case: does the metric score the edited image worse than the "
+            "reference step? Δ = norm(step i) − norm(reference); a case <b>fails</b> when Δ ≥ 0.</p>"
+        )
+    parts += ["<h2>Run</h2>", facts]
+    if matrix.cells:
+        parts += ["<h2>Summary per metric</h2>", summary]
     sections = (artifact_html(matrix), separability_html(matrix, separability_figure), oracle_html(matrix))
     parts += [part for part in sections if part]
     if controls:
@@ -120,8 +123,9 @@ def html_chunks(
         parts += ["<h2>Compared with the paper (Figure 5)</h2>", comparison_html(comparisons)]
     for heading, text in notes:
         parts += [f"<h2>{escape(heading)}</h2>", f"<pre>{escape(text)}</pre>"]
-    parts.append("<h2>Figures</h2>")
-    parts += [figure(p) for p in figures if p.suffix == ".png"]
+    pngs = [figure(p) for p in figures if p.suffix == ".png"]
+    if pngs:
+        parts += ["<h2>Figures</h2>", *pngs]
     if trends:
         parts.append("<h2>Trends</h2>")
         parts.append(
@@ -129,13 +133,15 @@ def html_chunks(
             "the spread over runs, and the reference score dashed.</p>"
         )
         parts += [figure(f.png, f.seed_image) for f in trends]
-    parts += [
-        "<h2>Every case</h2>",
-        "<p>Δ and scores to three decimals; matrix.csv has every digit. The run range is [min Δ, max Δ] "
-        "over the runs (hover for each run's Δ), PSNR and SSIM the oracle's mean over runs (hover for "
-        "each run's).</p>",
-    ]
+    if matrix.cells:
+        parts += [
+            "<h2>Every case</h2>",
+            "<p>Δ and scores to three decimals; matrix.csv has every digit. The run range is [min Δ, "
+            "max Δ] over the runs (hover for each run's Δ), PSNR and SSIM the oracle's mean over runs "
+            "(hover for each run's).</p>",
+        ]
     for part in parts:
         yield part + "\n"
-    yield from table_chunks(CASE_HEADERS, case_rows(matrix))
+    if matrix.cells:
+        yield from table_chunks(CASE_HEADERS, case_rows(matrix))
     yield f"\n<script>{_SORT}</script>\n</body></html>\n"

@@ -186,7 +186,7 @@ def _read_file(
             parent = stack[-1] if stack else None
             if node.tag == "properties" and parent is not None and parent.tag == "testsuite":
                 listed = [(p.get("name", ""), p.get("value", "")) for p in node.findall("property")]
-                planned = ledger.plan(listed) or planned
+                planned = ledger.plan(listed, path) or planned
                 suite_props = {k: v for k, v in listed if k not in PLAN_PROPERTIES}
                 ledger.facts.setdefault(path, {}).update(suite_props)
             elif node.tag == "testcase":

@@ -19,6 +19,7 @@ RUN_FACTS = (
     ("steps", "steps"),
     ("reference_step", "reference step"),
     ("cases", "cases"),
+    ("merge", "merge"),
     ("versions", "versions"),
     ("libraries", "metric libraries"),
     ("device", "device"),

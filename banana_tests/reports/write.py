@@ -52,7 +52,8 @@ def write_report(
         written.append(out / "controls.csv")
         with written[-1].open("w", encoding="utf-8", newline="") as table:
             write_control_csv(controls, table)
-    sections = [summary_markdown(matrix, title), *summary_sections(matrix), control_markdown(controls)]
+    cases = summary_markdown(matrix, title) if matrix.cells else ""  # no empty table (a search-only run)
+    sections = [cases, *summary_sections(matrix), control_markdown(controls)]
     sections.append(search_markdown(searches))
     sections.append(summary_extra)
     written[1].write_text("\n".join(s for s in sections if s), encoding="utf-8")

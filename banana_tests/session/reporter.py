@@ -16,6 +16,7 @@ import pytest
 
 from banana_tests.cases import CaseKind, Field
 from banana_tests.reports.artifact_table import artifact_lines
+from banana_tests.reports.completeness import Narrowing
 from banana_tests.reports.search_table import SearchOutcome, search_lines
 from banana_tests.reports.separability_table import separability_lines
 from banana_tests.session.gating import item_key
@@ -69,11 +70,13 @@ class MatrixReporter:
         # under --tb=long or --full-trace, their reports: printed with their tracebacks instead
         self.verdict_reports: list[pytest.TestReport] = []
         self.searches: list[SearchOutcome] = []  # the worst-escape searches (--search)
+        self.xpassed: list[str] = []  # cases the baseline expects to fail that passed, by test name
         self.tracebacks = keeps_traceback(config)
         # an xdist worker's reports go to the controller, which builds the matrix it prints
         self.builds_matrix = not hasattr(config, "workerinput")
         self.worker_devices: dict[str, str] = {}  # xdist worker → the device it scored on
         self.worker_plan: tuple[list[str], list[str]] | None = None  # the first worker's
+        self.worker_narrowing = Narrowing()  # the first worker's, with its plan
         self.worker_selection: list[tuple[str, str]] | None = None  # the first worker's
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -83,6 +86,12 @@ class MatrixReporter:
             key = item_key(item)
             if isinstance(key, ControlKey | InvarianceKey | SearchKey):
                 item.user_properties.extend(CaseRecord(key).identity())
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The distributions each metric loads (its cache identity) are found before the first
+        case, whose time limit they must not spend; an xdist worker was handed its controller's."""
+        if session.items and not session.config.option.collectonly:
+            self.state.scoring.loaded_libraries()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -141,6 +150,8 @@ class MatrixReporter:
             return  # another test's case, whatever properties it records
         self.records += 1
         outcome = Outcome.ERROR if report.when == "setup" and report.failed else Outcome(report.outcome)
+        if report.passed and hasattr(report, "wasxfail"):  # pytest counts it, and names it nowhere
+            self.xpassed.append(report.nodeid.rpartition("::")[2])
         if outcome is Outcome.FAILED and hasattr(report, VERDICT_LINE):
             self.verdict_lines.append(getattr(report, VERDICT_LINE))
             if self.tracebacks:
@@ -160,8 +171,9 @@ class MatrixReporter:
         if WORKER_DEVICE in output:
             self.worker_devices[str(node.gateway.id)] = output[WORKER_DEVICE]
         if WORKER_PLAN in output and self.worker_plan is None:
-            planned, split_off = output[WORKER_PLAN]
+            planned, split_off, (left_out, by, uncollected) = output[WORKER_PLAN]
             self.worker_plan = (list(planned), list(split_off))
+            self.worker_narrowing = Narrowing(tuple(left_out), by, uncollected)
         if WORKER_SELECTION in output and self.worker_selection is None:
             self.worker_selection = [(name, value) for name, value in output[WORKER_SELECTION]]
 
@@ -170,6 +182,10 @@ class MatrixReporter:
         if self.worker_plan is not None:
             return self.worker_plan
         return self.shards.plan.planned, self.shards.plan.split_off
+
+    def narrowing(self) -> Narrowing:
+        """What this run's own selection left out: its own, or under xdist its first worker's."""
+        return self.worker_narrowing if self.worker_plan is not None else self.shards.plan.narrowing
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
@@ -181,7 +197,8 @@ class MatrixReporter:
         output = getattr(session.config, "workeroutput", None)
         if output is not None:
             output[WORKER_DEVICE] = device_of(self.state)
-            output[WORKER_PLAN] = self.plan()
+            left = self.narrowing()
+            output[WORKER_PLAN] = (*self.plan(), (list(left.left_out), left.by, left.uncollected))
             from banana_tests.session.selection_facts import selection_facts
 
             output[WORKER_SELECTION] = selection_facts(self.state)
@@ -192,7 +209,7 @@ class MatrixReporter:
             from banana_tests.reports.completeness import plan_properties
 
             facts = run_facts(self.state, self.worker_devices, self.worker_selection)
-            for name, value in [*facts, *plan_properties(*self.plan())]:
+            for name, value in [*facts, *plan_properties(*self.plan(), self.narrowing())]:
                 add(name, value)
         result = yield
         if empty_share and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
@@ -243,6 +260,16 @@ class MatrixReporter:
             terminalreporter.section("banana-tests trends")
             for line in trends:
                 write(line)
+        if self.xpassed:
+            baseline = self.state.settings.baseline
+            write(
+                f"banana-tests: {len(self.xpassed)} xpassed: expected to fail by the baseline"
+                f"{'' if baseline is None else f' {baseline}'}, they now pass (refresh it with "
+                "`banana-tests report JUNIT_XML --write-baseline=FILE`):",
+                yellow=True,
+            )
+            for name in self.xpassed:
+                write(f"  XPASS {name}")
         if self.unreadable:
             write(f"banana-tests: {len(self.unreadable)} case record(s) unreadable, left out of the matrix:")
             for line in self.unreadable:

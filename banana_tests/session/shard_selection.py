@@ -8,17 +8,22 @@ units dealt are the selection's (`selection_units`), so `--lf` (which narrows ev
 itself) and `-k` leave each test in its shard. The tests this run leaves to other jobs,
 `--shard`'s or a splitter's, are recorded as split off (banana_tests.reports.completeness), so
 merged files show a case that no job ran; those `--lf` leaves out because they passed are not.
+The tests the run's own selection left out (`-k`, `-m`, `--deselect`, `--lf`) are recorded apart,
+as its narrowing: they are read off each collected file before `--lf` filters it, so a merge of
+reruns alone is known to be partial; a test file `--lf` does not collect at all is counted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pytest
 
-from banana_tests.reports.completeness import junit_id
+from banana_tests.reports.completeness import Narrowing, junit_id
 from banana_tests.scheduler.shards import Shard
+from banana_tests.session.snapshot_selection import PARAM
 
 if TYPE_CHECKING:
     from banana_tests.scheduler.metric_groups import Group
@@ -33,6 +38,8 @@ class RunPlan:
     before_split: list[str] = field(default_factory=list)
     planned: list[str] = field(default_factory=list)
     passed_before: set[str] = field(default_factory=set)
+    collected: list[str] = field(default_factory=list)  # node ids, before any selection
+    narrowing: Narrowing = field(default_factory=Narrowing)
 
     @property
     def split_off(self) -> list[str]:
@@ -49,6 +56,26 @@ def selection_units(state: SuiteState) -> list[Group]:
         [*(r.seed_image for r in state.planning.records), *(k.seed_image for k in state.planning.plans)]
     )
     return [*(Group(m, s) for m in state.metrics for s in seeds), *(Group(m) for m in state.metrics)]
+
+
+def narrowing(config: pytest.Config, plan: RunPlan, collected: list[str]) -> Narrowing:
+    """What the run's own selection left out of the tests it collected (neither planned nor
+    split off), which of its options did, and how many test files `--lf` did not collect."""
+    kept = {*plan.planned, *plan.split_off}
+    left_out = tuple(dict.fromkeys(case for case in collected if case not in kept))
+    lf = config.pluginmanager.get_plugin("lfplugin")  # pytest's own count, in its status line
+    uncollected = int(getattr(lf, "_skipped_files", 0)) if config.getoption("lf", False) else 0
+    if not left_out and not uncollected:
+        return Narrowing()
+    keyword, markexpr = (getattr(config.option, name, "") for name in ("keyword", "markexpr"))
+    given = [
+        ("--lf", config.getoption("lf", False)),
+        (f"-k {keyword!r}", keyword),
+        (f"-m {markexpr!r}", markexpr),
+        ("--deselect", getattr(config.option, "deselect", None)),
+    ]
+    by = ", ".join(name for name, value in given if value) or "the run's selection"
+    return Narrowing(left_out, by, uncollected)
 
 
 def is_empty_share(planned: list[str], split_off: list[str]) -> bool:
@@ -86,12 +113,28 @@ class ShardSelection:
                 items[:] = [item for item, keep in zip(items, keeps, strict=True) if keep]
         self.kept = [item.nodeid for item in items]
 
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, object, object]:
+        """Every test a collector found, before `--lf` (whose wrapper is outside this one)
+        filters its file's tests; other metrics' score snapshots are no part of the run."""
+        report = yield
+        for found in getattr(report, "result", None) or ():
+            if isinstance(found, pytest.Item) and not self._other_snapshot(found):
+                self.plan.collected.append(found.nodeid)
+        return report
+
+    def _other_snapshot(self, item: pytest.Item) -> bool:
+        callspec = getattr(item, "callspec", None)
+        metric = callspec.params.get(PARAM) if callspec is not None else None
+        return metric is not None and metric not in self.metrics
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         config = session.config
         self.plan.planned = self.ids(config, [item.nodeid for item in session.items])
         if config.getoption("lf", False) and config.cache is not None:
             failed = config.cache.get("cache/lastfailed", {})
             self.plan.passed_before = set(self.ids(config, [n for n in self.kept if n not in failed]))
+        self.plan.narrowing = narrowing(config, self.plan, self.ids(config, self.plan.collected))
 
     def pytest_report_header(self) -> str | None:
         return None if self.shard is None else f"banana-tests shard: {self.shard}"

@@ -154,6 +154,18 @@ def junit_nan_delta(root: Path, mp: pytest.MonkeyPatch) -> Act:
     return report(xml, "--out", root / "out")
 
 
+def rerun_alone(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    """The JUnit file of a `--lf` rerun, merged alone: it ran the miss and left out the pass."""
+    ran, passed = (f"banana_tests.test_degradation::test_detects_degradation[piqe-{s}-step5]" for s in "ab")
+    plan = {"planned": ran, "narrowed_by": "--lf", "left_out": passed}
+    props = "".join(f'<property name="{k}" value="{v}" />' for k, v in plan.items())
+    miss = case("piqe", "a", 5, "<failure message='AssertionError: m' />", delta="1.0")
+    suite = f'<testsuite name="pytest" timestamp="2026-01-01T10:00:00+00:00"><properties>{props}</properties>'
+    return report(
+        file_with(root, "j.xml", f"<testsuites>{suite}{miss}</testsuite></testsuites>"), "--out", root / "out"
+    )
+
+
 def report_into_read_only_folder(root: Path, mp: pytest.MonkeyPatch) -> Act:
     xml = good_junit(root)
     (root / "out").mkdir()
@@ -321,6 +333,11 @@ def made_set(root: Path) -> Path:
 
 def step_file(root: Path, step: int) -> Path:
     return root / "set" / f"images/alpha/run0/step{step:03d}.png"
+
+
+def clean_generate(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    seeds(root)
+    return generate(root)
 
 
 def set_without_its_last_image(root: Path, mp: pytest.MonkeyPatch) -> Act:
@@ -611,6 +628,17 @@ ROWS = [
         for kind, seeds in (("alike or unsafe", ALIKE_SEEDS), ("300-character", LONG_SEEDS))
     ),
     Row(
+        "report of a --lf rerun alone: partial, never complete",
+        rerun_alone,
+        3,
+        r"partial: 1 case\(s\) left out by --lf are in none of the files:\n"
+        r"  banana_tests\.test_degradation::test_detects_degradation\[piqe-b-step5\]\n",
+        creates=REPORT_FILES,
+        check=lambda root: (
+            "partial, narrowed by --lf: 1 of 2 cases known" in (root / "out/report.html").read_text()
+        ),
+    ),
+    Row(
         "report into read-only folder",
         report_into_read_only_folder,
         1,
@@ -663,6 +691,16 @@ ROWS = [
         baseline_failures_not_a_list,
         pytest.UsageError,
         r"'failures' is not a list",
+    ),
+    Row(
+        "generate: a clean run leaves the set and nothing else (no .generate.lock)",
+        clean_generate,
+        0,
+        r"3 step\(s\) made \(3 request\(s\)\); 3/3 in {root}/set",
+        creates=frozenset(
+            {"set/generate.json", "set/metadata.jsonl"}
+            | {f"set/images/alpha/run0/step00{s}.png" for s in (1, 2, 3)}
+        ),
     ),
     Row(
         "generate: last image deleted",
