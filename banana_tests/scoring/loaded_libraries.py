@@ -50,8 +50,8 @@ def loaded_libraries(
     found: Loaded = {}
     changed = False
     for spec in specs:
-        if spec.cost == "vlm" or (spec.backend == "custom" and spec.target is None):
-            continue  # a VLM's adapters declare their libraries; a stand-in has no code to run
+        if spec.backend == "custom" and spec.target is None:
+            continue  # a stand-in has no code to run
         try:
             key = identity_key(identity(spec, device, _unhashed))
         except (MetricError, metadata.PackageNotFoundError, OSError):  # its cases say why
