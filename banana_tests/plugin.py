@@ -90,7 +90,15 @@ def pytest_configure(config: pytest.Config) -> None:
             _add_suite_path(config)
         state = adopt(config)
         if _xdist_controller(config):
-            state.collect()  # its usage error, one line and exit 4, before any worker starts
+            say, state.planning.say = state.planning.say, _quiet  # gw0 says the plan's notes
+            try:
+                state.collect()  # its usage error, one line and exit 4, before any worker starts
+            finally:
+                state.planning.say = say
+
+
+def _quiet(line: str) -> None:
+    """The controller's planning says nothing: its workers plan again, and gw0 says it."""
 
 
 def _xdist_controller(config: pytest.Config) -> bool:

@@ -61,7 +61,10 @@ def test_the_wheel_carries_the_data_the_suite_reads(tmp_path: Path) -> None:
     assert {f"banana_tests/__snapshots__/test_snapshots/{p.name}" for p in shipped.glob("*.json")} <= names
     embedded = sum(p.stat().st_size for p in (ROOT / "fixtures/emulated").rglob("*") if p.is_file())
     assert embedded <= 25e6  # the embedded set's budget (issue 18)
-    assert wheel.stat().st_size < 30e6  # that set, the seed images (1.4 MB), code and tables
+    weights = sum(p.stat().st_size for p in (ROOT / "banana_tests/editors/taef2").glob("*.pth"))
+    assert weights < 5.5e6  # TAEF2's two files (issue 49)
+    assert wheel.stat().st_size < 30e6 + weights  # that set, the seed images (1.4 MB), code, tables, TAEF2
+    assert {f"banana_tests/editors/taef2/{n}" for n in ("taef2_encoder.pth", "taef2_decoder.pth", "LICENSE")} <= names
 
 
 def test_an_unrelated_project_runs_as_if_the_plugin_were_absent(

@@ -57,6 +57,8 @@ def make(config: EditorConfig) -> EmulateEditor:
     artifact = str(values.pop("artifact"))
     raw: dict[str, dict[str, Any]] = {}
     for key, value in values.items():
+        if key not in config.options:  # a family no option names keeps the recipe's default (on or off)
+            continue
         family, _, field = key.partition(".")
         raw.setdefault(family, {})[field] = value
     try:

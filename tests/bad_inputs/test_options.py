@@ -163,7 +163,7 @@ ROWS: dict[str, tuple[list[str], str]] = {
     "artifact-unknown": (
         ["--artifact=stati"],
         "--artifact=stati: 'stati' is not an artifact; known: replicate, soften, resynthesis, tint, static, "
-        "scatter, or all",
+        "scatter, vae_roundtrip, or all",
     ),
     "artifact-empty": (["--artifact=,"], "--artifact=,: no name is not an artifact"),
     "artifact-with-dataset": (
