@@ -20,10 +20,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import reprlib
-import stat
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -34,6 +32,7 @@ import pytest
 from _pytest.outcomes import Failed
 
 from banana_tests.atomic import write_atomic
+from banana_tests.regular_files import NotReadable, read_regular
 from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import Scorer
 from banana_tests.test_control import CROP, Crop, clean_images
@@ -239,9 +238,12 @@ def replayed(path: Path | None) -> tuple[Crop, Degradation] | None:
     if path is None:
         return None
     try:
-        data = small_file(path, REPLAY_BYTES)
-        if data is None:
-            return None
+        try:
+            data = read_regular(path, REPLAY_BYTES)
+        except NotReadable as exc:
+            if isinstance(exc.__cause__, FileNotFoundError | NotADirectoryError):
+                return None  # no replay file: nothing escaped yet
+            raise
         known = json.loads(data)
         if not isinstance(known, dict):
             raise ValueError(f"the file holds {type(known).__name__}, not an object")
@@ -260,36 +262,6 @@ def replayed(path: Path | None) -> tuple[Crop, Degradation] | None:
             stacklevel=2,
         )
         return None
-
-
-def small_file(path: Path, limit: int) -> bytes | None:
-    """The bytes of `path`, a regular file of at most `limit` bytes; None when there is none.
-    Anything else is a ValueError saying what it is, before a byte is read (a FIFO would block
-    and a device never end)."""
-    try:
-        found = path.stat()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    fd = None
-    if stat.S_ISREG(found.st_mode):
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        found = os.fstat(fd)  # the file opened, which may have been replaced since
-    if not stat.S_ISREG(found.st_mode):
-        if fd is not None:
-            os.close(fd)
-        raise ValueError(f"not a regular file but {file_kind(found.st_mode)}")
-    assert fd is not None
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"over {limit} bytes")
-    return data
-
-
-def file_kind(mode: int) -> str:
-    kinds = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}
-    kinds |= {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device"}
-    return next((kind for test, kind in kinds.items() if test(mode)), "not a file")
 
 
 def remember(log: SearchLog, path: Path | None) -> None:

@@ -196,7 +196,10 @@ ROWS = {
     "not JSON": Row(raw(b"\x89PNG\r\n\x1a\n"), "not JSON ("),
     "nested too deep": Row(raw(b"[" * 60_000), "not JSON ("),
     "not an object": Row(raw(b"[1, 2]"), "the file holds list, not an object"),
-    "too large": Row(raw(json.dumps(GOOD).encode() + b" " * 70_000), "over 65536 bytes"),
+    "too large": Row(
+        raw(json.dumps(GOOD).encode() + b" " * 70_000),
+        f"{len(json.dumps(GOOD).encode()) + 70_000:,} bytes, over the 65,536-byte limit",
+    ),
     "a FIFO": Row(fifo, "not a regular file but a FIFO"),
     "a device": Row(device, "not a regular file but a character device"),
 }
