@@ -60,7 +60,7 @@ class EmulatorParams:
         (at the family's own defaults where this recipe has it off); `replicate` is the whole recipe."""
         if artifact is COMPOSITE:
             return self
-        alone: dict[str, Any] = {name: None for name in TRIALS if name != artifact}
+        alone: dict[str, Any] = {name: None for name in TRIALS if name is not artifact}
         alone[artifact] = getattr(self, artifact) or FAMILIES[artifact].params()
         return dataclasses.replace(self, **alone)
 
