@@ -37,13 +37,15 @@ from banana_tests.trajectories.selection import parse_where
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric
 from metrics_under_test.registry import resolve as resolve_metric
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import Backend, Cost, MetricSpec
 
 if TYPE_CHECKING:  # the session's modules import pytest: imported when a selection is built
     from banana_tests.session.settings import Settings
     from banana_tests.session.suite import SuiteState
 
 __all__ = [
+    "Backend",
+    "Cost",
     "Device",
     "DeviceChoice",
     "Group",

@@ -124,16 +124,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     pytest_configure. None, xdist's own count, for any other run."""
     if not asks_for_suite(config):
         return None
-    from banana_tests.commands.metrics import PEAK_BYTES
     from banana_tests.scheduler.worker_count import AUTO_NOTE, this_machine
     from banana_tests.session.suite import selected_metrics
+    from metrics_under_test.measured import peak_bytes
     from metrics_under_test.protocol import MetricError
 
     try:
         metrics = [spec.name for spec in selected_metrics(config)]
     except (LookupError, ValueError, MetricError):
         metrics = []  # the session's usage error says why, once it starts
-    workers, note = this_machine(PEAK_BYTES, metrics)
+    workers, note = this_machine(peak_bytes(), metrics)
     if note is not None:
         config.stash[AUTO_NOTE] = note
     return workers

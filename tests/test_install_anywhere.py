@@ -56,6 +56,8 @@ def test_the_wheel_carries_the_data_the_suite_reads(tmp_path: Path) -> None:
         f"{data}baselines/emulated.json",
         f"{data}baselines/paper.json",
         f"{data}emulated/trials.json",  # the per-artifact trial sets' sha256s, built on first use
+        "metrics_under_test/pyiqa_catalog.json",
+        "metrics_under_test/measured_costs.json",  # `metrics`, `plan` and `-n auto` read it
     } <= names
     shipped = ROOT / "banana_tests/__snapshots__/test_snapshots"
     assert {f"banana_tests/__snapshots__/test_snapshots/{p.name}" for p in shipped.glob("*.json")} <= names

@@ -23,7 +23,16 @@ from pathlib import Path
 
 import ray
 
-from banana_tests.api import Device, merge_caches, resolve_metric, score, scoring_settings, seed_images
+from banana_tests.api import (
+    Backend,
+    Cost,
+    Device,
+    merge_caches,
+    resolve_metric,
+    score,
+    scoring_settings,
+    seed_images,
+)
 
 
 @ray.remote
@@ -80,8 +89,8 @@ def metrics_by_kind(text: str, mirror: Path | None) -> dict[str, str]:
     kinds: dict[str, list[str]] = {"cpu": [], "gpu": []}
     for part in (p.strip() for p in text.split(",") if p.strip()):
         for spec in resolve_metric(part, mirror):
-            name = part if spec.backend == "custom" else spec.name
-            kinds["gpu" if spec.cost == "vlm" else "cpu"].append(name)
+            name = part if spec.backend is Backend.CUSTOM else spec.name
+            kinds["gpu" if spec.cost is Cost.VLM else "cpu"].append(name)
     return {kind: ",".join(dict.fromkeys(names)) for kind, names in kinds.items()}
 
 
