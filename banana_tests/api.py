@@ -53,8 +53,10 @@ __all__ = [
     "MetricSpec",
     "MetricSummary",
     "Progress",
+    "Record",
     "ScoreSetupError",
     "ScoreSummary",
+    "Settings",
     "Shard",
     "merge_caches",
     "records_to_score",
@@ -65,6 +67,16 @@ __all__ = [
     "seed_images",
     "settings_from_options",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """`Settings` on first use: its module imports pytest, which importing this one must not."""
+    if name == "Settings":
+        from banana_tests.session.settings import Settings
+
+        return Settings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _DEFAULT_STEPS: tuple[int, ...] = tuple(parse_steps(DEFAULT_STEPS) or ())
 

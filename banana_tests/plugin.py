@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, TREND_FIXTURE, CaseKey
-from banana_tests.public_fixtures import (  # the fixtures are registered by being here
-    METRICS_FIXTURE,
-    TRAJECTORIES_FIXTURE,
-    banana_metric,
-    banana_metrics,
-    banana_trajectories,
-)
+from banana_tests.public_fixtures import METRICS_FIXTURE, TRAJECTORIES_FIXTURE
+
+# the public fixtures are registered by being here
+from banana_tests.public_fixtures import banana_metric as banana_metric
+from banana_tests.public_fixtures import banana_metrics as banana_metrics
+from banana_tests.public_fixtures import banana_trajectories as banana_trajectories
 from banana_tests.session.option_spellings import add_free_aliases, given_options, spaced_path_options
 from banana_tests.session.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
 from banana_tests.session.ownership import GIVEN, STATE, adopt, adopted, asks_for_suite
@@ -33,7 +32,21 @@ if TYPE_CHECKING:  # the rest of the suite is imported once a run is the suite's
     from banana_tests.verdicts.trend import Trend, TrendKey
     from banana_tests.verdicts.verdict import Verdict
 
-__all__ = ["STATE", "banana_metric", "banana_metrics", "banana_trajectories"]
+__all__ = [  # the hooks: pytest finds them by name; the public fixtures are registered above
+    "pytest_addoption",
+    "pytest_collection_finish",
+    "pytest_collection_modifyitems",
+    "pytest_collection_split",
+    "pytest_configure",
+    "pytest_configure_node",
+    "pytest_generate_tests",
+    "pytest_ignore_collect",
+    "pytest_load_initial_conftests",
+    "pytest_runtest_setup",
+    "pytest_unconfigure",
+    "pytest_xdist_auto_num_workers",
+    "pytest_xdist_make_scheduler",
+]
 
 # Tests that need the data set read at collection, and those that need only the machine prepared.
 SUITE_PARAMS = frozenset({CASE_FIXTURE, TREND_FIXTURE, SNAPSHOT_PARAM, "control_metric"})

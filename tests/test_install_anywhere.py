@@ -68,6 +68,7 @@ def test_the_wheel_carries_the_data_the_suite_reads(tmp_path: Path) -> None:
     assert wheel.stat().st_size < 30e6 + weights  # that set, the seed images (1.4 MB), code, tables, TAEF2
     taef2 = ("taef2_encoder.pth", "taef2_decoder.pth", "LICENSE")
     assert {f"banana_tests/editors/taef2/{n}" for n in taef2} <= names
+    assert {"banana_tests/py.typed", "metrics_under_test/py.typed"} <= names  # PEP 561: typed packages
 
 
 def test_an_unrelated_project_runs_as_if_the_plugin_were_absent(

@@ -35,7 +35,9 @@ class Group:
 
 
 def group_of(nodeid: str, metrics: tuple[str, ...]) -> Group | None:
-    """The group of a test by its id; None for a test on none of `metrics`."""
+    """The group of a test by its id, for the xdist controller, which sees node ids only (`--shard`
+    reads the same units off the items' typed keys: session.shard_selection.unit_of); None for a
+    test on none of `metrics`."""
     m = _PARAM.search(nodeid)
     if m is None:
         return None

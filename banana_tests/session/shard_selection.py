@@ -21,9 +21,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from banana_tests.reports.completeness import Narrowing, junit_id
+from banana_tests.cases import METRIC_FIXTURE, CaseKey, junit_id
+from banana_tests.reports.completeness import Narrowing
 from banana_tests.scheduler.shards import Shard
+from banana_tests.session.gating import item_key
 from banana_tests.session.snapshot_selection import PARAM
+from banana_tests.verdicts.trend import TrendKey
 
 if TYPE_CHECKING:
     from banana_tests.scheduler.metric_groups import Group
@@ -56,6 +59,27 @@ def selection_units(state: SuiteState) -> list[Group]:
         [*(r.seed_image for r in state.planning.records), *(k.seed_image for k in state.planning.plans)]
     )
     return [*(Group(m, s) for m in state.metrics for s in seeds), *(Group(m) for m in state.metrics)]
+
+
+def unit_of(item: pytest.Item, metrics: tuple[str, ...]) -> Group | None:
+    """The unit an item falls in, read off its typed parameters: its case's or trend's (metric,
+    seed image), its metric alone for a metric's other tests; None for a test on none of
+    `metrics`. The xdist controller, which sees node ids only, reads the same units off the ids
+    (banana_tests.scheduler.metric_groups.group_of)."""
+    from banana_tests.scheduler.metric_groups import Group
+
+    key = item_key(item)
+    metric: object
+    seed_image: str | None
+    if isinstance(key, CaseKey | TrendKey):
+        metric, seed_image = key.metric, key.seed_image
+    elif key is not None:
+        metric, seed_image = key.metric, None
+    else:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        metric, seed_image = params.get(METRIC_FIXTURE, params.get(PARAM)), None
+    return Group(metric, seed_image) if isinstance(metric, str) and metric in metrics else None
 
 
 def narrowing(config: pytest.Config, plan: RunPlan, collected: list[str]) -> Narrowing:
@@ -100,13 +124,11 @@ class ShardSelection:
         """From the plugin's late collection hook (banana_tests.plugin.pytest_collection_split)."""
         self.plan.before_split = self.ids(config, [item.nodeid for item in items])
         if self.shard is not None:
-            from banana_tests.scheduler.metric_groups import group_of
-
             mine, dealt = self.shard.deal(units), set(units)
             keeps = []
             for item in items:
-                group = group_of(item.nodeid, self.metrics)
-                keeps.append(group in mine if group in dealt else self.shard.holds(item.nodeid))
+                unit = unit_of(item, self.metrics)
+                keeps.append(unit in mine if unit in dealt else self.shard.holds(item.nodeid))
             drop = [item for item, keep in zip(items, keeps, strict=True) if not keep]
             if drop:
                 config.hook.pytest_deselected(items=drop)
