@@ -309,6 +309,25 @@ def leave_one_out(results: list[Result], paper: dict[str, Counts], metrics: Sequ
     return lines
 
 
+def write_results(path: Path, results: Sequence[Result]) -> None:
+    """The results as JSON: label, recipe, runs, PSNR and (failing, cases) per metric and step."""
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "label": r.label,
+                    "params": r.params.to_json(),
+                    "runs": r.runs,
+                    "psnr": r.psnr,
+                    "counts": {m: {str(s): list(c) for s, c in cs.items()} for m, cs in r.counts.items()},
+                }
+                for r in results
+            ],
+            indent=1,
+        )
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--grid", default="pool", help=f"{', '.join(GRIDS)} or chosen (the recipe alone)")
@@ -347,24 +366,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"| objective {results[-1].objective(paper, metrics):.1f}",
                 flush=True,
             )
+            if args.json:  # after each candidate: an interrupted screen keeps what it measured
+                write_results(args.json, results)
     finally:
         scorer.save()
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                [
-                    {
-                        "label": r.label,
-                        "params": r.params.to_json(),
-                        "runs": r.runs,
-                        "psnr": r.psnr,
-                        "counts": {m: {str(s): list(c) for s, c in cs.items()} for m, cs in r.counts.items()},
-                    }
-                    for r in results
-                ],
-                indent=1,
-            )
-        )
     if args.leave_one_out and results:
         print("\n".join(leave_one_out(results, paper, metrics)))
     print(f"{len(scorer.new)} images scored, {time.perf_counter() - started:.0f} s")
