@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from banana_tests.scoring.loaded_libraries import MEMO, distributions_of
 from tests.conftest import suite_folder
 
 METRIC = """\
@@ -153,3 +155,47 @@ def test_the_key_is_the_same_whatever_the_process_imported_before(tmp_path: Path
         for before in ("", "import torch, skimage.feature, torchvision")
     }
     assert len(keys) == 1 and len(keys.pop().strip()) == 64
+
+
+UNDECLARED_A = "from udep_b import FACTOR\n\n\ndef score(pixels):\n    return float(pixels.std()) * FACTOR\n"
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_an_undeclared_import_of_a_library_is_keyed_by_what_loaded(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workers: tuple[str, ...]
+) -> None:
+    """`udep_a` imports `udep_b` without declaring it (no Requires-Dist), as pyiqa imports
+    icecream: `udep_b`'s version is in the identity because the metric loaded it while it was
+    built and probed (found once by xdist's controller, handed to its workers)."""
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    wheels.mkdir()
+    pip_install(site, wheel(wheels, "udep_a", "1.0", UNDECLARED_A.replace("tdep", "udep")))
+    pip_install(site, wheel(wheels, "udep_b", "1.0", "FACTOR = 1.0\n"))
+    suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5))
+    (pytester.path / "contrast.py").write_text(METRIC.replace("tdep_a", "udep_a"))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
+    )
+
+    def run(junit: str) -> list[str]:
+        args = ("--dataset=data", "--steps=5", "--metric=contrast:Contrast", f"--junitxml={junit}")
+        result = pytester.runpytest_subprocess(*args, "--cache-dir=scores", *workers)
+        result.assert_outcomes(passed=1)
+        return cached(pytester.path / junit)
+
+    assert run("first.xml") == ["false"]
+    assert run("again.xml") == ["true"]
+    pip_install(site, wheel(wheels, "udep_b", "1.0.1", "FACTOR = 1.0\n"))  # the same code, a new release
+    assert run("upgraded.xml") == ["false"]
+    assert run("upgraded_again.xml") == ["true"]
+    memo = json.loads((pytester.path / "scores" / MEMO).read_text())
+    assert memo["contrast"]["distributions"]["udep_b"] == "1.0.1"
+
+
+def test_loaded_modules_map_to_their_distributions_by_name() -> None:
+    """torch.classes' fake `__file__`, a built-in module (no file) and the standard library do no
+    harm: a module is mapped by its top-level name; the suite's own code is not a library."""
+    from importlib import metadata
+
+    found = distributions_of(["torch.classes", "sys", "json.decoder", "yaml", "banana_tests.cli"])
+    assert found == {"torch": metadata.version("torch"), "PyYAML": metadata.version("PyYAML")}
