@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
+from typing import TypedDict, cast
 
 from banana_tests.atomic import write_atomic
 from banana_tests.scoring.cache import identity, identity_key
@@ -27,11 +28,28 @@ from metrics_under_test.protocol import MetricError
 from metrics_under_test.spec import MetricSpec
 
 MEMO = "loaded_libraries.json"
-"""Beside `scores.sqlite`: per metric, the declared identity's key and the distributions found."""
+"""Beside `scores.sqlite`: per metric, the answers found, each with the declared identity's key
+(`cache merge` carries them, so a merged cache is not looked at again)."""
 SUITE = "banana-tests"  # the suite's own code is versioned as the gate, not as a metric's library
 
 Loaded = dict[str, dict[str, str]]
 """{metric name: {distribution: version}}."""
+
+
+class Answer(TypedDict):
+    """What one look found: the declared identity's key, and {distribution: version}."""
+
+    key: str
+    distributions: dict[str, str]
+
+
+Memo = dict[str, list[Answer]]
+"""{metric name: its answers, newest first}: shards merged from machines with other versions
+each keep theirs, and a machine uses the one that is current for it."""
+
+
+class MemoError(ValueError):
+    """A memo file that is not one (`cache merge` names it and writes nothing)."""
 
 
 def loaded_libraries(
@@ -42,11 +60,16 @@ def loaded_libraries(
     import_dirs: Iterable[Path] = (),
     timeout: float = 600.0,
 ) -> Loaded:
-    """The distributions each metric loads, from the memo in `cache_dir` when its declared
-    identity and every version found are unchanged, else found again (`discover`). A metric the
-    child cannot build or probe is left out: its cases error on their own."""
+    """The distributions each metric loads, from the memo in `cache_dir` when one of its answers
+    has the metric's declared identity and every version it names is installed, else found
+    again (`discover`). A metric the child cannot build or probe is left out: its cases error on
+    their own. VLMs are looked at too (Q-Align loads icecream, which pyiqa does not declare):
+    once per metric version and cache, before any worker holds a model."""
     memo_file = cache_dir / MEMO
-    memo = _read(memo_file)
+    try:
+        memo = read_memo(memo_file)
+    except MemoError:
+        memo = {}  # a damaged memo is found again, as a damaged score cache is set aside
     found: Loaded = {}
     changed = False
     for spec in specs:
@@ -56,24 +79,74 @@ def loaded_libraries(
             key = identity_key(identity(spec, device, _unhashed))
         except (MetricError, metadata.PackageNotFoundError, OSError):  # its cases say why
             continue
-        kept = memo.get(spec.name, {})
-        remembered = kept.get("distributions")
-        if kept.get("key") == key and isinstance(remembered, dict) and _current(remembered):
-            found[spec.name] = {str(k): str(v) for k, v in remembered.items()}
+        current = next(
+            (a for a in memo.get(spec.name, []) if a["key"] == key and _current(a["distributions"])),
+            None,
+        )
+        if current is not None:
+            found[spec.name] = dict(current["distributions"])
             continue
         distributions = discover(spec, device, weights_dir, import_dirs, timeout)
         if distributions is None:
             continue
         found[spec.name] = distributions
-        memo[spec.name] = {"key": key, "distributions": distributions}
+        memo[spec.name] = joined([{"key": key, "distributions": distributions}], memo.get(spec.name, []))
         changed = True
     if changed:
         try:
             cache_dir.mkdir(parents=True, exist_ok=True)
-            write_atomic(memo_file, json.dumps(memo, indent=1, sort_keys=True).encode())
+            write_memo(memo_file, memo)
         except OSError:
             pass  # an unwritable cache folder: found again next run, as the score cache warns
     return found
+
+
+def read_memo(path: Path) -> Memo:
+    """The memo in `path` (none: empty); MemoError naming the file when it is not one."""
+    try:
+        memo = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise MemoError(f"{path}: not a loaded-libraries memo ({exc})") from exc
+    if not isinstance(memo, dict) or not all(
+        isinstance(answers, list) and all(_is_answer(a) for a in answers) for answers in memo.values()
+    ):
+        raise MemoError(f"{path}: not a loaded-libraries memo (not {{metric: [{{key, distributions}}]}})")
+    return cast(Memo, memo)
+
+
+def write_memo(path: Path, memo: Memo) -> None:
+    write_atomic(path, json.dumps(memo, indent=1, sort_keys=True).encode())
+
+
+def joined(*answers: Iterable[Answer]) -> list[Answer]:
+    """The answers in order, each once."""
+    out: list[Answer] = []
+    for answer in (a for group in answers for a in group):
+        if answer not in out:
+            out.append(answer)
+    return out
+
+
+def merged_memo(memos: Iterable[Memo]) -> Memo:
+    """Every answer of every memo, per metric, the first memo's first."""
+    out: Memo = {}
+    for memo in memos:
+        for name, answers in memo.items():
+            out[name] = joined(out.get(name, []), answers)
+    return out
+
+
+def _is_answer(answer: object) -> bool:
+    if not isinstance(answer, dict) or set(answer) != {"key", "distributions"}:
+        return False
+    distributions = answer["distributions"]
+    return (
+        isinstance(answer["key"], str)
+        and isinstance(distributions, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in distributions.items())
+    )
 
 
 def discover(
@@ -135,16 +208,6 @@ def _current(distributions: Mapping[object, object]) -> bool:
 def _unhashed(path: Path) -> str:
     """Weights do not decide which code loads: the memo's key names them without reading them."""
     return "weights"
-
-
-def _read(path: Path) -> dict[str, dict[str, object]]:
-    try:
-        memo = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(memo, dict):
-        return {}
-    return {str(k): v for k, v in memo.items() if isinstance(v, dict)}
 
 
 def _child(request: Mapping[str, object]) -> None:
