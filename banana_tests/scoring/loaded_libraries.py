@@ -197,10 +197,10 @@ def distributions_of(modules: Iterable[str]) -> dict[str, str]:
     return versions
 
 
-def _current(distributions: Mapping[object, object]) -> bool:
+def _current(distributions: Mapping[str, str]) -> bool:
     """Every distribution of a remembered answer is installed at the version it had then."""
     try:
-        return all(metadata.version(str(name)) == version for name, version in distributions.items())
+        return all(metadata.version(name) == version for name, version in distributions.items())
     except metadata.PackageNotFoundError:
         return False
 
