@@ -16,7 +16,7 @@ from banana_tests.scoring.hung import Hung
 from banana_tests.session.devices import Device, gpu_driver_loaded, no_cuda
 from banana_tests.session.metric_import import HUNG_IMPORTS, resolve_within
 from banana_tests.session.planning import CasePlanning
-from banana_tests.session.process_scoring import Scoring
+from banana_tests.session.process_scoring import LOADED_LIBRARIES, Scoring
 from banana_tests.session.settings import Settings, settings_of
 from banana_tests.session.terminal_line import terminal_line
 from banana_tests.trajectories.plan import CasePlan
@@ -69,9 +69,11 @@ class SuiteState:
             raise pytest.UsageError(str(exc)) from exc
         if settings.device.kind is Device.CUDA and not gpu_driver_loaded():
             raise pytest.UsageError(no_cuda(settings.device) + " (no GPU driver)")
-        return cls.from_settings(
+        state = cls.from_settings(
             settings, metrics, terminal_line(config), config.stash[HUNG], config.stash[WATCH]
         )
+        state.scoring.loaded = getattr(config, "workerinput", {}).get(LOADED_LIBRARIES)  # the controller's
+        return state
 
     def try_collect(self) -> list[CasePlan]:
         """`collect()`, keeping a usage error for the plugin to raise once collection is done."""
