@@ -13,6 +13,7 @@ from tests.conftest import assert_outcomes, suite_folder
 SHARD_TAKES = (
     f"--shard takes K/N, shard K of N jobs with 1 <= K <= N <= {MAX_SHARDS} in digits 0-9 (e.g. 1/3), "
 )
+SECONDS_TAKE = "takes a number of seconds above 0 and at most 604800, in digits 0-9"
 SEARCH_TAKES = f"--search takes a number of examples per metric from 1 to {MAX_SEARCH}, in digits 0-9, "
 DOTS = "from metrics_under_test.examples import laplacian_variance as metric\n\nmetric.name = {name!r}\n"
 # the files a row's folder needs beside the data set: metric modules that raise on import (as a
@@ -111,7 +112,26 @@ ROWS: dict[str, tuple[list[str], str]] = {
         f"entry point '..' -> dots:metric: {NAME_RULE}, not '.' or '..', got '..'",
     ),
     "weights-dir-missing": (["--weights-dir=nowhere"], "--weights-dir=nowhere: no such directory"),
-    "heartbeat-negative": (["--heartbeat=-1"], "--heartbeat takes a number of seconds (0: never), got -1.0"),
+    **{
+        f"{option}-{name}": ([f"--{option}={given}"], f"--{option} {takes}, got {given!r}")
+        for option, takes in {
+            "heartbeat": "takes a number of seconds (0: never) from 0 to 604800, in digits 0-9",
+            "batch-timeout": SECONDS_TAKE,
+            "load-timeout": SECONDS_TAKE,
+        }.items()
+        for name, given in {
+            "negative": "-1",
+            "inf": "inf",
+            "nan": "nan",
+            "fullwidth": "\uff13\uff10",
+            "over-a-week": "604801",
+            **({"huge": "1e400", "underscore": "1_0"} if option == "batch-timeout" else {}),
+        }.items()
+    },
+    **{
+        f"{option}-zero": ([f"--{option}=0"], f"--{option} {SECONDS_TAKE}, got '0'")
+        for option in ("batch-timeout", "load-timeout")
+    },
     "cache-dir-url": (
         ["--cache-dir=s3://bucket/x"],
         "--cache-dir=s3://bucket/x: a URL is not supported; the score cache is one local SQLite file",
@@ -143,11 +163,16 @@ ROWS: dict[str, tuple[list[str], str]] = {
     **{
         f"snapshot-rtol-{name}": (
             [f"--banana-snapshot-rtol={given}"],
-            f"--snapshot-rtol takes a finite number >= 0, got {given}",
+            f"--snapshot-rtol takes a number from 0 to 1, in digits 0-9, got {given!r}",
         )
-        for name, given in {"negative": "-0.1", "nan": "nan", "inf": "inf"}.items()
+        for name, given in {
+            "negative": "-0.1",
+            "nan": "nan",
+            "inf": "inf",
+            "fullwidth": "\uff11",
+            "over-1": "2",
+        }.items()
     },
-    "batch-timeout-zero": (["--batch-timeout=0"], "--batch-timeout takes a positive number of seconds"),
     **{
         f"search-{name}": ([f"--search={given}"], f"{SEARCH_TAKES}got {given!r}")
         for name, given in {
@@ -159,7 +184,6 @@ ROWS: dict[str, tuple[list[str], str]] = {
             "underscore": "1_0",
         }.items()
     },
-    "load-timeout-zero": (["--load-timeout=0"], "--load-timeout takes a positive number of seconds"),
     "artifact-unknown": (
         ["--artifact=stati"],
         "--artifact=stati: 'stati' is not an artifact; known: replicate, soften, resynthesis, tint, static, "
