@@ -1,9 +1,14 @@
 """Options a run can never satisfy: one usage error (exit 4) naming the option, before any case.
 
-Each row runs the suite through pytest itself on a tiny set with a numpy-only metric.
+Each row runs the suite through pytest itself on a tiny set with a numpy-only metric; the
+commands' rows run `banana-tests` itself (argparse's usage error, exit 2).
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -255,3 +260,57 @@ def test_a_spaced_path_option_that_would_move_the_rootdir_is_refused(
     )
     assert_outcomes(joined, missed=1)
     assert "test_stranger" not in joined.stdout.str()
+
+
+def _takes(what: str, bounds: str) -> str:
+    return f"takes {what} {bounds}, in digits 0-9"
+
+
+# the commands' counts and amounts: (command and its other arguments, option, what it takes, values)
+COMMAND_OPTIONS = {
+    "plan --job-cores": (["plan"], _takes("a whole number", "from 1 to 1024"), ("\uff11", "0", "-3", "1025")),
+    "plan --job-hours": (["plan"], _takes("a number", "above 0 and at most 720"), ("inf", "nan", "0", "721")),
+    **{
+        f"generate --{option}": (["generate", "--editor=jpeg", "--seed-images=s", "--out=o"], takes, values)
+        for option, takes, values in (
+            ("runs", _takes("a whole number", "from 1 to 1000"), ("\uff11", "0", "-3", "1001")),
+            ("steps", _takes("a whole number", "from 1 to 1000"), ("\uff15", "0", "1001")),
+            ("seed", _takes("a whole number", "from 0 to 2147483647"), ("\uff11", "-1", "2147483648")),
+            ("max-requests", _takes("a whole number", "of 1 or more"), ("\uff11", "0", "-1")),
+            ("temperature", _takes("a number", "from 0 to 2"), ("nan", "-0.5", "3")),
+            ("price-per-image", _takes("a number", "from 0 to 1000"), ("inf", "-1")),
+        )
+    },
+    "judge --max-requests": (
+        ["judge", "set", "--judge=keywords"],
+        _takes("a whole number", "of 1 or more"),
+        ("0", "\uff11"),
+    ),
+    "report --max-input-mb": (
+        ["report", "j.xml", "--out=out"],
+        _takes("a number", "above 0 and at most 65536"),
+        ("nan", "inf", "0", "65537"),
+    ),
+}
+COMMAND_ROWS = {
+    f"{name}={given}": (arguments, name.split()[1], takes, given)
+    for name, (arguments, takes, values) in COMMAND_OPTIONS.items()
+    for given in values
+}
+
+
+@pytest.mark.parametrize("row", list(COMMAND_ROWS))
+def test_a_commands_impossible_count_is_one_usage_error(row: str, tmp_path: Path) -> None:
+    """argparse's `type=int` and `type=float` took `１`, `-3`, `inf` and `nan`: each count and
+    amount goes through counts.whole_number or decimal_number, one usage line (exit 2) naming the
+    option, before anything is read or written."""
+    arguments, option, takes, given = COMMAND_ROWS[row]
+    command = [sys.executable, "-m", "banana_tests.cli", *arguments, f"{option}={given}"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error: " in line]
+    assert errors == [f"banana-tests {arguments[0]}: error: argument {option}: {takes}, got {given!r}"], (
+        done.stderr
+    )
+    assert "Traceback" not in done.stderr and not done.stdout
+    assert not list(tmp_path.iterdir())  # nothing written
