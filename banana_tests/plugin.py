@@ -26,6 +26,7 @@ from banana_tests.session.option_spellings import add_free_aliases, given_option
 from banana_tests.session.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
 from banana_tests.session.ownership import GIVEN, STATE, adopt, adopted, asks_for_suite
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
+from banana_tests.session.suite_modules import SEARCH_MODULE, TREND_MODULE, left_out
 
 if TYPE_CHECKING:  # the rest of the suite is imported once a run is the suite's
     from banana_tests.session.suite import SuiteState
@@ -54,8 +55,6 @@ DATA_FIXTURES = frozenset({TRAJECTORIES_FIXTURE})
 SCORING_FIXTURES = frozenset({METRIC_FIXTURE, METRICS_FIXTURE})
 # A test that requests any of these makes the run the suite's.
 SUITE_FIXTURES = SCORING_FIXTURES | DATA_FIXTURES | {CASE_FIXTURE, TREND_FIXTURE}
-TREND_MODULE = Path(__file__).resolve().parent / "test_trend.py"
-SEARCH_MODULE = TREND_MODULE.with_name("test_search.py")
 SPELLINGS = pytest.StashKey[tuple[str, ...]]()  # every spelling of a suite option this run owns
 USAGE_ERROR = pytest.StashKey[str]()  # why a run adopted at collection cannot be the suite's
 
@@ -323,8 +322,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return None
     from banana_tests.session.settings import settings_of
 
-    chosen = settings_of(config)
-    return None if (chosen.trend if collection_path == TREND_MODULE else chosen.search) else True
+    return True if left_out(collection_path, settings_of(config)) else None
 
 
 @pytest.fixture

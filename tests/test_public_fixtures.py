@@ -187,14 +187,20 @@ def test_real_metrics_have_their_names_as_ids_and_the_shipped_scores(suite: pyte
 
 COUNTED = """
 import os
+import sys
+
 import numpy as np
+
+LOG = "builds.log"
+if getattr(sys.modules["__main__"].__spec__, "name", "") == "banana_tests.scoring.loaded_libraries":
+    LOG += ".looked"  # the look at what the metric loads (its cache identity) is counted apart
 
 
 class Counted:
     lower_better, score_range = True, (0.0, 100.0)
 
     def __init__(self):
-        with open("builds.log", "a") as log:
+        with open(LOG, "a") as log:
             log.write(f"{os.getpid()} {self.name}\\n")
 
     def __call__(self, images):

@@ -90,11 +90,10 @@ def unreached_suite_modules(config: pytest.Config, reached: set[Path]) -> list[P
     """The suite's test modules a whole run of these options collects (banana_tests.plugin's
     `pytest_ignore_collect` rule) that this run never got to, when it got to any: its test paths
     or node ids named only part of the suite."""
-    from banana_tests.plugin import SEARCH_MODULE, pytest_ignore_collect
+    from banana_tests.session.settings import settings_of
+    from banana_tests.session.suite_modules import collected_modules
 
-    modules = [
-        p for p in sorted(SEARCH_MODULE.parent.glob("test_*.py")) if not pytest_ignore_collect(p, config)
-    ]
+    modules = collected_modules(settings_of(config))
     if not any(module in reached for module in modules):
         return []
     return [module for module in modules if module not in reached]
