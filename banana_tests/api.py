@@ -28,9 +28,9 @@ from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.cache_merge import Merged
 from banana_tests.scoring.cache_merge import merge as merge_caches
 from banana_tests.scoring.pass_summary import Group, MetricSummary, Progress, ScoreSummary
-from banana_tests.session.devices import Device, DeviceChoice
-from banana_tests.session.local_paths import refuse_url
-from banana_tests.session.options import DEFAULT_METRICS, DEFAULT_STEPS, suite_options
+from banana_tests.core.devices import Device, DeviceChoice
+from banana_tests.core.local_paths import refuse_url
+from banana_tests.core.options import DEFAULT_METRICS, DEFAULT_STEPS, suite_options
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.records import DataError, Record
 from banana_tests.trajectories.selection import parse_where
@@ -40,8 +40,8 @@ from metrics_under_test.registry import resolve as resolve_metric
 from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:  # the session's modules import pytest: imported when a selection is built
-    from banana_tests.session.settings import Settings
-    from banana_tests.session.suite import SuiteState
+    from banana_tests.core.settings import Settings
+    from banana_tests.core.suite import SuiteState
 
 __all__ = [
     "Device",
@@ -198,7 +198,7 @@ def settings_from_options(values: Mapping[str, object], root: Path) -> Settings:
     """The suite's settings for option values as a command line parsed them (short names, as
     `banana-tests score` and `plan` read them), every other option at its default;
     ScoreSetupError naming an option no run can satisfy."""
-    from banana_tests.session.settings import Settings
+    from banana_tests.core.settings import Settings
 
     defaults = {o.name: o.attrs.get("default") for o in suite_options()}
     unknown = sorted(set(values) - set(defaults))
@@ -234,7 +234,7 @@ def score_selection(
     start = time.perf_counter()
     state = _suite_state(settings, say)
     try:
-        from banana_tests.session.selection_scoring import score_state
+        from banana_tests.core.selection_scoring import score_state
 
         return score_state(state, progress, start)
     finally:  # its WAL is folded into the file: a task can ship or merge the file as it is
@@ -246,7 +246,7 @@ def score_selection(
 def records_to_score(settings: Settings) -> dict[Group, list[Record]]:
     """Each (metric, seed image) group's records that `score` would score for `settings`, found
     without building a metric, importing torch or opening a cache."""
-    from banana_tests.session.selection_scoring import selected_plans
+    from banana_tests.core.selection_scoring import selected_plans
 
     state = _suite_state(settings, to_stderr)
     selected_plans(state)
@@ -256,8 +256,8 @@ def records_to_score(settings: Settings) -> dict[Group, list[Record]]:
 def _suite_state(settings: Settings, say: Callable[[str], None]) -> SuiteState:
     """The suite's state for `settings`, its metrics resolved, weights staged and cases planned,
     as at a suite run's collection."""
-    from banana_tests.session.metric_import import resolve_within
-    from banana_tests.session.suite import SuiteState
+    from banana_tests.core.metric_import import resolve_within
+    from banana_tests.core.suite import SuiteState
 
     watch = BatchWatch(settings.heartbeat, settings.batch_timeout, say, settings.load_limit)
     try:

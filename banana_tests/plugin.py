@@ -24,12 +24,12 @@ from banana_tests.public_fixtures import (  # the fixtures are registered by bei
     banana_trajectories,
 )
 from banana_tests.session.option_spellings import add_free_aliases, given_options, spaced_path_options
-from banana_tests.session.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
+from banana_tests.core.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
 from banana_tests.session.ownership import GIVEN, STATE, adopt, adopted, asks_for_suite
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 
 if TYPE_CHECKING:  # the rest of the suite is imported once a run is the suite's
-    from banana_tests.session.suite import SuiteState
+    from banana_tests.core.suite import SuiteState
     from banana_tests.verdicts.trend import Trend, TrendKey
     from banana_tests.verdicts.verdict import Verdict
 
@@ -60,7 +60,7 @@ def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> Generator[None, None, None]:
     """Once the initial conftests have added their options, the short spellings (`--metric`)
-    that none of them or any plugin took become aliases (see banana_tests.session.options).
+    that none of them or any plugin took become aliases (see banana_tests.core.options).
     `args` holds the command line after addopts: the suite options given are kept for
     `asks_for_suite`."""
     loaded = yield
@@ -126,7 +126,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
         return None
     from banana_tests.commands.metrics import PEAK_BYTES
     from banana_tests.scheduler.worker_count import AUTO_NOTE, this_machine
-    from banana_tests.session.suite import selected_metrics
+    from banana_tests.core.suite import selected_metrics
     from metrics_under_test.protocol import MetricError
 
     try:
@@ -142,11 +142,11 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:  # type: ignore[no-untyped-def]  # xdist's WorkerController
     """The metrics whose import hung in the controller hang in no worker: each is told, so none
-    imports them again (banana_tests.session.metric_import)."""
+    imports them again (banana_tests.core.metric_import)."""
     state = adopted(node.config)
     if state is None or not state.scoring.hung:
         return
-    from banana_tests.session.metric_import import HUNG_IMPORTS
+    from banana_tests.core.metric_import import HUNG_IMPORTS
 
     node.workerinput[HUNG_IMPORTS] = {name: hung.reason for name, hung in state.scoring.hung.items()}
 
@@ -302,7 +302,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     --search."""
     if collection_path not in (TREND_MODULE, SEARCH_MODULE):
         return None
-    from banana_tests.session.settings import settings_of
+    from banana_tests.core.settings import settings_of
 
     chosen = settings_of(config)
     return None if (chosen.trend if collection_path == TREND_MODULE else chosen.search) else True

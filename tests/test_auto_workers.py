@@ -131,7 +131,7 @@ def make():
 def test_a_factory_metric_is_built_once_for_the_count_and_the_session(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from banana_tests.session.suite import SuiteState
+    from banana_tests.core.suite import SuiteState
 
     pytester.makepyfile(counted_factory=FACTORY)
     monkeypatch.syspath_prepend(pytester.path)

@@ -1,6 +1,7 @@
 """The tree tells the data flow: imports run one way between stages, and no module imports itself back.
 
-Stages, lowest first: trajectories → scoring → verdicts → reports and the pytest session. Editors
+Stages, lowest first: trajectories → scoring → verdicts → reports → the pytest-free core → the
+pytest session. Editors
 feed trajectories; metrics_under_test is scored by scoring. A module may import its own stage or a
 lower one, never a higher one. Lazy imports inside functions count too.
 """
@@ -30,12 +31,13 @@ STAGES = {
     "banana_tests.scoring": 2,
     "banana_tests.verdicts": 3,
     "banana_tests.reports": 4,
-    "banana_tests.session": 5,
+    "banana_tests.core": 5,  # a suite run without pytest: settings, planning, scoring a selection
     "banana_tests.scheduler": 5,
-    "banana_tests.api": 5,  # the public scoring step, over the session's planning and scoring
-    "banana_tests.commands": 6,
+    "banana_tests.session": 6,  # the pytest glue over the core
+    "banana_tests.api": 6,  # the public scoring step, over the core's planning and scoring
+    "banana_tests.commands": 7,
 }
-TOP = 7  # the plugin, the CLI and the shipped test modules sit above every stage
+TOP = 8  # the plugin, the CLI and the shipped test modules sit above every stage
 
 
 def module_name(path: Path) -> str:
@@ -170,11 +172,11 @@ def test_the_api_imports_the_session_only_inside_functions() -> None:
     tree = ast.parse((ROOT / "banana_tests" / "api.py").read_text(encoding="utf-8"))
     top = {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
     pytest_importers = {
-        "banana_tests.session.settings",
-        "banana_tests.session.suite",
-        "banana_tests.session.planning",
-        "banana_tests.session.process_scoring",
-        "banana_tests.session.selection_scoring",
+        "banana_tests.core.settings",
+        "banana_tests.core.suite",
+        "banana_tests.core.planning",
+        "banana_tests.core.process_scoring",
+        "banana_tests.core.selection_scoring",
         "pytest",
     }
     assert top & pytest_importers == set()

@@ -10,7 +10,7 @@ from typing import Any
 
 from banana_tests.editors import base
 from banana_tests.editors.prompts import VARIANTS
-from banana_tests.session.local_paths import local_path
+from banana_tests.core.local_paths import local_path
 
 RESOLUTIONS = ("1K", "2K", "4K")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.commands.score import scoring_options
-from banana_tests.session.options import SuiteOption
+from banana_tests.core.options import SuiteOption
 from banana_tests.trajectories.records import DataError, Record
 
 _SIZE = re.compile(r"^(?P<w>[1-9]\d*)x(?P<h>[1-9]\d*)$")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from banana_tests.counts import whole_number
-from banana_tests.session.options import MAX_SHARDS
+from banana_tests.core.options import MAX_SHARDS
 
 if TYPE_CHECKING:  # imports xdist: only when sharding
     from banana_tests.scheduler.metric_groups import Group

@@ -11,7 +11,7 @@ import pytest
 
 from banana_tests.cases import CaseKey, Field
 from banana_tests.scoring import oracle
-from banana_tests.session.suite import SuiteState
+from banana_tests.core.suite import SuiteState
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord, figure_properties
 from banana_tests.verdicts.trend import Trend, TrendKey

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from banana_tests.session.suite import SuiteState
+    from banana_tests.core.suite import SuiteState
 
 SUITE_DIR = Path(__file__).resolve().parent.parent
 STATE = pytest.StashKey["SuiteState"]()
@@ -70,7 +70,7 @@ def adopt(config: pytest.Config) -> SuiteState:
     from banana_tests.session.reporter import MatrixReporter
     from banana_tests.session.shard_selection import ShardSelection
     from banana_tests.session.snapshot_selection import SnapshotSelection
-    from banana_tests.session.suite import SuiteState
+    from banana_tests.core.suite import SuiteState
 
     state = SuiteState.from_config(config)
     config.stash[STATE] = state

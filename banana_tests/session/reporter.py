@@ -32,7 +32,7 @@ from banana_tests.session.run_facts import (
 from banana_tests.session.scorer import HungOutcome
 from banana_tests.session.shard_selection import ShardSelection, is_empty_share
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
-from banana_tests.session.suite import SuiteState
+from banana_tests.core.suite import SuiteState
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
@@ -193,7 +193,7 @@ class MatrixReporter:
             output[WORKER_DEVICE] = device_of(self.state)
             left = self.narrowing()
             output[WORKER_PLAN] = (*self.plan(), (list(left.left_out), left.by, left.uncollected))
-            from banana_tests.session.selection_facts import selection_facts
+            from banana_tests.core.selection_facts import selection_facts
 
             output[WORKER_SELECTION] = selection_facts(self.state)
             return (yield)

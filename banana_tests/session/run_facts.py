@@ -8,20 +8,20 @@ from collections.abc import Callable
 
 import pytest
 
-from banana_tests.session.suite import SuiteState
+from banana_tests.core.suite import SuiteState
 
 WORKER_DEVICE = "banana_device"
 """The device an xdist worker scored on, in its `workeroutput` for the controller's run facts."""
 WORKER_PLAN = "banana_plan"
 """An xdist worker's plan (planned, split off): every worker collects the same tests."""
 WORKER_SELECTION = "banana_selection"
-"""An xdist worker's selection facts (banana_tests.session.selection_facts): the data it read."""
+"""An xdist worker's selection facts (banana_tests.core.selection_facts): the data it read."""
 
 
 def device_of(state: SuiteState) -> str:
     """The device this process scores on (its worker's GPU under xdist); as asked when that is
     cuda where there is none: the cases error and say so."""
-    from banana_tests.session.devices import resolve_device
+    from banana_tests.core.devices import resolve_device
 
     try:
         return resolve_device(state.settings.device)
@@ -47,8 +47,8 @@ def run_facts(
     the JUnit file, as testsuite properties. `worker_devices`: each xdist worker's device, as
     it reported it; without them, this process's. `selection`: an xdist worker's selection facts
     (the controller reads no data); without them, this process's."""
-    from banana_tests.session.selection_facts import selection_facts
-    from banana_tests.session.versions import metric_libraries, run_versions
+    from banana_tests.core.selection_facts import selection_facts
+    from banana_tests.core.versions import metric_libraries, run_versions
 
     return [
         ("variant", state.settings.selection.variant),

@@ -27,7 +27,7 @@ from banana_tests.session.snapshot_selection import PARAM
 
 if TYPE_CHECKING:
     from banana_tests.scheduler.metric_groups import Group
-    from banana_tests.session.suite import SuiteState
+    from banana_tests.core.suite import SuiteState
 
 
 @dataclass

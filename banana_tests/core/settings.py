@@ -25,9 +25,9 @@ from banana_tests.data import EMBEDDED
 from banana_tests.editors.trial_names import parse_artifacts
 from banana_tests.scheduler.shards import Shard, parse_shard
 from banana_tests.scoring.batch_watch import DEFAULT_LOAD_LIMIT, Limit
-from banana_tests.session.devices import DeviceChoice, parse_device
-from banana_tests.session.local_paths import refuse_url
-from banana_tests.session.options import DEFAULT_STEPS, MAX_SEARCH, SNAPSHOT_DIR_INI, dest_of, suite_options
+from banana_tests.core.devices import DeviceChoice, parse_device
+from banana_tests.core.local_paths import refuse_url
+from banana_tests.core.options import DEFAULT_STEPS, MAX_SEARCH, SNAPSHOT_DIR_INI, dest_of, suite_options
 from banana_tests.trajectories.mapping import parse_map
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.selection import Selection, parse_where

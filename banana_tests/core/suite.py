@@ -13,11 +13,11 @@ import pytest
 from banana_tests.cases import CaseKey
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.hung import Hung
-from banana_tests.session.devices import Device, gpu_driver_loaded, no_cuda
-from banana_tests.session.metric_import import HUNG_IMPORTS, resolve_within
-from banana_tests.session.planning import CasePlanning
-from banana_tests.session.process_scoring import Scoring
-from banana_tests.session.settings import Settings, settings_of
+from banana_tests.core.devices import Device, gpu_driver_loaded, no_cuda
+from banana_tests.core.metric_import import HUNG_IMPORTS, resolve_within
+from banana_tests.core.planning import CasePlanning
+from banana_tests.core.process_scoring import Scoring
+from banana_tests.core.settings import Settings, settings_of
 from banana_tests.session.terminal_line import terminal_line
 from banana_tests.trajectories.plan import CasePlan
 from banana_tests.trajectories.records import DataError
@@ -149,7 +149,7 @@ WATCH = pytest.StashKey[BatchWatch]()  # the run's watch: its scoring thread imp
 
 def selected_metrics(config: pytest.Config) -> list[MetricSpec]:
     """`--metric` resolved once per session, within the load limit (see
-    banana_tests.session.metric_import): xdist's `-n auto` asks for the count before
+    banana_tests.core.metric_import): xdist's `-n auto` asks for the count before
     pytest_configure, and resolving builds custom metrics given as factories."""
     if SELECTED not in config.stash:
         settings = settings_of(config)

@@ -11,8 +11,8 @@ import pytest
 
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.hung import Hung
-from banana_tests.session.devices import resolve_device
-from banana_tests.session.settings import Settings
+from banana_tests.core.devices import resolve_device
+from banana_tests.core.settings import Settings
 from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import stage
 

@@ -13,7 +13,7 @@ import pytest
 
 from banana_tests.cases import CaseKey
 from banana_tests.scoring.batch_watch import to_stderr
-from banana_tests.session.settings import Settings
+from banana_tests.core.settings import Settings
 from banana_tests.trajectories.plan import CasePlan, plan_cases
 from banana_tests.trajectories.problem_cases import with_problems
 from banana_tests.trajectories.records import DataError, DataWarning, Problem, Record

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from banana_tests.scoring.batching import case_records, group_records
 from banana_tests.scoring.pass_summary import Group, MetricSummary, Progress, ScoreSummary
 from banana_tests.scoring.returned_scores import unscored
-from banana_tests.session.suite import SuiteState, named_metrics
+from banana_tests.core.suite import SuiteState, named_metrics
 from banana_tests.trajectories.plan import CasePlan
 from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.weights import MissingWeights
