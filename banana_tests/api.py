@@ -23,14 +23,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from banana_tests.core.devices import Device, DeviceChoice
+from banana_tests.core.local_paths import refuse_url
+from banana_tests.core.options import DEFAULT_METRICS, DEFAULT_STEPS, suite_options
 from banana_tests.scheduler.shards import Shard
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.cache_merge import Merged
 from banana_tests.scoring.cache_merge import merge as merge_caches
 from banana_tests.scoring.pass_summary import Group, MetricSummary, Progress, ScoreSummary
-from banana_tests.core.devices import Device, DeviceChoice
-from banana_tests.core.local_paths import refuse_url
-from banana_tests.core.options import DEFAULT_METRICS, DEFAULT_STEPS, suite_options
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.records import DataError, Record
 from banana_tests.trajectories.selection import parse_where

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, TREND_FIXTURE, CaseKey
+from banana_tests.core.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
 from banana_tests.public_fixtures import (  # the fixtures are registered by being here
     METRICS_FIXTURE,
     TRAJECTORIES_FIXTURE,
@@ -24,7 +25,6 @@ from banana_tests.public_fixtures import (  # the fixtures are registered by bei
     banana_trajectories,
 )
 from banana_tests.session.option_spellings import add_free_aliases, given_options, spaced_path_options
-from banana_tests.core.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
 from banana_tests.session.ownership import GIVEN, STATE, adopt, adopted, asks_for_suite
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 
@@ -90,9 +90,11 @@ def pytest_configure(config: pytest.Config) -> None:
             _add_suite_path(config)
         state = adopt(config)
         if _xdist_controller(config):
+            from banana_tests.session.run_state import collected
+
             say, state.planning.say = state.planning.say, _quiet  # gw0 says the plan's notes
             try:
-                state.collect()  # its usage error, one line and exit 4, before any worker starts
+                collected(state)  # its usage error, one line and exit 4, before any worker starts
             finally:
                 state.planning.say = say
 
@@ -126,7 +128,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
         return None
     from banana_tests.commands.metrics import PEAK_BYTES
     from banana_tests.scheduler.worker_count import AUTO_NOTE, this_machine
-    from banana_tests.core.suite import selected_metrics
+    from banana_tests.session.run_state import selected_metrics
     from metrics_under_test.protocol import MetricError
 
     try:
@@ -247,8 +249,9 @@ def pytest_collection_split(config: pytest.Config, items: list[pytest.Item]) -> 
     state = adopted(config)
     if state is None:
         return
+    from banana_tests.core.shard_units import selection_units
     from banana_tests.session.ownership import SHARDS, SNAPSHOTS
-    from banana_tests.session.shard_selection import ShardSelection, selection_units
+    from banana_tests.session.shard_selection import ShardSelection
     from banana_tests.session.snapshot_selection import SnapshotSelection
 
     snapshots, shards = (config.pluginmanager.get_plugin(name) for name in (SNAPSHOTS, SHARDS))
@@ -302,7 +305,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     --search."""
     if collection_path not in (TREND_MODULE, SEARCH_MODULE):
         return None
-    from banana_tests.core.settings import settings_of
+    from banana_tests.session.run_state import settings_of
 
     chosen = settings_of(config)
     return None if (chosen.trend if collection_path == TREND_MODULE else chosen.search) else True

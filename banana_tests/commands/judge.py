@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from banana_tests.judging.judges import BACKENDS
 from banana_tests.core.local_paths import local_path
+from banana_tests.judging.judges import BACKENDS
 
 
 def add_parser(subparsers: Any) -> None:

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
+from banana_tests.core.settings import Settings
 from banana_tests.scoring.batch_watch import Abandoned, BatchWatch, MetricHangs, Phase
 from banana_tests.scoring.hung import Hung
-from banana_tests.core.settings import Settings
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric, resolve
 from metrics_under_test.spec import MetricSpec

@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from banana_tests.reports.run_agreement import RECORDS, SEED_RECORDS, SHARD
 from banana_tests.core.suite import SuiteState
+from banana_tests.reports.run_agreement import RECORDS, SEED_RECORDS, SHARD
 from banana_tests.trajectories.records import Record
 
 

@@ -1,8 +1,8 @@
 """A suite run's settings: every option, read once from pytest and checked, as typed values.
 
-Built at the boundary (the plugin's hooks, the first time a run turns out to be the suite's) and
-passed down; nothing else reads pytest's options, so the data, scoring and verdict code takes
-plain values and can be driven without pytest. Error messages quote the short spelling
+Built at the boundary (the plugin's hooks through banana_tests.session.run_state, the api's
+keyword arguments) and passed down; nothing else reads or re-checks an option, so the data,
+scoring and verdict code takes plain values and runs without pytest. Error messages quote the short spelling
 (`--steps`), the one the docs and the design card use.
 """
 
@@ -18,16 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from banana_tests.core.devices import DeviceChoice, parse_device
+from banana_tests.core.local_paths import refuse_url
+from banana_tests.core.options import DEFAULT_STEPS, MAX_SEARCH, dest_of, suite_options
 from banana_tests.counts import whole_number
 from banana_tests.data import EMBEDDED
 from banana_tests.editors.trial_names import parse_artifacts
 from banana_tests.scheduler.shards import Shard, parse_shard
 from banana_tests.scoring.batch_watch import DEFAULT_LOAD_LIMIT, Limit
-from banana_tests.core.devices import DeviceChoice, parse_device
-from banana_tests.core.local_paths import refuse_url
-from banana_tests.core.options import DEFAULT_STEPS, MAX_SEARCH, SNAPSHOT_DIR_INI, dest_of, suite_options
 from banana_tests.trajectories.mapping import parse_map
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.selection import Selection, parse_where
@@ -78,23 +76,6 @@ class Settings:
     @property
     def embedded(self) -> bool:
         return not self.artifacts and Path(self.source.source) == EMBEDDED
-
-    @classmethod
-    def from_config(cls, config: pytest.Config) -> Settings:
-        """The settings of `config`'s run; an option no run can satisfy is a usage error."""
-        try:
-            if config.option.xmlpath:
-                check_writable("--junitxml", Path(config.invocation_params.dir, config.option.xmlpath))
-            return cls.from_values(
-                lambda name: config.getoption(dest_of(name)),
-                rootdir=config.rootpath,
-                invocation_dir=config.invocation_params.dir,
-                snapshot_ini=str(config.getini(SNAPSHOT_DIR_INI) or ""),
-                args=config.invocation_params.args,
-                case_timeout=pytest_timeout_seconds(config),
-            )
-        except ValueError as exc:
-            raise pytest.UsageError(str(exc)) from exc
 
     @classmethod
     def from_values(
@@ -205,16 +186,6 @@ def load_limit_of(load_timeout: float | None, case_timeout: float | None) -> Lim
     return DEFAULT_LOAD_LIMIT
 
 
-def pytest_timeout_seconds(config: pytest.Config) -> float | None:
-    """pytest-timeout's timeout for the run's cases (its option, PYTEST_TIMEOUT or its ini
-    setting), or None without pytest-timeout or a timeout (0 turns it off)."""
-    plugin = config.pluginmanager.get_plugin("timeout")
-    if plugin is None or not hasattr(plugin, "get_env_settings"):
-        return None
-    seconds = plugin.get_env_settings(config).timeout
-    return float(seconds) if seconds else None
-
-
 def check_writable(option: str, path: Path) -> None:
     """ValueError unless a file can be written at `path` (its missing folders created): pytest
     writes the JUnit file only after the last case, so a run of hours ended in a traceback."""
@@ -242,16 +213,6 @@ def narrowing_options(value: Callable[[str], Any]) -> tuple[str, ...]:
         for v in chosen if isinstance(chosen, list) else [] if chosen is None else [chosen]:
             out.append(f"{option}={v}")
     return tuple(out)
-
-
-SETTINGS = pytest.StashKey[Settings]()
-
-
-def settings_of(config: pytest.Config) -> Settings:
-    """The run's settings, built on first use: xdist's `-n auto` asks before pytest_configure."""
-    if SETTINGS not in config.stash:
-        config.stash[SETTINGS] = Settings.from_config(config)
-    return config.stash[SETTINGS]
 
 
 def settings_from_args(args: Sequence[str] = (), rootdir: Path | None = None) -> Settings:

@@ -1,6 +1,6 @@
-"""The suite's session: its settings, the case plans read from the data set (`CasePlanning`)
-and this process's scoring (`Scoring`); `SuiteState` holds one of each for the plugin and the
-fixtures."""
+"""A suite run in one process: its settings, the case plans read from the data set
+(`CasePlanning`) and this process's scoring (`Scoring`); `SuiteState` holds one of each for the
+plugin, the fixtures and the api (banana_tests.session.run_state builds it from pytest's config)."""
 
 from __future__ import annotations
 
@@ -8,28 +8,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import pytest
-
 from banana_tests.cases import CaseKey
-from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
-from banana_tests.scoring.hung import Hung
-from banana_tests.core.devices import Device, gpu_driver_loaded, no_cuda
-from banana_tests.core.metric_import import HUNG_IMPORTS, resolve_within
 from banana_tests.core.planning import CasePlanning
 from banana_tests.core.process_scoring import Scoring
-from banana_tests.core.settings import Settings, settings_of
-from banana_tests.session.terminal_line import terminal_line
+from banana_tests.core.settings import Settings
+from banana_tests.core.usage_error import UsageError
+from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
+from banana_tests.scoring.hung import Hung
 from banana_tests.trajectories.plan import CasePlan
-from banana_tests.trajectories.records import DataError
-from banana_tests.verdicts.gaps import Gap
-from banana_tests.verdicts.trend import Trend, TrendKey, measure
-from metrics_under_test.protocol import MetricError
-from metrics_under_test.registry import UnknownMetric
 from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
     from banana_tests.scoring.oracle import Change
-    from banana_tests.session.scorer import Scorer
     from banana_tests.trajectories.view import Trajectories
 
 
@@ -42,7 +32,7 @@ class SuiteState:
     planning: CasePlanning
     scoring: Scoring
     usage_error: str | None = None  # why the suite's cases could not be planned
-    _prefetched: set[tuple[str, str]] = field(default_factory=set)  # (metric, seed image) groups scored
+    prefetched: set[tuple[str, str]] = field(default_factory=set)  # (metric, seed image) groups scored
 
     @classmethod
     def from_settings(
@@ -59,25 +49,11 @@ class SuiteState:
         scoring = Scoring(settings, by_name, named, say, hung or {}, watch)
         return cls(settings, by_name, CasePlanning(settings, tuple(by_name), say=say), scoring)
 
-    @classmethod
-    def from_config(cls, config: pytest.Config) -> SuiteState:
-        """The suite of `config`'s run; options it cannot use are a usage error."""
-        settings = settings_of(config)
-        try:
-            metrics = selected_metrics(config)
-        except (UnknownMetric, MetricError, ValueError) as exc:
-            raise pytest.UsageError(str(exc)) from exc
-        if settings.device.kind is Device.CUDA and not gpu_driver_loaded():
-            raise pytest.UsageError(no_cuda(settings.device) + " (no GPU driver)")
-        return cls.from_settings(
-            settings, metrics, terminal_line(config), config.stash[HUNG], config.stash[WATCH]
-        )
-
     def try_collect(self) -> list[CasePlan]:
         """`collect()`, keeping a usage error for the plugin to raise once collection is done."""
         try:
             return self.collect()
-        except pytest.UsageError as exc:
+        except UsageError as exc:
             self.usage_error = str(exc)
             return []
 
@@ -91,7 +67,7 @@ class SuiteState:
         """`prepare()`, keeping a usage error for the plugin to raise once collection is done."""
         try:
             self.scoring.prepare()
-        except pytest.UsageError as exc:
+        except UsageError as exc:
             self.usage_error = str(exc)
 
     def trajectories(self) -> Trajectories:
@@ -113,53 +89,12 @@ class SuiteState:
         cache, else "cached/total" over its reference and step scores."""
         plan = self.planning.plans[key]
         records = [r for pair in plan.pairs for r in pair]
-        hits = sum(self.scoring.scorer(key.metric).cached(records))
+        hits = sum(self.scoring.book.cached(self.metrics[key.metric], records))
         return "true" if hits == len(records) else "false" if hits == 0 else f"{hits}/{len(records)}"
-
-    def trend_of(self, key: TrendKey, scorer: Scorer) -> Trend:
-        """The trend of one (metric, seed image) with that metric's scorer; its images are scored
-        like the Δ cases'."""
-        return scorer.guard(lambda: measure(self.planning.trends[key], scorer.spec, scorer.book))
-
-    def gap(self, key: CaseKey, scorer: Scorer) -> Gap:
-        """Δ for one case with that metric's scorer (the public Δ engine). The first case of its
-        (metric, seed image) in this process also scores every record the group's other cases
-        need, in one pass; later cases pass none, since the book scans all it is given
-        (banana_tests.scoring.batching, whose order banana_tests.api follows too). The group is
-        the scheduler's (banana_tests.scheduler.metric_groups): a worker scores the groups it
-        runs, never another worker's, and the batches are the same serial and under xdist, so
-        are the scores."""
-        plan = self.planning.plans[key]
-        if plan.error:
-            raise DataError(plan.error)
-        from banana_tests.scoring.batching import group_records
-
-        upcoming = group_records((key.metric, key.seed_image), self._prefetched, self.planning.needs)
-        return scorer.delta(plan.pairs, upcoming)
 
     def changes(self, key: CaseKey) -> list[Change]:
         """The degradation oracle's figures for the case's pairs, one per run."""
         return self.scoring.oracle.changes(self.planning.plans[key].pairs, self.planning.companions)
-
-
-SELECTED = pytest.StashKey[list[MetricSpec]]()
-HUNG = pytest.StashKey[dict[str, Hung]]()  # the selected metrics whose import hung
-WATCH = pytest.StashKey[BatchWatch]()  # the run's watch: its scoring thread imports, builds and scores
-
-
-def selected_metrics(config: pytest.Config) -> list[MetricSpec]:
-    """`--metric` resolved once per session, within the load limit (see
-    banana_tests.core.metric_import): xdist's `-n auto` asks for the count before
-    pytest_configure, and resolving builds custom metrics given as factories."""
-    if SELECTED not in config.stash:
-        settings = settings_of(config)
-        watch = BatchWatch(
-            settings.heartbeat, settings.batch_timeout, terminal_line(config), settings.load_limit
-        )
-        known = getattr(config, "workerinput", {}).get(HUNG_IMPORTS)
-        config.stash[SELECTED], config.stash[HUNG] = resolve_within(settings, watch, known)
-        config.stash[WATCH] = watch
-    return config.stash[SELECTED]
 
 
 def named_metrics(text: str, metrics: list[MetricSpec]) -> frozenset[str]:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from banana_tests.cases import CaseKind, Field
+from banana_tests.core.suite import SuiteState
 from banana_tests.reports.artifact_table import artifact_lines
 from banana_tests.reports.completeness import Narrowing
 from banana_tests.reports.search_table import SearchOutcome, search_lines
@@ -32,7 +33,6 @@ from banana_tests.session.run_facts import (
 from banana_tests.session.scorer import HungOutcome
 from banana_tests.session.shard_selection import ShardSelection, is_empty_share
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
-from banana_tests.core.suite import SuiteState
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey

@@ -4,7 +4,7 @@ The split runs in the plugin's late collection hook (banana_tests.plugin.pytest_
 pytest's own `-k`/`-m` and the snapshot selection, and before a CI splitter's (pytest-split's
 group, whose plugin is registered after the plugin module) and `--lf`'s narrowing (cacheprovider's
 hook wraps every other). Which shard a test falls to does not depend on what was collected: the
-units dealt are the selection's (`selection_units`), so `--lf` (which narrows even the collection
+units dealt are the selection's (banana_tests.core.shard_units), so `--lf` (which narrows even the collection
 itself) and `-k` leave each test in its shard. The tests this run leaves to other jobs,
 `--shard`'s or a splitter's, are recorded as split off (banana_tests.reports.completeness), so
 merged files show a case that no job ran; those `--lf` leaves out because they passed are not.
@@ -27,7 +27,6 @@ from banana_tests.session.snapshot_selection import PARAM
 
 if TYPE_CHECKING:
     from banana_tests.scheduler.metric_groups import Group
-    from banana_tests.core.suite import SuiteState
 
 
 @dataclass
@@ -45,17 +44,6 @@ class RunPlan:
     def split_off(self) -> list[str]:
         kept = set(self.planned) | self.passed_before
         return [case for case in self.before_split if case not in kept]
-
-
-def selection_units(state: SuiteState) -> list[Group]:
-    """The units `--shard` deals (banana_tests.scheduler.shards): every selected metric on every
-    seed image of the selection, and each metric's other tests."""
-    from banana_tests.scheduler.metric_groups import Group
-
-    seeds = dict.fromkeys(
-        [*(r.seed_image for r in state.planning.records), *(k.seed_image for k in state.planning.plans)]
-    )
-    return [*(Group(m, s) for m in state.metrics for s in seeds), *(Group(m) for m in state.metrics)]
 
 
 def narrowing(config: pytest.Config, plan: RunPlan, collected: list[str]) -> Narrowing:
