@@ -90,7 +90,7 @@ def summarise(
     missing parameter files of a metric only `offline` or `all` chose."""
     spec, book = state.metrics[metric], state.scoring.book
     if failure is not None:
-        named = metric in named_metrics(state.settings.metric, list(state.metrics.values()))
+        named = metric in named_metrics(state.settings.metrics, list(state.metrics.values()))
         why = " ".join(f"{type(failure).__name__}: {failure}".split())
         skipped = isinstance(failure, MissingWeights) and not named
         return MetricSummary(metric, len(records), failure=why, skipped=skipped)

@@ -4,7 +4,7 @@ plugin, the fixtures and the api (banana_tests.session.run_state builds it from 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -16,6 +16,7 @@ from banana_tests.core.usage_error import UsageError
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.hung import Hung
 from banana_tests.trajectories.plan import CasePlan
+from metrics_under_test.metric_requests import MetricRequest
 from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class SuiteState:
     ) -> SuiteState:
         """`hung`: metrics whose import hung, and `watch` the one that imported the others."""
         by_name = {s.name: s for s in metrics}
-        named = named_metrics(settings.metric, metrics)
+        named = named_metrics(settings.metrics, metrics)
         scoring = Scoring(settings, by_name, named, say, hung or {}, watch)
         return cls(settings, by_name, CasePlanning(settings, tuple(by_name), say=say), scoring)
 
@@ -97,10 +98,10 @@ class SuiteState:
         return self.scoring.oracle.changes(self.planning.plans[key].pairs, self.planning.companions)
 
 
-def named_metrics(text: str, metrics: list[MetricSpec]) -> frozenset[str]:
-    """The metrics the user asked for by name or target; with `offline` or `all` in the list,
-    the others came from those and may skip."""
-    parts = {p.strip().lower() for p in text.split(",") if p.strip()}
-    if not parts & {"offline", "all"}:
+def named_metrics(requests: Sequence[MetricRequest], metrics: list[MetricSpec]) -> frozenset[str]:
+    """The metrics the user asked for by name or target; with a group (`offline`, `all`) among
+    the requests, the others came from it and may skip."""
+    if not any(r.group is not None for r in requests):
         return frozenset(s.name for s in metrics)
+    parts = {r.text.lower() for r in requests}
     return frozenset(s.name for s in metrics if s.name.lower() in parts)
