@@ -52,5 +52,11 @@ def metric_requests(value: str | Iterable[str]) -> tuple[MetricRequest, ...]:
 
 
 def option_text(requests: Iterable[MetricRequest]) -> str:
-    """The requests as `--metric` writes them: for the option's default and its help."""
+    """The requests as `--metric` writes them: for the option's default, its help and errors."""
     return ",".join(r.text for r in requests)
+
+
+def metric_set(names: Iterable[str]) -> str:
+    """The selected metrics' names, sorted, as a run's facts record them (JUnit `metric_set`,
+    which `banana-tests report` compares across the files it merges)."""
+    return ",".join(sorted(names))
