@@ -32,7 +32,7 @@ from banana_tests.scoring.cache_merge import merge as merge_caches
 from banana_tests.scoring.pass_summary import Group, MetricSummary, Progress, ScoreSummary
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.records import DataError, Record
-from metrics_under_test.metric_requests import DEFAULT_METRICS
+from metrics_under_test.metric_requests import DEFAULT_METRICS, MetricRequest
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric
 from metrics_under_test.registry import resolve as resolve_metric
@@ -47,6 +47,7 @@ __all__ = [
     "DeviceChoice",
     "Group",
     "Merged",
+    "MetricRequest",
     "MetricSpec",
     "MetricSummary",
     "Progress",
