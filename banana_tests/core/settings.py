@@ -1,9 +1,9 @@
-"""A suite run's settings: every option, read once from pytest and checked, as typed values.
+"""A suite run's settings: the one validator that turns every option into typed values.
 
-Built at the boundary (the plugin's hooks through banana_tests.session.run_state, the api's
-keyword arguments) and passed down; nothing else reads or re-checks an option, so the data,
-scoring and verdict code takes plain values and runs without pytest. Error messages quote the short spelling
-(`--steps`), the one the docs and the design card use.
+Built at the boundary, from pytest's options (banana_tests.session.run_state) or the api's keyword
+arguments, and passed down; nothing else reads, splits or re-checks an option, so the data,
+scoring and verdict code takes plain values and runs without pytest. Error messages quote the
+short spelling (`--steps`), the one the docs and the design card use.
 """
 
 from __future__ import annotations
