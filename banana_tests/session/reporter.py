@@ -3,7 +3,7 @@
 A case writes its `CaseRecord` (banana_tests.verdicts.record) as JUnit properties
 (banana_tests.session.case_fixtures). MatrixReporter reads the records back from the test
 reports (the same path serial and under xdist) into the live matrix and trend summary, writes
-the run's facts once as testsuite properties (banana_tests.session.run_facts), and adds its own
+the run's facts once as testsuite properties (banana_tests.core.run_facts), and adds its own
 summary sections.
 """
 
@@ -15,21 +15,20 @@ from typing import Any
 import pytest
 
 from banana_tests.cases import CaseKind, Field
+from banana_tests.core.run_facts import device_of, run_facts
 from banana_tests.core.suite import SuiteState
 from banana_tests.reports.artifact_table import artifact_lines
 from banana_tests.reports.completeness import Narrowing
 from banana_tests.reports.search_table import SearchOutcome, search_lines
 from banana_tests.reports.separability_table import separability_lines
 from banana_tests.session.gating import item_key
-from banana_tests.session.miss_summary import MISSED
-from banana_tests.session.run_facts import (
+from banana_tests.session.junit_handoff import (
     WORKER_DEVICE,
     WORKER_PLAN,
     WORKER_SELECTION,
-    device_of,
     junit_suite_property,
-    run_facts,
 )
+from banana_tests.session.miss_summary import MISSED
 from banana_tests.session.scorer import HungOutcome
 from banana_tests.session.shard_selection import ShardSelection, is_empty_share
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
