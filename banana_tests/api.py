@@ -8,7 +8,7 @@ same order, banana_tests.scoring.batching), so a score written here is the one t
 have computed, under the same cache key. Loading a metric tunes this process for scoring as a
 suite run does (banana_tests.scoring.process_tuning). Neither importing this module nor scoring
 imports pytest: the options go through the suite's validator (banana_tests.core.settings) and the
-selection is the pytest-free core's, imported when a selection is built.
+selection is the pytest-free core's (its planning and scoring imported when a selection is built).
 
     from pathlib import Path
     from banana_tests.api import score
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from banana_tests.core.devices import Device, DeviceChoice
 from banana_tests.core.options import DEFAULT_STEPS, suite_options
+from banana_tests.core.settings import Settings
 from banana_tests.scheduler.shards import Shard
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.cache_merge import Merged
@@ -36,13 +37,14 @@ from metrics_under_test.metric_requests import DEFAULT_METRICS, MetricRequest
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric
 from metrics_under_test.registry import resolve as resolve_metric
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import Backend, Cost, MetricSpec
 
 if TYPE_CHECKING:  # the core's planning and scoring: imported when a selection is built
-    from banana_tests.core.settings import Settings
     from banana_tests.core.suite import SuiteState
 
 __all__ = [
+    "Backend",
+    "Cost",
     "Device",
     "DeviceChoice",
     "Group",
@@ -51,8 +53,10 @@ __all__ = [
     "MetricSpec",
     "MetricSummary",
     "Progress",
+    "Record",
     "ScoreSetupError",
     "ScoreSummary",
+    "Settings",
     "Shard",
     "merge_caches",
     "records_to_score",
@@ -152,8 +156,6 @@ def settings_from_options(values: Mapping[str, object], root: Path) -> Settings:
     """The suite's settings for option values as a command line parsed them (short names, as
     `banana-tests score` and `plan` read them), every other option at its default;
     ScoreSetupError naming an option no run can satisfy."""
-    from banana_tests.core.settings import Settings
-
     defaults = {o.name: o.attrs.get("default") for o in suite_options()}
     unknown = sorted(set(values) - set(defaults))
     if unknown:

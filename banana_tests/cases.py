@@ -10,6 +10,7 @@ from enum import Enum, StrEnum
 _ID = re.compile(r"^(?P<head>.+)-step(?P<step>\d+)$")
 _RUN = re.compile(r"^(?P<head>.+)-run(?P<run>\d+)$")
 _XDIST_GROUP = re.compile(r"@[^\]@]+$")
+_PY_SUFFIX = re.compile(r"\.py$")
 
 
 METRIC_FIXTURE = "banana_metric"  # the public fixture, and the parameter that names a case's metric
@@ -129,6 +130,25 @@ def metric_of_id(test_id: str, metrics: list[str] | tuple[str, ...]) -> str | No
 def strip_xdist_group(name: str) -> str:
     """Drop the `@group` suffix xdist's loadgroup adds to test names."""
     return _XDIST_GROUP.sub("", name)
+
+
+def junit_id(nodeid: str, prefix: str | None = None) -> str:
+    """A test's id as pytest's JUnit writer spells it: `classname::name` (its
+    `mangle_test_address`: the path dotted without `.py`, classes joined by dots; `--junit-prefix`
+    before the classname)."""
+    path, bracket, params = nodeid.partition("[")
+    names = path.split("::")
+    names[0] = _PY_SUFFIX.sub("", names[0].replace("/", "."))
+    names[-1] += bracket + params
+    classname = ".".join(names[:-1])
+    if prefix:
+        classname = f"{prefix}.{classname}"
+    return f"{classname}::{names[-1]}"
+
+
+def id_of_testcase(classname: str, name: str) -> str:
+    """A JUnit testcase's id, as `junit_id` spells the test's (xdist's `@group` dropped)."""
+    return f"{classname}::{strip_xdist_group(name)}"
 
 
 def sort_key(key: CaseKey) -> tuple[str, str, int, int]:

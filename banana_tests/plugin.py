@@ -17,13 +17,12 @@ import pytest
 
 from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, TREND_FIXTURE, CaseKey
 from banana_tests.core.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
-from banana_tests.public_fixtures import (  # the fixtures are registered by being here
-    METRICS_FIXTURE,
-    TRAJECTORIES_FIXTURE,
-    banana_metric,
-    banana_metrics,
-    banana_trajectories,
-)
+from banana_tests.public_fixtures import METRICS_FIXTURE, TRAJECTORIES_FIXTURE
+
+# the public fixtures are registered by being here
+from banana_tests.public_fixtures import banana_metric as banana_metric
+from banana_tests.public_fixtures import banana_metrics as banana_metrics
+from banana_tests.public_fixtures import banana_trajectories as banana_trajectories
 from banana_tests.session.option_spellings import add_free_aliases, given_options, spaced_path_options
 from banana_tests.session.ownership import GIVEN, STATE, adopt, adopted, asks_for_suite
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
@@ -33,7 +32,21 @@ if TYPE_CHECKING:  # the rest of the suite is imported once a run is the suite's
     from banana_tests.verdicts.trend import Trend, TrendKey
     from banana_tests.verdicts.verdict import Verdict
 
-__all__ = ["STATE", "banana_metric", "banana_metrics", "banana_trajectories"]
+__all__ = [  # the hooks: pytest finds them by name; the public fixtures are registered above
+    "pytest_addoption",
+    "pytest_collection_finish",
+    "pytest_collection_modifyitems",
+    "pytest_collection_split",
+    "pytest_configure",
+    "pytest_configure_node",
+    "pytest_generate_tests",
+    "pytest_ignore_collect",
+    "pytest_load_initial_conftests",
+    "pytest_runtest_setup",
+    "pytest_unconfigure",
+    "pytest_xdist_auto_num_workers",
+    "pytest_xdist_make_scheduler",
+]
 
 # Tests that need the data set read at collection, and those that need only the machine prepared.
 SUITE_PARAMS = frozenset({CASE_FIXTURE, TREND_FIXTURE, SNAPSHOT_PARAM, "control_metric"})
@@ -126,16 +139,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     pytest_configure. None, xdist's own count, for any other run."""
     if not asks_for_suite(config):
         return None
-    from banana_tests.commands.metrics import PEAK_BYTES
     from banana_tests.scheduler.worker_count import AUTO_NOTE, this_machine
     from banana_tests.session.run_state import selected_metrics
+    from metrics_under_test.measured import peak_bytes
     from metrics_under_test.protocol import MetricError
 
     try:
         metrics = [spec.name for spec in selected_metrics(config)]
     except (LookupError, ValueError, MetricError):
         metrics = []  # the session's usage error says why, once it starts
-    workers, note = this_machine(PEAK_BYTES, metrics)
+    workers, note = this_machine(peak_bytes(), metrics)
     if note is not None:
         config.stash[AUTO_NOTE] = note
     return workers

@@ -89,13 +89,14 @@ def bare_loop(metrics: str) -> None:
     from banana_tests.trajectories.plan import parse_steps, plan_cases
     from metrics_under_test.custom import build
     from metrics_under_test.registry import resolve
+    from metrics_under_test.spec import Backend
 
     specs = resolve(metrics)
     records = read_imagefolder(EMBEDDED).select("replicate")
     plans = plan_cases(records, [specs[0].name], parse_steps("5,10,20"), 1, False)
     paths = sorted({r.path for p in plans for pair in p.pairs for r in pair})
     for spec in specs:
-        if spec.backend == "custom":
+        if spec.backend is Backend.CUSTOM:
             metric = build(spec, "cpu")
             for path in paths:
                 metric([np.asarray(Image.open(path).convert("RGB"))])

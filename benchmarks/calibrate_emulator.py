@@ -183,6 +183,39 @@ class Result:
         return float(worst + 0.5 * steps + PSNR_WEIGHT * outside)
 
 
+def stored_trajectories(
+    params: EmulatorParams, seeds: dict[str, Any], runs: Sequence[int], cache_dir: Path
+) -> Images:
+    """`trajectories`, kept on disk by what makes them (recipe, seed images, runs): a candidate
+    with the learned round trip takes minutes to build, and the leave-one-out table rescores
+    candidates a screen already built."""
+    recipe = Recipe()
+    made_of = json.dumps(
+        {
+            "params": params.to_json(),
+            "seed": recipe.seed,
+            "runs": list(runs),
+            "seeds": {
+                name: hashlib.sha256(np.asarray(seeds[name]).tobytes()).hexdigest() for name in sorted(seeds)
+            },
+        },
+        sort_keys=True,
+    )
+    path = cache_dir / "trajectories" / f"{hashlib.sha256(made_of.encode()).hexdigest()[:24]}.npz"
+    if path.is_file():
+        with np.load(path) as stored:
+            return {
+                (name, int(run), int(step)): stored[f"{name}|{run}|{step}"]
+                for name, run, step in (key.split("|") for key in stored.files)
+            }
+    images = trajectories(params, seeds, runs, recipe)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.npz")
+    np.savez(partial, **{f"{name}|{run}|{step}": image for (name, run, step), image in images.items()})
+    partial.replace(path)
+    return images
+
+
 def evaluate(
     label: str,
     params: EmulatorParams,
@@ -191,7 +224,7 @@ def evaluate(
     scorer: Scorer,
     metrics: Sequence[str],
 ) -> Result:
-    images = trajectories(params, seeds, runs, Recipe())
+    images = stored_trajectories(params, seeds, runs, scorer.path.parent)
     counts = {m: failures(scorer, m, images, runs) for m in metrics}
     return Result(label, params, len(runs), psnr(images), counts)
 
@@ -276,6 +309,25 @@ def leave_one_out(results: list[Result], paper: dict[str, Counts], metrics: Sequ
     return lines
 
 
+def write_results(path: Path, results: Sequence[Result]) -> None:
+    """The results as JSON: label, recipe, runs, PSNR and (failing, cases) per metric and step."""
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "label": r.label,
+                    "params": r.params.to_json(),
+                    "runs": r.runs,
+                    "psnr": r.psnr,
+                    "counts": {m: {str(s): list(c) for s, c in cs.items()} for m, cs in r.counts.items()},
+                }
+                for r in results
+            ],
+            indent=1,
+        )
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--grid", default="pool", help=f"{', '.join(GRIDS)} or chosen (the recipe alone)")
@@ -314,24 +366,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"| objective {results[-1].objective(paper, metrics):.1f}",
                 flush=True,
             )
+            if args.json:  # after each candidate: an interrupted screen keeps what it measured
+                write_results(args.json, results)
     finally:
         scorer.save()
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                [
-                    {
-                        "label": r.label,
-                        "params": r.params.to_json(),
-                        "runs": r.runs,
-                        "psnr": r.psnr,
-                        "counts": {m: {str(s): list(c) for s, c in cs.items()} for m, cs in r.counts.items()},
-                    }
-                    for r in results
-                ],
-                indent=1,
-            )
-        )
     if args.leave_one_out and results:
         print("\n".join(leave_one_out(results, paper, metrics)))
     print(f"{len(scorer.new)} images scored, {time.perf_counter() - started:.0f} s")

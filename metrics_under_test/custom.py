@@ -32,10 +32,10 @@ from typing import Any
 from metrics_under_test import own_code
 from metrics_under_test.probe import probe
 from metrics_under_test.protocol import Metric, MetricError
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import Backend, Cost, MetricSpec
 
 GROUP = "banana_tests.metrics"
-COSTS = ("fast", "slow", "neural", "vlm")
+COSTS = tuple(cost.value for cost in Cost)
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 NAME = re.compile(r"^(?!\.\.?$)[A-Za-z0-9_.+]+(-[A-Za-z0-9_.+]+)*$")
 """A metric's name: letters, digits, `_`, `.`, `+` and single `-` between them, not `.` or `..`.
@@ -91,11 +91,11 @@ def spec_for(target: str) -> MetricSpec:
     low, high = (float(v) for v in obj.score_range)
     return MetricSpec(
         name=obj.name,
-        backend="custom",
+        backend=Backend.CUSTOM,
         low=low,
         high=high,
         lower_better=obj.lower_better,
-        cost=getattr(obj, "cost", "neural"),
+        cost=Cost(getattr(obj, "cost", Cost.NEURAL.value)),
         target=target.strip(),
         files=declared_files(target, obj),
         snapshot_points=getattr(obj, "snapshot_points", None),
@@ -146,8 +146,8 @@ def check_attributes(target: str, obj: Any) -> None:
     ok = ok and all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in rng)
     if not ok or not rng[0] < rng[1]:
         raise MetricError(f"{where}: score_range must be finite (low, high) with low < high, got {rng!r}")
-    cost = getattr(obj, "cost", "neural")
-    if cost not in COSTS:
+    cost = getattr(obj, "cost", Cost.NEURAL.value)
+    if not isinstance(cost, str) or cost not in COSTS:
         raise MetricError(f"{where}: cost must be one of {', '.join(COSTS)}, got {cost!r}")
     for tolerance in ("snapshot_points", "invariance_points"):
         points = getattr(obj, tolerance, None)

@@ -39,15 +39,15 @@ def check_weights(spec: MetricSpec) -> None:
 
 
 # Metrics scored one image per call. BRISQUE adds up its float32 SVM terms in another order for a
-# batch (gemm) than for one image (gemv), so a score moved by up to 0.06 with the other images of
-# its batch, and a snapshot drifted with the selection. ILNIQE resizes every image to 524 px and
-# holds ~2 GB per image: a batch of five to seven peaked at 13.4 GB and ran slower than one by one.
-# pyiqa's Q-Align asserts a batch of one.
+# batch (gemm) than for one image (gemv), so a score moved with the other images of its batch, and
+# a snapshot drifted with the selection. ILNIQE resizes every image to 524 px: a batch holds
+# gigabytes and runs slower than one by one (figures in docs/speed.md). pyiqa's Q-Align asserts a
+# batch of one.
 ONE_AT_A_TIME = frozenset({"brisque", "ilniqe", "qalign"})
 # Metrics whose buffers a heap that keeps freed memory fragments instead of reusing: ILNIQE's
-# float64 planes at 524 px come in sizes that grow through each call (2-450 MB), so with the
-# suite's 256 MiB mmap threshold no freed buffer fitted the next, larger one and one 384 px
-# image peaked at 11.7 GB; with glibc's 32 MiB ceiling it peaks at 2.7 GB, as untuned.
+# float64 planes at 524 px come in sizes that grow through each call, so with the suite's 256 MiB
+# mmap threshold no freed buffer fitted the next, larger one and its peak grew several times over
+# the untuned one (docs/speed.md).
 HEAP_FRAGMENTING = frozenset({"ilniqe"})
 # Modules pyiqa's models import without pyiqa declaring them, and the extra that installs each.
 UNDECLARED_IMPORTS = {
@@ -59,8 +59,6 @@ UNDECLARED_IMPORTS = {
 class PyiqaMetric:
     """A pyiqa NR metric behind the suite's protocol: batches grouped by image size, each handed
     to pyiqa as one contiguous (B, C, H, W) float tensor in [0, 1], the layout its metrics assume."""
-
-    backend = "pyiqa"
 
     def __init__(
         self, spec: MetricSpec, device: str, create_metric: Callable[..., Any] | None = None

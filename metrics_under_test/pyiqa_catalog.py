@@ -6,9 +6,9 @@ refused (an empty torch cache, HF_HUB_OFFLINE=1, sockets closed). Run it after a
 a test checks the snapshot against the installed pyiqa.
 
 Each metric's `cost` class comes from what was measured, not from a list here: the seconds per
-2K image in `benchmarks/bench_metrics_cpu.md` (benchmarks/bench_metrics.py's table) when the
-metric has a row there, else the class the snapshot already records (someone set or measured it),
-else a first guess from its kind. So a refresh never undoes a measurement.
+2K image in `measured_costs.json` (`metrics_under_test.measured`) when the metric has them, else
+the class the snapshot already records (someone set or measured it), else a first guess from its
+kind. So a refresh never undoes a measurement.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from metrics_under_test.measured import cpu_seconds_2k
 from metrics_under_test.registry import CATALOG
+from metrics_under_test.spec import Cost
 
 SET_BASED = ("fid", "fid_dinov2", "sfid", "inception_score")
 TEXT_CONDITIONED = ("clipscore",)
@@ -31,54 +33,40 @@ FAST = ("brisque", "niqe", "piqe", "entropy", "brisque_matlab", "niqe_matlab")
 SLOW = ("ilniqe", "nrqm", "pi")
 CLASSICAL = (*FAST, *SLOW)
 VLM = re.compile(r"^(qalign|qrealign|compare2score|visualquality)")
-MEASURED = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_metrics_cpu.md"
 # `fast`: under 5 s per 2048×1152 image on the project's loaded 2-core CPU, so the paper's
 # protocol (240 such images per metric) takes under 20 minutes there.
 FAST_S_2K = 5.0
-MEASURED_COLUMN = "s/img 2048×1152"
 
 
-def measured_seconds(table: str) -> dict[str, float]:
-    """Seconds per 2K image by metric, from bench_metrics.py's Markdown table (failed rows left out)."""
-    out: dict[str, float] = {}
-    column = None
-    for line in table.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if MEASURED_COLUMN in cells:
-            column = cells.index(MEASURED_COLUMN)
-        elif column is not None and line.startswith("|") and len(cells) > column:
-            try:
-                out[cells[0]] = float(cells[column])
-            except ValueError:
-                continue  # the |---| rule, or a metric that failed
-    return out
-
-
-def cost_class(name: str, seconds_2k: float) -> str:
+def cost_class(name: str, seconds_2k: float) -> Cost:
     """The class a measured metric gets (docs/metrics.md, "What each metric costs")."""
     if VLM.match(name):
-        return "vlm"
+        return Cost.VLM
     if seconds_2k < FAST_S_2K:
-        return "fast"
-    return "slow" if name in CLASSICAL else "neural"
+        return Cost.FAST
+    return Cost.SLOW if name in CLASSICAL else Cost.NEURAL
 
 
-def first_guess(name: str) -> str:
-    return "fast" if name in FAST else "slow" if name in SLOW else "vlm" if VLM.match(name) else "neural"
+def first_guess(name: str) -> Cost:
+    if name in FAST:
+        return Cost.FAST
+    if name in SLOW:
+        return Cost.SLOW
+    return Cost.VLM if VLM.match(name) else Cost.NEURAL
 
 
-def choose_cost(name: str, measured: dict[str, float], recorded: dict[str, str]) -> str:
+def choose_cost(name: str, measured: dict[str, float], recorded: dict[str, Cost]) -> Cost:
     """Measured beats recorded beats guessed: a refresh keeps what the snapshot learnt."""
     if name in measured:
         return cost_class(name, measured[name])
     return recorded.get(name) or first_guess(name)
 
 
-def recorded_costs(path: Path = CATALOG) -> dict[str, str]:
+def recorded_costs(path: Path = CATALOG) -> dict[str, Cost]:
     """The cost classes the current snapshot holds ({} before the first one)."""
     if not path.is_file():
         return {}
-    return {m["name"]: m["cost"] for m in json.loads(path.read_text(encoding="utf-8"))["metrics"]}
+    return {m["name"]: Cost(m["cost"]) for m in json.loads(path.read_text(encoding="utf-8"))["metrics"]}
 
 
 def parse_range(text: str) -> tuple[float, float] | None:
@@ -116,7 +104,7 @@ def build() -> dict[str, Any]:
     from pyiqa.default_model_configs import DEFAULT_CONFIGS
 
     metrics, refused = [], {}
-    measured = measured_seconds(MEASURED.read_text(encoding="utf-8")) if MEASURED.is_file() else {}
+    measured = cpu_seconds_2k()
     recorded = recorded_costs()
     for name in pyiqa.list_models(metric_mode="FR"):
         refused[name] = "a full-reference metric (it needs a pristine reference image)"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from metrics_under_test.metric_requests import MetricGroup, MetricRequest, metric_requests, option_text
-from metrics_under_test.spec import MetricSpec, WeightFile
+from metrics_under_test.spec import Backend, Cost, MetricSpec, WeightFile
 from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.vlm_catalog import OUTSIDE_PYIQA, Q_ALIGN
 
@@ -45,12 +45,12 @@ def catalog() -> dict[str, MetricSpec]:
         low, high = (p.low, p.high) if p else tuple(row["range"])
         specs[name] = MetricSpec(
             name=name,
-            backend="pyiqa",
+            backend=Backend.PYIQA,
             low=low,
             high=high,
             lower_better=p.lower_better if p else row["lower_better"],
             weights=tuple(WeightFile(**w) for w in row["weights"]),
-            cost=row["cost"],
+            cost=Cost(row["cost"]),
             paper_name=p.paper_name if p else None,
             weights_note=row.get("weights_note", ""),
         )
@@ -65,11 +65,11 @@ def _vlm_specs() -> dict[str, MetricSpec]:
     for m in (*OUTSIDE_PYIQA, Q_ALIGN):
         out[m.metric] = MetricSpec(
             name=m.metric,
-            backend="vlm",
+            backend=Backend.VLM,
             low=m.low,
             high=m.high,
             lower_better=False,
-            cost="vlm",
+            cost=Cost.VLM,
             paper_name=m.paper_name,
             weights_note=f"loads {m.repo} ({', '.join(m.files)})",
         )
@@ -159,7 +159,7 @@ def _chosen(request: MetricRequest, mirror: Path | None) -> list[MetricSpec]:
         return [
             s
             for s in catalog().values()
-            if s.cost != "vlm" and not s.missing_weights(mirror) and not s.weights_note
+            if s.cost is not Cost.VLM and not s.missing_weights(mirror) and not s.weights_note
         ]
     if request.is_target:
         from metrics_under_test import custom

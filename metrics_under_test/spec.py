@@ -6,10 +6,29 @@ Apart from the registry so that custom metrics can build a spec without importin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from metrics_under_test.scale import Scale
 from metrics_under_test.weights import torch_hub_dir
+
+
+class Backend(StrEnum):
+    """Where a metric's code comes from: how it is built and what its score cache key holds."""
+
+    PYIQA = "pyiqa"
+    VLM = "vlm"  # metrics_under_test.vlm's adapters
+    CUSTOM = "custom"  # a user's `package.module:attr` or entry point
+
+
+class Cost(StrEnum):
+    """What a metric costs to run (docs/metrics.md, "What each metric costs"); a custom metric
+    declares it as one of these strings."""
+
+    FAST = "fast"
+    SLOW = "slow"
+    NEURAL = "neural"
+    VLM = "vlm"
 
 
 @dataclass(frozen=True)
@@ -31,16 +50,16 @@ class MetricSpec:
     """Everything the suite knows about a metric before loading it."""
 
     name: str
-    backend: str
+    backend: Backend
     low: float
     high: float
     lower_better: bool
     weights: tuple[WeightFile, ...] = ()
-    cost: str = "neural"  # fast | slow | neural | vlm
+    cost: Cost = Cost.NEURAL
     paper_name: str | None = None
     weights_note: str = ""  # what else it fetches at load time, when not in `weights`
-    target: str | None = None  # backend "custom": the `package.module:attr` that builds it
-    files: tuple[Path, ...] = ()  # backend "custom": data files it reads, hashed into the cache key
+    target: str | None = None  # Backend.CUSTOM: the `package.module:attr` that builds it
+    files: tuple[Path, ...] = ()  # Backend.CUSTOM: data files it reads, hashed into the cache key
     snapshot_points: float | None = None  # snapshot tolerance in normalised points; None: default
     invariance_points: float | None = None  # shift/resize invariance tolerance, the same; None: default
     min_side: int | None = None  # the smallest height and width, in pixels, it can score; None: any

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from metrics_under_test.protocol import Image, MetricError
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import Backend, MetricSpec
 from metrics_under_test.vlm_catalog import BY_METRIC, Q_ALIGN, RALI, VISUALQUALITY_R1, check_files
 from metrics_under_test.weights import MissingWeights
 
@@ -194,7 +194,7 @@ def build(spec: MetricSpec, device: str) -> Any:
         from metrics_under_test import qalign_compat
 
         qalign_compat.apply()
-        return PyiqaMetric(dataclasses.replace(spec, backend="pyiqa"), device)
+        return PyiqaMetric(dataclasses.replace(spec, backend=Backend.PYIQA), device)
     raise MetricError(f"{spec.name!r} is not a VLM metric ({', '.join(BY_METRIC)} are)")
 
 

@@ -5,8 +5,10 @@ and the Ray example importing nothing else of the project. Scoring itself: tests
 from __future__ import annotations
 
 import ast
+import inspect
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,28 @@ def test_every_public_name_of_the_api_is_exported() -> None:
     public = {name for name in defined if not name.startswith("_")}
     assert public - set(api.__all__) == set()
     assert all(hasattr(api, name) for name in api.__all__)
+
+
+def test_the_api_exports_every_type_it_returns() -> None:
+    """A caller can name what a function gave back: each project class in a return annotation
+    (inside `list[...]`, `dict[...]`, unions too) is the api's own name, and `Settings` is
+    reached without importing pytest until it is asked for."""
+    names = {**vars(api), **{name: getattr(api, name) for name in api.__all__}}
+    returned: set[type] = set()
+    for name in api.__all__:
+        function = getattr(api, name)
+        if inspect.isfunction(function):
+            returned |= classes_in(typing.get_type_hints(function, globalns=names)["return"])
+    ours = {cls for cls in returned if cls.__module__.split(".")[0] in ("banana_tests", "metrics_under_test")}
+    assert {cls.__name__ for cls in ours} >= {"Settings", "ScoreSummary", "Record", "MetricSpec", "Merged"}
+    assert {cls for cls in ours if getattr(api, cls.__name__, None) is not cls} == set()
+    assert {cls.__name__ for cls in ours} <= set(api.__all__)
+
+
+def classes_in(annotation: object) -> set[type]:
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return {annotation}
+    return {cls for arg in typing.get_args(annotation) for cls in classes_in(arg)}
 
 
 def test_the_ray_example_imports_only_the_api_of_the_project() -> None:

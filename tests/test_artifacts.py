@@ -20,7 +20,7 @@ from banana_tests.cli import main
 from banana_tests.editors.artifacts import FAMILIES, TRIALS, luma, ranges, stable_rng
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
 from banana_tests.editors.fixture_recipe import RECIPE, build_images, load_recipe
-from banana_tests.editors.trial_names import ARTIFACTS, parse_artifacts, split_trial, trial_id
+from banana_tests.editors.trial_names import ARTIFACTS, Artifact, parse_artifacts, split_trial, trial_id
 from banana_tests.editors.trial_sets import MANIFEST, shipped_seeds
 
 RECIPE_PARAMS = load_recipe(EMBEDDED / RECIPE).params
@@ -150,20 +150,24 @@ def test_one_artifact_alone_keeps_that_family_at_the_composite_strength() -> Non
         strength = getattr(RECIPE_PARAMS, name) or FAMILIES[name].params()  # its own defaults when off
         assert getattr(alone, name) == strength and alone.reframe == RECIPE_PARAMS.reframe
         assert [n for n in TRIALS if getattr(alone, n) is not None] == [name]
-    assert RECIPE_PARAMS.only("replicate") == RECIPE_PARAMS
-    assert EmulatorParams.from_json(RECIPE_PARAMS.only("tint").to_json()) == RECIPE_PARAMS.only("tint")
+    assert RECIPE_PARAMS.only(Artifact.REPLICATE) == RECIPE_PARAMS
+    tint = RECIPE_PARAMS.only(Artifact.TINT)
+    assert EmulatorParams.from_json(tint.to_json()) == tint
 
 
 def test_trial_ids_and_the_option_value() -> None:
-    assert split_trial(trial_id("motorcycle_left", "static")) == ("motorcycle_left", "static")
+    assert split_trial(trial_id("motorcycle_left", Artifact.STATIC)) == ("motorcycle_left", Artifact.STATIC)
     assert split_trial("astronaut") is None and split_trial("v1.2") is None
     assert parse_artifacts("all") == ARTIFACTS and parse_artifacts("tint, static,tint") == ("tint", "static")
+    assert parse_artifacts("tint")[0] is Artifact.TINT  # typed from here on
     with pytest.raises(ValueError, match=r"--artifact=dust: 'dust' is not an artifact"):
         parse_artifacts("dust")
 
 
 @pytest.mark.parametrize("artifact", ARTIFACTS)
-def test_a_trial_set_rebuilds_byte_identical_to_the_shipped_sha256s(artifact: str, tmp_path: Path) -> None:
+def test_a_trial_set_rebuilds_byte_identical_to_the_shipped_sha256s(
+    artifact: Artifact, tmp_path: Path
+) -> None:
     """One seed image of each set, from the shipped seeds (the full sets are built on first use)."""
     recipe = dataclasses.replace(load_recipe(EMBEDDED / RECIPE), seed_images=("coffee",))
     rows = build_images(recipe, tmp_path, shipped_seeds(recipe), artifact)
@@ -172,7 +176,7 @@ def test_a_trial_set_rebuilds_byte_identical_to_the_shipped_sha256s(artifact: st
     assert {r["file_name"]: r["sha256"] for r in rows} == {
         k: v for k, v in shipped.items() if "/coffee/" in k
     }
-    if artifact == "replicate":  # the composite set is the embedded one
+    if artifact is Artifact.REPLICATE:  # the composite set is the embedded one
         embedded = [json.loads(line) for line in (EMBEDDED / "metadata.jsonl").read_text().splitlines()]
         assert {r["file_name"]: r["sha256"] for r in rows} == {
             r["file_name"]: r["sha256"] for r in embedded if r["seed_image"] == "coffee"

@@ -20,10 +20,10 @@ from banana_tests.scoring.cache import FILE, SCHEMA, CacheWarning, ScoreCache, i
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from metrics_under_test import examples
-from metrics_under_test.spec import MetricSpec, WeightFile
+from metrics_under_test.spec import Backend, MetricSpec, WeightFile
 from tests.conftest import MakeSet
 
-SPEC = MetricSpec(name="mean", backend="custom", low=0.0, high=255.0, lower_better=False)
+SPEC = MetricSpec(name="mean", backend=Backend.CUSTOM, low=0.0, high=255.0, lower_better=False)
 
 
 class Mean:
@@ -48,7 +48,9 @@ def test_the_key_changes_with_weights_device_and_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
-    spec = MetricSpec("w", "pyiqa", 0.0, 1.0, True, weights=(WeightFile("w.pth", "https://example/w.pth"),))
+    spec = MetricSpec(
+        "w", Backend.PYIQA, 0.0, 1.0, True, weights=(WeightFile("w.pth", "https://example/w.pth"),)
+    )
     spec.weights[0].path.parent.mkdir(parents=True)
     spec.weights[0].path.write_bytes(b"weights v1")
     cpu = identity_key(identity(spec, "cpu"))
@@ -69,7 +71,7 @@ def test_the_key_changes_with_weights_device_and_code(
 
 
 def test_a_custom_metrics_key_covers_its_version_precision_and_source() -> None:
-    example = MetricSpec("n", "custom", 0, 20, True, target="metrics_under_test.examples:NoiseSigma")
+    example = MetricSpec("n", Backend.CUSTOM, 0, 20, True, target="metrics_under_test.examples:NoiseSigma")
     description = identity(example, "cpu")
     sources = description.pop("sources")
     libraries = description.pop("libraries")

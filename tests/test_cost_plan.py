@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.commands.metrics import CPU_SECONDS_2K
 from banana_tests.scheduler.cost_plan import PIXELS_2K, Unit, plan_cost
+from metrics_under_test.measured import cpu_seconds_2k
 from tests.conftest import write_set
 
 
@@ -66,7 +66,7 @@ def test_plan_counts_the_images_the_suite_would_score_and_reads_their_sizes(tmp_
     assert lines[0] == "banana-tests plan: 3 metric(s), 2 seed image(s), 6 units"
     # steps 1, 5 and 10 of 2 runs of 2 seed images; each 128×96 image at brisque's 2K cost
     brisque = next(line for line in lines if line.startswith("brisque "))
-    assert brisque.split()[1:3] == ["12", f"{CPU_SECONDS_2K['brisque']:g}"]
+    assert brisque.split()[1:3] == ["12", f"{cpu_seconds_2k()['brisque']:g}"]
     assert float(brisque.split()[3].replace("<", "").strip() or 0) < 0.01
     assert next(line for line in lines if line.startswith("laplacian_variance ")).split()[1:4] == [
         "12", "not", "measured",
@@ -76,7 +76,7 @@ def test_plan_counts_the_images_the_suite_would_score_and_reads_their_sizes(tmp_
     assumed = plan(
         tmp_path, f"--dataset={data}", "--metric=brisque", "--steps=5,10", "--assume-size=20480x11520"
     )
-    hours = 12 * 100 * CPU_SECONDS_2K["brisque"] / 3600  # 100 times 2048×1152
+    hours = 12 * 100 * cpu_seconds_2k()["brisque"] / 3600  # 100 times 2048×1152
     assert f"total: {hours:,.2f} CPU-hours of the metrics with a measured cost" in assumed.stdout
 
 

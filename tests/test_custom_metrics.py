@@ -14,6 +14,7 @@ from metrics_under_test import custom
 from metrics_under_test.examples import NoiseSigma, laplacian_variance
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric, resolve
+from metrics_under_test.spec import Backend, Cost
 from tests.conftest import assert_outcomes, suite_folder
 
 GOOD = """
@@ -52,8 +53,9 @@ def test_a_dotted_target_is_a_custom_metric_named_by_its_declared_name(module) -
     mod = module(GOOD)
     for target in (f"{mod}:Tiny", f"{mod}:factory"):
         (spec,) = resolve(target)
-        assert (spec.name, spec.backend, spec.target) == ("tiny", "custom", target)
-        assert (spec.low, spec.high, spec.lower_better, spec.cost) == (0.0, 10.0, True, "fast")
+        assert (spec.name, spec.backend, spec.target) == ("tiny", Backend.CUSTOM, target)
+        assert (spec.low, spec.high, spec.lower_better, spec.cost) == (0.0, 10.0, True, Cost.FAST)
+        assert type(spec.backend) is Backend and type(spec.cost) is Cost  # converted from the string
     metric = custom.build(resolve(f"{mod}:Tiny")[0], "cuda")
     assert metric.device == "cuda"  # type: ignore[attr-defined]
 

@@ -164,7 +164,7 @@ def test_factory_reads_the_key_from_the_environment_and_sends_to_the_endpoint(
         made = base.create("gemini", config)
         assert isinstance(made, gemini.GeminiEditor)
         made.edit(request())
-    assert (made.model, made.retries) == ("gemini-3.1-flash-image-preview", 1)
+    assert (made.model, made.retry.retries) == ("gemini-3.1-flash-image-preview", 1)
     assert [p.rsplit("/", 1)[1] for p in stub.paths] == ["gemini-3.1-flash-image-preview:generateContent"]
     assert KEY not in json.dumps(made.settings())
     with pytest.raises(base.EditorError, match=r"option timeout='soon' is not a float"):

@@ -56,6 +56,8 @@ def test_the_wheel_carries_the_data_the_suite_reads(tmp_path: Path) -> None:
         f"{data}baselines/emulated.json",
         f"{data}baselines/paper.json",
         f"{data}emulated/trials.json",  # the per-artifact trial sets' sha256s, built on first use
+        "metrics_under_test/pyiqa_catalog.json",
+        "metrics_under_test/measured_costs.json",  # `metrics`, `plan` and `-n auto` read it
     } <= names
     shipped = ROOT / "banana_tests/__snapshots__/test_snapshots"
     assert {f"banana_tests/__snapshots__/test_snapshots/{p.name}" for p in shipped.glob("*.json")} <= names
@@ -66,6 +68,7 @@ def test_the_wheel_carries_the_data_the_suite_reads(tmp_path: Path) -> None:
     assert wheel.stat().st_size < 30e6 + weights  # that set, the seed images (1.4 MB), code, tables, TAEF2
     taef2 = ("taef2_encoder.pth", "taef2_decoder.pth", "LICENSE")
     assert {f"banana_tests/editors/taef2/{n}" for n in taef2} <= names
+    assert {"banana_tests/py.typed", "metrics_under_test/py.typed"} <= names  # PEP 561: typed packages
 
 
 def test_an_unrelated_project_runs_as_if_the_plugin_were_absent(

@@ -25,6 +25,7 @@ from PIL import Image
 from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cli import main
+from banana_tests.http_retry import RetryPolicy
 from banana_tests.judging import judges
 from banana_tests.judging.prompt import Verdict, question, read_answer
 from banana_tests.judging.run import judge_set, read_judgments
@@ -308,7 +309,7 @@ def test_retries_back_off_and_every_attempt_counts() -> None:
     import urllib.error
 
     sleeps: list[float] = []
-    retrying = judges.Retrying(judges.RequestBudget(3), "m", backoff=1.0, sleep=sleeps.append)
+    retrying = judges.Retrying(judges.RequestBudget(3), "m", RetryPolicy(backoff=1.0, sleep=sleeps.append))
     calls = iter([judges.EndpointError(429, "slow"), urllib.error.URLError(ConnectionRefusedError())])
 
     def once() -> str:
@@ -317,10 +318,9 @@ def test_retries_back_off_and_every_attempt_counts() -> None:
             raise error
         return "YES"
 
-    passing = judges.endpoint_transient
-    assert retrying.call(once, passing) == judges.Answer("YES", 3) and sleeps == [1.0, 2.0]
+    assert retrying.call(once) == judges.Answer("YES", 3) and sleeps == [1.0, 2.0]
     with pytest.raises(judges.BudgetExhausted):
-        retrying.call(once, passing)
+        retrying.call(once)
 
 
 def test_per_seed_statistics() -> None:

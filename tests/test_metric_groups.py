@@ -3,10 +3,18 @@ together, tests on no metric alone (banana_tests.scheduler.metric_groups)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from banana_tests.scheduler.metric_groups import Group, group_of
+from banana_tests.scheduler.metric_groups import group_of
+from banana_tests.scheduler.units import Group
 
+PROJECT = Path(__file__).resolve().parent.parent
 METRICS = ("brisque", "clip-iqa", "clip")
 SUITE = "banana_tests/test_degradation.py::test_detects_degradation"
 
@@ -36,3 +44,47 @@ def test_group_of_a_test(nodeid: str, expected: Group | None) -> None:
 
 def test_a_seed_images_group_is_its_own_scope() -> None:
     assert Group("brisque", "astronaut").scope != Group("brisque").scope != Group("niqe").scope
+
+
+PROBE = """
+import json
+from pathlib import Path
+
+from banana_tests.scheduler.metric_groups import group_of
+from banana_tests.session.shard_selection import unit_of
+
+METRICS = {metrics!r}
+
+
+def pytest_collection_finish(session):
+    rows = [[i.nodeid, repr(unit_of(i, METRICS)), repr(group_of(i.nodeid, METRICS))] for i in session.items]
+    Path({out!r}).write_text(json.dumps(rows))
+"""
+
+
+@pytest.mark.parametrize("aggregate", ["mean", "per-run"])
+def test_shards_deal_by_the_typed_keys_the_units_the_scheduler_reads_off_the_ids(
+    tmp_path: Path, aggregate: str
+) -> None:
+    """`--shard` reads each test's unit off its typed parameters, the xdist controller (node ids
+    only) off its id: on every test of the suite, and a user's test on `banana_metric`, the two
+    agree, so a shard holds whole scheduler units and the dealing is the one the ids gave."""
+    metrics = ("brisque", "niqe", "piqe")
+    (tmp_path / "shard_probe.py").write_text(PROBE.format(metrics=metrics, out=str(tmp_path / "units.json")))
+    own = tmp_path / "test_own.py"
+    own.write_text(
+        "import pytest\n\n"
+        "@pytest.mark.parametrize('x', [1, 2])\ndef test_own(banana_metric, x):\n    pass\n\n"
+        "def test_plain():\n    pass\n"
+    )
+    cmd = [sys.executable, "-m", "pytest", "banana_tests", str(own), "--collect-only", "-p", "shard_probe"]
+    cmd += ["-p", "no:cacheprovider", "--trend", f"--metric={','.join(metrics)}", f"--aggregate={aggregate}"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(PROJECT)]), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(cmd, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "units.json").read_text())
+    units = {unit for _, unit, _ in rows}
+    assert {"None", "Group(metric='piqe', seed_image=None)"} < units and len(units) > 5
+    assert any("test_own[" in nodeid and unit != "None" for nodeid, unit, _ in rows)
+    assert any("-run" in nodeid for nodeid, _, _ in rows) == (aggregate == "per-run")
+    assert [row for row in rows if row[1] != row[2]] == []

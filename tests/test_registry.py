@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from metrics_under_test.registry import UnknownMetric, catalog, lookup, resolve
+from metrics_under_test.spec import Cost
 from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.vlm_catalog import OUTSIDE_PYIQA
 from metrics_under_test.weights import mirror_from_env
@@ -108,11 +109,13 @@ def test_a_relative_weights_dir_is_resolved_once_where_the_run_starts(
     assert mirror_from_env() is None
 
 
-def test_cost_classes_follow_the_measured_cpu_table() -> None:
-    """Every paper metric but Q-Align is measured, and its class in the catalog is the table's."""
-    from metrics_under_test.pyiqa_catalog import MEASURED, cost_class, measured_seconds
+def test_cost_classes_follow_the_measured_costs() -> None:
+    """Every paper metric but Q-Align is measured, and its class in the catalog is the one its
+    measured seconds give."""
+    from metrics_under_test.measured import cpu_seconds_2k
+    from metrics_under_test.pyiqa_catalog import cost_class
 
-    measured = measured_seconds(MEASURED.read_text(encoding="utf-8"))
+    measured = cpu_seconds_2k()
     assert set(measured) == {p.pyiqa_name for p in PAPER_METRICS} - {"qalign"}
     assert {name: catalog()[name].cost for name in measured} == {
         name: cost_class(name, seconds) for name, seconds in measured.items()
@@ -122,24 +125,12 @@ def test_cost_classes_follow_the_measured_cpu_table() -> None:
 def test_measured_beats_recorded_beats_guessed() -> None:
     from metrics_under_test.pyiqa_catalog import choose_cost
 
-    assert choose_cost("nima", {"nima": 2.46}, {"nima": "neural"}) == "fast"  # a fast network
-    assert choose_cost("niqe", {"niqe": 16.5}, {"niqe": "fast"}) == "slow"  # classical, over 5 s
-    assert choose_cost("dbcnn", {"dbcnn": 36.9}, {}) == "neural"
-    assert choose_cost("qalign", {"qalign": 1.0}, {}) == "vlm"
-    assert choose_cost("maniqa", {}, {"maniqa": "slow"}) == "slow"  # recorded, not measured
-    assert choose_cost("maniqa", {}, {}) == "neural" and choose_cost("nrqm", {}, {}) == "slow"
-
-
-def test_failed_rows_of_the_cost_table_are_not_measurements() -> None:
-    from metrics_under_test.pyiqa_catalog import measured_seconds
-
-    table = (
-        "| metric | params | build s | s/img 512×512 | s/img 2048×1152 | peak RSS MiB |\n"
-        "|---|---|---|---|---|---|\n"
-        "| piqe | real | 20.1 | 0.30 | 1.81 | 986 |\n"
-        "| maniqa | failed: over 600 s | | | | |\n"
-    )
-    assert measured_seconds(table) == {"piqe": 1.81}
+    assert choose_cost("nima", {"nima": 2.46}, {"nima": Cost.NEURAL}) is Cost.FAST  # a fast network
+    assert choose_cost("niqe", {"niqe": 16.5}, {"niqe": Cost.FAST}) is Cost.SLOW  # classical, over 5 s
+    assert choose_cost("dbcnn", {"dbcnn": 36.9}, {}) is Cost.NEURAL
+    assert choose_cost("qalign", {"qalign": 1.0}, {}) is Cost.VLM
+    assert choose_cost("maniqa", {}, {"maniqa": Cost.SLOW}) is Cost.SLOW  # recorded, not measured
+    assert choose_cost("maniqa", {}, {}) is Cost.NEURAL and choose_cost("nrqm", {}, {}) is Cost.SLOW
 
 
 def test_a_catalog_refresh_keeps_every_cost_class(monkeypatch: pytest.MonkeyPatch) -> None:

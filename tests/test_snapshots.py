@@ -171,13 +171,13 @@ def test_the_shipped_piqe_snapshot_passes_on_mkls_other_code_path(tmp_path: Path
 def test_each_metric_has_its_measured_tolerance_and_a_custom_one_declares_its_own() -> None:
     from banana_tests.session.snapshots import DEFAULT_POINTS, MACHINE_POINTS, tolerance
     from metrics_under_test.registry import lookup
-    from metrics_under_test.spec import MetricSpec
+    from metrics_under_test.spec import Backend, MetricSpec
 
     brisque = lookup("brisque")
     assert tolerance(brisque).atol == pytest.approx(MACHINE_POINTS["brisque"] * 150 / 100)
     assert tolerance(lookup("piqe")).points == MACHINE_POINTS["piqe"] > DEFAULT_POINTS
     assert tolerance(lookup("musiq")).points == DEFAULT_POINTS
-    own = MetricSpec("own", "custom", 0.0, 20.0, True, snapshot_points=2.5)
+    own = MetricSpec("own", Backend.CUSTOM, 0.0, 20.0, True, snapshot_points=2.5)
     assert tolerance(own).points == 2.5 and tolerance(own).atol == pytest.approx(0.5)
 
 

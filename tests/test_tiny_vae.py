@@ -22,7 +22,7 @@ from banana_tests.editors import tiny_vae
 from banana_tests.editors.artifacts import FAMILIES, stable_rng
 from banana_tests.editors.base import EditorConfig, EditorError, EditRequest, create
 from banana_tests.editors.emulate import EmulatorParams
-from banana_tests.editors.trial_names import parse_artifacts
+from banana_tests.editors.trial_names import Artifact, parse_artifacts
 from banana_tests.reports.artifact_table import artifact_lines, artifact_markdown
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import Outcome
@@ -164,7 +164,7 @@ def test_generate_makes_trajectories_with_the_learned_editor(tmp_path: Path) -> 
 def test_the_family_is_an_artifact_and_gets_its_row_in_the_metric_by_artifact_table() -> None:
     assert "vae_roundtrip" in parse_artifacts("all")
     assert parse_artifacts("vae_roundtrip") == ("vae_roundtrip",)
-    alone = EmulatorParams().only("vae_roundtrip")
+    alone = EmulatorParams().only(Artifact.VAE_ROUNDTRIP)
     assert alone.vae_roundtrip is not None and alone.static is None and alone.soften is None
     matrix = Matrix.of(
         [

@@ -26,6 +26,7 @@ from banana_tests.trajectories.records import DataError
 from metrics_under_test import vlm
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import lookup, resolve
+from metrics_under_test.spec import Backend
 from metrics_under_test.vlm_catalog import Q_ALIGN, RALI, VISUALQUALITY_R1
 from metrics_under_test.weights import MissingWeights
 from tests.conftest import write_crops
@@ -266,7 +267,7 @@ def test_the_vlm_metrics_resolve_by_paper_name_with_table_2_ranges() -> None:
         (spec,) = resolve(paper_name)
         assert (spec.name, spec.backend, spec.low, spec.high, spec.lower_better) == (
             name,
-            "vlm",
+            Backend.VLM,
             1.0,
             5.0,
             False,

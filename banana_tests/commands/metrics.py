@@ -16,9 +16,10 @@ from typing import Any
 from banana_tests.core.local_paths import refuse_url
 from banana_tests.core.options import add_weights_option
 from metrics_under_test import custom
+from metrics_under_test.measured import cpu_seconds_2k
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import catalog
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import Backend, MetricSpec
 from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.vlm_catalog import BY_METRIC, OUTSIDE_PYIQA, Runs
 from metrics_under_test.weights import mirror_from_env, pyiqa_cache_dir
@@ -28,40 +29,6 @@ PAPER_23 = (*(p.pyiqa_name for p in PAPER_METRICS), *(m.metric for m in OUTSIDE_
 # Paper metrics whose plumbing runs here with synthetic parameters when their files are absent
 # (tests/test_paper_metrics.py); the VLM metrics say for themselves (vlm_catalog).
 SYNTHETIC_HERE = frozenset(PAPER_23) - frozenset(BY_METRIC)
-
-# Seconds per 2048×1152 image on the project's CPU (2 shared cores, one thread), measured by
-# benchmarks/bench_metrics.py (docs/metrics.md, "What each metric costs"); networks with synthetic
-# parameters, which do the same arithmetic. Shown so a user can size a run before starting it:
-# the paper's protocol scores 240 such images per metric, `--steps all` 6,000.
-CPU_SECONDS_2K: dict[str, float] = {
-    "arniqa": 21.6,
-    "brisque": 2.91,
-    "clipiqa": 24.3,
-    "cnniqa": 4.7,
-    "dbcnn": 36.9,
-    "hyperiqa": 5.31,
-    "ilniqe": 27.4,
-    "liqe": 7.46,
-    "maniqa": 263,
-    "musiq": 54.4,
-    "nima": 2.46,
-    "niqe": 16.5,
-    "nrqm": 1857,
-    "paq2piq": 9.67,
-    "pi": 1426,
-    "piqe": 1.81,
-    "qualiclip": 12.9,
-    "topiq_nr": 46,
-    "tres": 49.2,
-    "wadiqam_nr": 26.1,
-}
-
-# Peak resident memory of one scoring process (an xdist worker holds one model at a time), MiB:
-# the largest process of benchmarks/bench_memory.py's runs serial and -n 2 (docs/speed.md, "Peak
-# memory per metric"), and of the whole suite serial with --no-cache, 2026-12-04 (brisque 1,058,
-# niqe 1,136, piqe 1,095). `-n auto` starts no more workers than fit the memory available.
-PEAK_MIB: dict[str, int] = {"brisque": 1058, "ilniqe": 2847, "niqe": 1194, "piqe": 1095}
-PEAK_BYTES = {name: mib * 2**20 for name, mib in PEAK_MIB.items()}
 
 
 def add_parser(subparsers: Any) -> None:
@@ -80,7 +47,7 @@ def rows(weights_dir: Path | None) -> list[dict[str, Any]]:
         try:
             out.append(_row(custom.entry_point_spec(name, target), weights_dir, entry_point=name))
         except MetricError as exc:
-            out.append({"name": name, "backend": "custom", "target": target, "error": str(exc)})
+            out.append({"name": name, "backend": Backend.CUSTOM, "target": target, "error": str(exc)})
     return out
 
 
@@ -92,7 +59,7 @@ def _row(spec: MetricSpec, weights_dir: Path | None, entry_point: str | None = N
             where = "mirror"
         files.append({"file": w.file, "url": w.url, "path": str(w.path), "found": where})
     missing = [w.file for w, f in zip(spec.weights, files, strict=True) if f["found"] is None]
-    vlm = BY_METRIC.get(spec.name) if spec.backend == "vlm" else None
+    vlm = BY_METRIC.get(spec.name) if spec.backend is Backend.VLM else None
     if vlm is not None:
         missing = vlm.missing()
         files = [{"file": f, "url": vlm.repo, "path": str(vlm.folder / f), "found": None} for f in missing]
@@ -102,7 +69,7 @@ def _row(spec: MetricSpec, weights_dir: Path | None, entry_point: str | None = N
             if not missing
             else (f"{', '.join(missing)} of {vlm.repo} are not in {vlm.folder}: {vlm.how_to_provide()}")
         )
-    elif spec.backend == "custom":
+    elif spec.backend is Backend.CUSTOM:
         how = "nothing to provide: runs from its Python package"
     elif missing:
         how = (
@@ -122,7 +89,7 @@ def _row(spec: MetricSpec, weights_dir: Path | None, entry_point: str | None = N
         "lower_better": spec.lower_better,
         "range": [spec.low, spec.high],
         "cost": spec.cost,
-        "cpu_s_per_2k_image": CPU_SECONDS_2K.get(spec.name),
+        "cpu_s_per_2k_image": cpu_seconds_2k().get(spec.name),
         "available": not missing and (vlm is not None or not spec.weights_note),
         "weights": files,
         "fetches_at_load": spec.weights_note or None,

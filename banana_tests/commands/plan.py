@@ -46,8 +46,8 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from banana_tests.api import ScoreSetupError, records_to_score, settings_from_options
-    from banana_tests.commands.metrics import CPU_SECONDS_2K
     from banana_tests.scheduler.cost_plan import Unit, plan_cost
+    from metrics_under_test.measured import cpu_seconds_2k
 
     values = {o.name: getattr(args, o.dest) for o in selection_options()}
     try:
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     pixels = _Pixels(settings.max_pixels, size)
     units = [Unit(metric, seed, pixels.readable(records)) for (metric, seed), records in groups.items()]
-    plan = plan_cost(units, CPU_SECONDS_2K, args.job_hours, args.job_cores)
+    plan = plan_cost(units, cpu_seconds_2k(), args.job_hours, args.job_cores)
     seeds = len({u.seed_image for u in units})
     print(f"banana-tests plan: {len(plan.metrics)} metric(s), {seeds} seed image(s), {len(units)} units")
     for line in plan.lines():

@@ -1,7 +1,7 @@
 """Path options take local paths: a URL given to one is refused, naming the option.
 
 Taken as a path, `s3://bucket/y` is the local folder `./s3:/bucket/y`: `cache merge --into`
-wrote one and exited 0 (issue 40). Every option that names a local file or folder, of pytest and
+wrote one and exited 0. Every option that names a local file or folder, of pytest and
 of every `banana-tests` command, goes through `refuse_url` or `local_path`.
 """
 

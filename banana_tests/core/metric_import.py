@@ -19,7 +19,7 @@ from banana_tests.scoring.batch_watch import Abandoned, BatchWatch, MetricHangs,
 from banana_tests.scoring.hung import Hung
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric, resolve
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import Backend, Cost, MetricSpec
 
 HUNG_IMPORTS = "banana_hung_imports"
 """The workerinput key of the imports that hung in xdist's controller: its workers do not wait again."""
@@ -61,7 +61,9 @@ def resolve_within(
 def stand_in(text: str) -> MetricSpec:
     """The spec of a metric that hung before its attributes could be read: named as it was given,
     with no target, so nothing imports its module again (that import would wait on the hung one's lock)."""
-    return MetricSpec(name=text, backend="custom", low=0.0, high=1.0, lower_better=False, cost="fast")
+    return MetricSpec(
+        name=text, backend=Backend.CUSTOM, low=0.0, high=1.0, lower_better=False, cost=Cost.FAST
+    )
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from banana_tests.core.local_paths import refuse_url
 from banana_tests.core.options import DEFAULT_STEPS, MAX_SEARCH, dest_of, suite_options
 from banana_tests.counts import whole_number
 from banana_tests.data import EMBEDDED
-from banana_tests.editors.trial_names import parse_artifacts
+from banana_tests.editors.trial_names import Artifact, parse_artifacts
 from banana_tests.scheduler.shards import Shard, parse_shard
 from banana_tests.scoring.batch_watch import DEFAULT_LOAD_LIMIT, Limit
 from banana_tests.trajectories.mapping import parse_map
@@ -68,7 +68,7 @@ class Settings:
     narrowed: tuple[str, ...]  # the selection options, as typed, that keep only part of the data set
     import_dirs: tuple[Path, ...]  # where `module:callable` metrics import from (cwd, rootdir)
     command: str  # the run's command line, as the report's Run table shows it
-    artifacts: tuple[str, ...] = ()  # --artifact: the trial sets to build and test; (): none
+    artifacts: tuple[Artifact, ...] = ()  # --artifact: the trial sets to build and test; (): none
 
     @property
     def per_run(self) -> bool:

@@ -12,12 +12,12 @@ from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 
 from metrics_under_test.protocol import MetricError
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import Backend, MetricSpec
 
 SUITE = "banana-tests"
-BACKEND_PACKAGES: dict[str, tuple[str, ...]] = {
-    "pyiqa": ("pyiqa", "torch"),
-    "vlm": ("pyiqa", "torch", "transformers"),
+BACKEND_PACKAGES: dict[Backend, tuple[str, ...]] = {
+    Backend.PYIQA: ("pyiqa", "torch"),
+    Backend.VLM: ("pyiqa", "torch", "transformers"),
 }
 """What each built-in backend runs on; a custom metric's libraries are `metric_libraries`."""
 
@@ -48,7 +48,7 @@ def metric_libraries(specs: Iterable[MetricSpec]) -> str:
 
     found: dict[str, str] = {}
     for spec in specs:
-        if spec.backend == "custom":
+        if spec.backend is Backend.CUSTOM:
             try:
                 found.update(custom.libraries(spec))
             except MetricError:

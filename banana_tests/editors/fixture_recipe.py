@@ -27,7 +27,7 @@ from PIL import Image
 from banana_tests.atomic import write_atomic
 from banana_tests.data import EMBEDDED
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
-from banana_tests.editors.trial_names import COMPOSITE, trial_id
+from banana_tests.editors.trial_names import COMPOSITE, Artifact, trial_id
 
 DEFAULT_DIR = EMBEDDED
 RECIPE = "recipe.json"
@@ -160,7 +160,7 @@ def build(recipe: Recipe, out_dir: Path) -> list[dict[str, Any]]:
 
 
 def build_images(
-    recipe: Recipe, out_dir: Path, seeds: dict[str, Image.Image], artifact: str = COMPOSITE
+    recipe: Recipe, out_dir: Path, seeds: dict[str, Image.Image], artifact: Artifact = COMPOSITE
 ) -> list[dict[str, Any]]:
     """Every run of every seed image through `recipe` with only `artifact` on (the composite:
     all of it); the stored steps written under `out_dir`, their metadata rows returned. A trial
@@ -184,10 +184,10 @@ def write_metadata(out_dir: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _store(
-    recipe: Recipe, out_dir: Path, image: Image.Image, name: str, run: int, step: int, artifact: str
+    recipe: Recipe, out_dir: Path, image: Image.Image, name: str, run: int, step: int, artifact: Artifact
 ) -> dict[str, Any]:
     data = _png(image)
-    trial = artifact != COMPOSITE
+    trial = artifact is not COMPOSITE
     folder = f"images/{artifact}/{name}" if trial else f"images/{name}"
     file_name = f"{folder}/run{run}/step{step:03d}.png"
     write_atomic(out_dir / file_name, data)

@@ -4,16 +4,15 @@ Each edit is a fresh `generate_content` call (no chat history): the prompt and t
 image as lossless PNG in, an image and the model's thought summary out. A trajectory set can
 cost hundreds of dollars, so every attempt is counted against `--max-requests`. Transient
 failures (429, 5xx, a refused or dropped connection, no answer within `timeout`) are retried
-with exponential backoff, at most `retries` times. A reply without an image is asked again at
-most `no_image_retries` times, then only that run stops (`NoImage`); a blocked prompt is not
-asked again. The API key is read from the environment, handed to the SDK and scrubbed from
-every message this module raises. The SDK is imported only when a real client is built
-(`pip install 'banana-tests[gemini]'`).
+with exponential backoff, at most `retries` times over the edit (banana_tests.http_retry). A
+reply without an image is asked again at most `no_image_retries` times, then only that run stops
+(`NoImage`); a blocked prompt is not asked again. The API key is read from the environment,
+handed to the SDK and scrubbed from every message this module raises. The SDK is imported only
+when a real client is built (`pip install 'banana-tests[gemini]'`).
 """
 
 from __future__ import annotations
 
-import importlib
 import io
 import os
 import time
@@ -21,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import tenacity
 from PIL import Image
 
 from banana_tests.editors.base import (
@@ -33,6 +31,7 @@ from banana_tests.editors.base import (
     redact,
     take_options,
 )
+from banana_tests.http_retry import RetryPolicy
 
 KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 ALIASES = {
@@ -48,28 +47,6 @@ PRICE_USD = {
     ("gemini-3.1-flash-image-preview", "1K"): 0.067,
 }
 """Google's list price per output image at the time of writing; `--price-per-image` overrides."""
-
-
-def retryable(code: object) -> bool:
-    """Rate limits (429) and server errors (5xx) pass; other answers will not change on retry."""
-    return isinstance(code, int) and (code == 429 or 500 <= code <= 599)
-
-
-def transient(exc: BaseException) -> bool:
-    """A retryable answer, or a transport failure (a refused, dropped or timed-out connection)."""
-    code = getattr(exc, "code", None)
-    if isinstance(code, int):
-        return retryable(code)
-    if isinstance(exc, (ConnectionError, TimeoutError)):
-        return True
-    for transport in ("httpx", "httpx2"):  # the SDK's HTTP client (httpx2 from google-genai 3); unwrapped
-        try:
-            module = importlib.import_module(transport)
-        except ImportError:
-            continue
-        if isinstance(exc, module.TransportError):
-            return True
-    return False
 
 
 class BudgetExhausted(EditorError):
@@ -116,8 +93,8 @@ class GeminiEditor:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.model = ALIASES.get(model, model)
-        self._client, self._secrets, self._sleep = client, secrets, sleep
-        self.max_requests, self.retries, self.backoff = max_requests, retries, backoff
+        self._client, self._secrets = client, secrets
+        self.max_requests, self.retry = max_requests, RetryPolicy(retries, backoff, sleep)
         self.no_image_retries = no_image_retries
         self.price_per_image = price_per_image
         self.requests_made = 0
@@ -160,7 +137,7 @@ class GeminiEditor:
             config["temperature"] = request.temperature
         if request.resolution is not None:
             config["image_config"] = {"image_size": request.resolution}
-        attempts = failures = no_image = 0
+        attempts = no_image = 0
 
         def attempt() -> Any:
             nonlocal attempts
@@ -172,19 +149,7 @@ class GeminiEditor:
             attempts += 1
             return self._client.models.generate_content(model=self.model, contents=contents, config=config)
 
-        def failed(_: tenacity.RetryCallState) -> None:
-            nonlocal failures
-            failures += 1
-
-        # `failures` counts transient failures over the whole edit, no-image replies between them too.
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(lambda e: not isinstance(e, BudgetExhausted) and transient(e)),
-            stop=lambda _: failures >= self.retries,
-            wait=lambda _: min(self.backoff * 2**failures, 120.0),
-            before_sleep=failed,
-            sleep=self._sleep,
-            reraise=True,
-        )
+        retrying = self.retry.request(never=(BudgetExhausted,))  # one limit over the edit's replies
         while True:
             try:
                 response = retrying(attempt)

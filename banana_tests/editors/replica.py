@@ -14,14 +14,14 @@ from banana_tests.editors.artifacts import FAMILIES
 from banana_tests.editors.base import EditorConfig, EditorError, EditRequest, EditResult, take_options
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
 from banana_tests.editors.prompts import apply_transform
-from banana_tests.editors.trial_names import COMPOSITE
+from banana_tests.editors.trial_names import COMPOSITE, artifact_named
 
 DEFAULTS = EmulatorParams()
 
 
 def _scalars() -> dict[str, Any]:
     """Every settable option and its default: `artifact`, and FAMILY.PARAMETER for scalar fields."""
-    out: dict[str, Any] = {"artifact": COMPOSITE}
+    out: dict[str, Any] = {"artifact": COMPOSITE.value}  # the option is text, read by artifact_named
     for name, family in FAMILIES.items():
         for f in dataclasses.fields(family.params):
             if isinstance(f.default, (int, float)):
@@ -54,7 +54,7 @@ class EmulateEditor:
 def make(config: EditorConfig) -> EmulateEditor:
     """`--option artifact=NAME` and `--option FAMILY.PARAMETER=VALUE` (see the module docstring)."""
     values = take_options(config, "emulate", _scalars())
-    artifact = str(values.pop("artifact"))
+    artifact = str(values.pop("artifact"))  # the option's text
     raw: dict[str, dict[str, Any]] = {}
     for key, value in values.items():
         if key not in config.options:  # a family no option names keeps the recipe's default (on or off)
@@ -62,6 +62,6 @@ def make(config: EditorConfig) -> EmulateEditor:
         family, _, field = key.partition(".")
         raw.setdefault(family, {})[field] = value
     try:
-        return EmulateEditor(EmulatorParams.from_json(raw).only(artifact))
+        return EmulateEditor(EmulatorParams.from_json(raw).only(artifact_named(artifact)))
     except (TypeError, ValueError) as exc:
         raise EditorError(f"editor 'emulate': {exc}") from None

@@ -1,8 +1,8 @@
 """The per-artifact trial sets: built on first use from the shipped seeds, checked against the
 shipped sha256s, kept in the image cache.
 
-Shipping them would add ~120 MB of noisy PNG to the wheel; their recipe and the clean seeds are
-already in it, so `ensure` rebuilds them (about 30 s a family on one core, once) and refuses any
+Shipping them would make the wheel several times larger (docs/speed.md); their recipe and the
+clean seeds are already in it, so `ensure` rebuilds them once and refuses any
 image whose bytes differ from `fixtures/emulated/trials.json` (another numpy, scipy, Pillow or
 zlib can change them; the error names the file). `banana-tests fixtures refresh` rewrites that
 manifest with the embedded set.
@@ -24,7 +24,7 @@ from PIL import Image
 from banana_tests.atomic import exclusive_lock, write_atomic
 from banana_tests.data import EMBEDDED, SEEDS
 from banana_tests.editors.fixture_recipe import RECIPE, Recipe, build_images, load_recipe, write_metadata
-from banana_tests.editors.trial_names import ARTIFACTS, COMPOSITE, trial_id
+from banana_tests.editors.trial_names import ARTIFACTS, COMPOSITE, Artifact, trial_id
 
 MANIFEST = "trials.json"
 
@@ -45,7 +45,7 @@ def shipped_seeds(recipe: Recipe, seeds_dir: Path = SEEDS) -> dict[str, Image.Im
     return seeds
 
 
-def manifest(recipe: Recipe, seeds: dict[str, Image.Image], artifacts: Sequence[str]) -> dict[str, Any]:
+def manifest(recipe: Recipe, seeds: dict[str, Image.Image], artifacts: Sequence[Artifact]) -> dict[str, Any]:
     """{artifact: {file_name: sha256}} of each artifact's set, built in a temporary folder."""
     with tempfile.TemporaryDirectory(prefix="banana-trials-") as tmp:
         return {
@@ -64,7 +64,7 @@ def write_manifest(recipe: Recipe, seeds: dict[str, Image.Image], out_dir: Path 
 
 
 def ensure(
-    artifacts: Sequence[str], cache_dir: Path, embedded: Path = EMBEDDED, seeds_dir: Path = SEEDS
+    artifacts: Sequence[Artifact], cache_dir: Path, embedded: Path = EMBEDDED, seeds_dir: Path = SEEDS
 ) -> Path:
     """A canonical trajectory folder holding the trial sets of `artifacts`, built once into
     `cache_dir/trials/` and reused; every image checked against the shipped manifest."""
@@ -97,12 +97,12 @@ def ensure(
 def _as_trial(row: dict[str, Any]) -> dict[str, Any]:
     """The composite's rows named as a trial too (`astronaut.replicate`), so a run over several
     sets reports the composite beside the families; its files are the embedded set's."""
-    if row["artifact"] != COMPOSITE:
+    if row["artifact"] is not COMPOSITE:
         return row
     return {**row, "seed_image": trial_id(row["seed_image"], COMPOSITE)}
 
 
-def _check(rows: list[dict[str, Any]], expected: dict[str, str], root: Path, artifact: str) -> None:
+def _check(rows: list[dict[str, Any]], expected: dict[str, str], root: Path, artifact: Artifact) -> None:
     made = {r["file_name"]: r["sha256"] for r in rows}
     if set(made) != set(expected):
         raise TrialSetError(

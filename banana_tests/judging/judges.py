@@ -2,10 +2,10 @@
 
 The two LLM judges share the generate command's cost guards: every attempt counts against a
 request budget (`--max-requests`), 429 and 5xx answers and dropped, refused or timed-out
-connections are retried with exponential backoff, and API keys are scrubbed from every message
-raised. The keyword judge makes no request; it is a
-rough stand-in (a negation it does not see, a synonym it does not know), for trying the command
-offline, not for measuring.
+connections are retried with exponential backoff (banana_tests.http_retry), and API keys are
+scrubbed from every message raised. The keyword judge makes no request; it is a rough stand-in
+(a negation it does not see, a synonym it does not know), for trying the command offline, not
+for measuring.
 """
 
 from __future__ import annotations
@@ -13,17 +13,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import tenacity
-
 from banana_tests.editors.base import redact
-from banana_tests.editors.gemini import retryable, transient
+from banana_tests.http_retry import RetryPolicy
 from banana_tests.judging.prompt import question
 
 GEMINI_KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
@@ -69,17 +66,15 @@ class RequestBudget:
 
 @dataclass
 class Retrying:
-    """Retries of one backend's calls: exponential backoff on 429 and 5xx, keys redacted."""
+    """One backend's calls under the retry policy, each attempt spent from the budget, keys redacted."""
 
     budget: RequestBudget
     what: str
-    retries: int = 6
-    backoff: float = 2.0
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
     secrets: tuple[str, ...] = ()
-    sleep: Callable[[float], None] = time.sleep
 
-    def call(self, once: Callable[[], str], passing: Callable[[Exception], bool]) -> Answer:
-        """`once()` until it answers; `passing(exc)`: whether that failure may pass on a retry."""
+    def call(self, once: Callable[[], str]) -> Answer:
+        """`once()` until it answers or a failure that cannot pass on a retry."""
         attempts = 0
 
         def attempt() -> str:
@@ -88,15 +83,7 @@ class Retrying:
             attempts += 1
             return once()
 
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(
-                lambda e: isinstance(e, Exception) and not isinstance(e, BudgetExhausted) and passing(e)
-            ),
-            stop=tenacity.stop_after_attempt(self.retries + 1),
-            wait=tenacity.wait_exponential(multiplier=self.backoff, max=120.0),
-            sleep=self.sleep,
-            reraise=True,
-        )
+        retrying = self.policy.request(never=(BudgetExhausted,))
         try:
             return Answer(retrying(attempt), attempts)
         except BudgetExhausted:
@@ -122,7 +109,7 @@ class GeminiJudge:
             )
             return str(response.text or "")
 
-        return self.retrying.call(once, transient)
+        return self.retrying.call(once)
 
 
 class EndpointError(Exception):
@@ -131,14 +118,6 @@ class EndpointError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(f"HTTP {code}: {message}")
         self.code = code
-
-
-def endpoint_transient(exc: Exception) -> bool:
-    """429 and 5xx, or a refused, dropped or timed-out connection (urllib wraps those in URLError)."""
-    if isinstance(exc, EndpointError):
-        return retryable(exc.code)
-    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-    return isinstance(reason, (ConnectionError, TimeoutError))
 
 
 def _error_message(error: urllib.error.HTTPError) -> str:
@@ -193,7 +172,7 @@ class OpenAIJudge:
             except (KeyError, IndexError, TypeError, AttributeError) as exc:
                 raise ValueError(f"not a chat completion: {str(reply)[:200]}") from exc
 
-        return self.retrying.call(once, endpoint_transient)
+        return self.retrying.call(once)
 
 
 # Words for noticed degradation, and negations that cancel one just before it ("no visible noise").
@@ -226,7 +205,7 @@ def make(
     backoff: float = 2.0,
 ) -> Judge:
     """A judge by backend name; keys come from the environment and are never stored."""
-    budget = RequestBudget(max_requests)
+    budget, policy = RequestBudget(max_requests), RetryPolicy(retries, backoff)
     if backend == "keywords":
         return KeywordJudge()
     if backend == "gemini":
@@ -240,13 +219,11 @@ def make(
                 "the gemini judge needs google-genai: pip install 'banana-tests[gemini]'"
             ) from exc
         name = model or DEFAULT_GEMINI_MODEL
-        retrying = Retrying(budget, name, retries, backoff, (key,))
+        retrying = Retrying(budget, name, policy, (key,))
         return GeminiJudge(genai.Client(api_key=key), name, retrying)
     if backend == "openai":
         if not base_url or not model:
             raise JudgeError("the openai judge needs --base-url (e.g. http://localhost:8000/v1) and --model")
         key = os.environ.get(OPENAI_KEY_ENV)
-        return OpenAIJudge(
-            base_url, model, key, Retrying(budget, model, retries, backoff, (key,) if key else ())
-        )
+        return OpenAIJudge(base_url, model, key, Retrying(budget, model, policy, (key,) if key else ()))
     raise JudgeError(f"unknown judge {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -14,12 +14,10 @@ every file comes from a run that did not collect all its test files, is partial:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from banana_tests.cases import strip_xdist_group
 from banana_tests.verdicts.outcome import Outcome
 
 PLANNED = "planned"
@@ -34,25 +32,6 @@ narrowed it."""
 CHUNK = 256 * 1024
 INCOMPLETE_EXIT = 3
 """`banana-tests report`'s exit code for a merge with a planned case missing or a conflict."""
-
-
-def junit_id(nodeid: str, prefix: str | None = None) -> str:
-    """A test's id as pytest's JUnit writer spells it: `classname::name` (its
-    `mangle_test_address`: the path dotted without `.py`, classes joined by dots; `--junit-prefix`
-    before the classname)."""
-    path, bracket, params = nodeid.partition("[")
-    names = path.split("::")
-    names[0] = re.sub(r"\.py$", "", names[0].replace("/", "."))
-    names[-1] += bracket + params
-    classname = ".".join(names[:-1])
-    if prefix:
-        classname = f"{prefix}.{classname}"
-    return f"{classname}::{names[-1]}"
-
-
-def id_of_testcase(classname: str, name: str) -> str:
-    """A JUnit testcase's id, as `junit_id` spells the test's (xdist's `@group` dropped)."""
-    return f"{classname}::{strip_xdist_group(name)}"
 
 
 def chunks(ids: Iterable[str]) -> Iterator[str]:

@@ -47,8 +47,8 @@ def grid_rows(matrix: Matrix) -> list[str]:
 def save(fig: Any, stem: Path) -> list[Path]:
     """PNG and SVG from one layout: constrained layout runs once here and is then frozen, and
     no `bbox_inches="tight"` (which draws the figure again to measure it); each save then
-    draws once. Laying out per save made a 60-row heatmap cost 3.6 s instead of ~1. The figure
-    is closed afterwards, saved or not: pyplot keeps every figure it made until then."""
+    draws once (laying out per save cost several times as much: docs/speed.md). The figure is
+    closed afterwards, saved or not: pyplot keeps every figure it made until then."""
     png, svg = stem.with_name(f"{stem.name}.png"), stem.with_name(f"{stem.name}.svg")  # keeps a dot in it
     try:
         fig.draw_without_rendering()

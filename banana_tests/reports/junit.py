@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from banana_tests.cases import CaseKey, Field
-from banana_tests.reports.completeness import PLAN_PROPERTIES, Ledger, id_of_testcase
+from banana_tests.cases import CaseKey, Field, id_of_testcase
+from banana_tests.reports.completeness import PLAN_PROPERTIES, Ledger
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.junit_testcase import LEGACY_PREFIXES, JUnitError, outcome_of, testcase_items

@@ -1,8 +1,8 @@
 """What a run will cost before it starts: each metric's images, its CPU-hours from the per-image
 costs `banana-tests metrics` shows, and how many `--shard=K/N` jobs fit a job's time budget.
 
-A cost is the measured CPU seconds of a 2048×1152 image (`CPU_SECONDS_2K`, one thread, as the
-suite scores), scaled by each image's pixels: an estimate, high for metrics that resize every
+A cost is the measured CPU seconds of a 2048×1152 image (`metrics_under_test.measured`, one
+thread, as the suite scores), scaled by each image's pixels: an estimate, high for metrics that resize every
 input to a fixed size (MANIQA, HyperIQA, NIMA). Metrics without a measured cost (custom metrics,
 the VLMs, which want a GPU) are listed with their images and no hours. Shards are dealt the way
 `--shard` deals them (banana_tests.scheduler.shards), and a (metric, seed image) unit runs on one
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from banana_tests.scheduler.metric_groups import Group
 from banana_tests.scheduler.shards import Shard
+from banana_tests.scheduler.units import Group
 
 PIXELS_2K = 2048 * 1152
 

@@ -2,8 +2,8 @@
 seed image, so each worker builds each model once and a seed image's reference scores are
 computed on one worker.
 
-`--dist loadgroup` would group too but is broken on pytest 9.2 (pytest-xdist#1386). This is
-LoadScope scheduling with (metric, seed image) as the scope (a metric alone for its other
+`--dist loadgroup` would group too but is broken on the pytest the suite supports (docs/speed.md).
+This is LoadScope scheduling with (metric, seed image) as the scope (a metric alone for its other
 tests); every test on no metric is its own scope.
 """
 
@@ -21,7 +21,9 @@ TREND_TEST = "::test_trend_detects_degradation["  # banana_tests/test_trend.py's
 
 
 def group_of(nodeid: str, metrics: tuple[str, ...]) -> Group | None:
-    """The group of a test by its id; None for a test on none of `metrics`."""
+    """The group of a test by its id, for the xdist controller, which sees node ids only (`--shard`
+    reads the same units off the items' typed keys: session.shard_selection.unit_of); None for a
+    test on none of `metrics`."""
     m = _PARAM.search(nodeid)
     if m is None:
         return None

@@ -32,7 +32,7 @@ from banana_tests.atomic import exclusive_lock
 from banana_tests.scoring.oracle import ORACLE_KEY
 from metrics_under_test.file_hash import file_sha256
 from metrics_under_test.score_value import SCORE_BOUND, in_bound, short
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import Backend, MetricSpec
 
 FILE = "scores.sqlite"
 SCHEMA = {
@@ -279,7 +279,7 @@ def identity(
     from importlib import metadata
 
     description: dict[str, object] = {"name": spec.name, "backend": spec.backend}
-    if spec.backend == "custom":
+    if spec.backend is Backend.CUSTOM:
         from metrics_under_test import custom, own_code
 
         description["version"] = custom.version(spec)
@@ -287,7 +287,7 @@ def identity(
         description["sources"] = custom.sources(spec)
         description["libraries"] = custom.libraries(spec)
         description["files"] = own_code.declared_files(spec.files, weight_hash)
-    elif spec.backend == "vlm":  # the adapter's code and the libraries that run the model
+    elif spec.backend is Backend.VLM:  # the adapter's code and the libraries that run the model
         from metrics_under_test import vlm
 
         source = hashlib.sha256(b"".join(p.read_bytes() for p in vlm.source_files())).hexdigest()[:16]
@@ -297,7 +297,7 @@ def identity(
         description["precision"] = "model default"
     else:
         description["version"] = (
-            f"{spec.backend} {metadata.version(spec.backend)}; torch {metadata.version('torch')}"
+            f"{spec.backend} {metadata.version(spec.backend.value)}; torch {metadata.version('torch')}"
         )
         description["precision"] = "float32"
     description["weights"] = {w.file: weight_hash(w.path) for w in spec.weights if w.path.exists()}

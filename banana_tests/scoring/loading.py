@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from metrics_under_test.protocol import Metric, MetricError
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import Backend, MetricSpec
 from metrics_under_test.weights import MissingWeights, UnwritableCache
 
 Loader = Callable[[MetricSpec, str], Metric]
@@ -48,7 +48,7 @@ def load_metric(spec: MetricSpec, device: str) -> Metric:
 
 def probe_custom(spec: MetricSpec, metric: Metric) -> None:
     """A custom metric's load-time probe (metrics_under_test.probe); the others have none."""
-    if spec.backend == "custom":
+    if spec.backend is Backend.CUSTOM:
         from metrics_under_test.probe import probe
 
         probe(spec.name, metric)
@@ -56,11 +56,11 @@ def probe_custom(spec: MetricSpec, metric: Metric) -> None:
 
 def built_metric(spec: MetricSpec, device: str) -> Metric:
     """The metric behind `spec`, built, not yet probed: the book bounds the two apart."""
-    if spec.backend == "custom":
+    if spec.backend is Backend.CUSTOM:
         from metrics_under_test.custom import build
 
         return build(spec, device, probed=False)
-    if spec.backend == "vlm":
+    if spec.backend is Backend.VLM:
         from metrics_under_test import vlm
 
         return vlm.build(spec, device)

@@ -4,8 +4,8 @@ The split runs in the plugin's late collection hook (banana_tests.plugin.pytest_
 pytest's own `-k`/`-m` and the snapshot selection, and before a CI splitter's (pytest-split's
 group, whose plugin is registered after the plugin module) and `--lf`'s narrowing (cacheprovider's
 hook wraps every other). Which shard a test falls to does not depend on what was collected: the
-units dealt are the selection's (banana_tests.core.shard_units), so `--lf` (which narrows even the collection
-itself) and `-k` leave each test in its shard. The tests this run leaves to other jobs,
+units dealt are the selection's (banana_tests.core.shard_units), so `--lf` (which narrows even
+the collection itself) and `-k` leave each test in its shard. The tests this run leaves to other jobs,
 `--shard`'s or a splitter's, are recorded as split off (banana_tests.reports.completeness), so
 merged files show a case that no job ran; those `--lf` leaves out because they passed are not.
 The tests the run's own selection left out (`-k`, `-m`, `--deselect`, `--lf`) are recorded apart,
@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import pytest
 
-from banana_tests.reports.completeness import Narrowing, junit_id
+from banana_tests.cases import METRIC_FIXTURE, CaseKey, junit_id
+from banana_tests.reports.completeness import Narrowing
 from banana_tests.scheduler.shards import Shard
+from banana_tests.scheduler.units import Group
+from banana_tests.session.gating import item_key
 from banana_tests.session.snapshot_selection import PARAM
-
-if TYPE_CHECKING:
-    from banana_tests.scheduler.metric_groups import Group
+from banana_tests.verdicts.trend import TrendKey
 
 
 @dataclass
@@ -44,6 +44,25 @@ class RunPlan:
     def split_off(self) -> list[str]:
         kept = set(self.planned) | self.passed_before
         return [case for case in self.before_split if case not in kept]
+
+
+def unit_of(item: pytest.Item, metrics: tuple[str, ...]) -> Group | None:
+    """The unit an item falls in, read off its typed parameters: its case's or trend's (metric,
+    seed image), its metric alone for a metric's other tests; None for a test on none of
+    `metrics`. The xdist controller, which sees node ids only, reads the same units off the ids
+    (banana_tests.scheduler.metric_groups.group_of)."""
+    key = item_key(item)
+    metric: object
+    seed_image: str | None
+    if isinstance(key, CaseKey | TrendKey):
+        metric, seed_image = key.metric, key.seed_image
+    elif key is not None:
+        metric, seed_image = key.metric, None
+    else:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        metric, seed_image = params.get(METRIC_FIXTURE, params.get(PARAM)), None
+    return Group(metric, seed_image) if isinstance(metric, str) and metric in metrics else None
 
 
 def narrowing(config: pytest.Config, plan: RunPlan, collected: list[str]) -> Narrowing:
@@ -88,13 +107,11 @@ class ShardSelection:
         """From the plugin's late collection hook (banana_tests.plugin.pytest_collection_split)."""
         self.plan.before_split = self.ids(config, [item.nodeid for item in items])
         if self.shard is not None:
-            from banana_tests.scheduler.metric_groups import group_of
-
             mine, dealt = self.shard.deal(units), set(units)
             keeps = []
             for item in items:
-                group = group_of(item.nodeid, self.metrics)
-                keeps.append(group in mine if group in dealt else self.shard.holds(item.nodeid))
+                unit = unit_of(item, self.metrics)
+                keeps.append(unit in mine if unit in dealt else self.shard.holds(item.nodeid))
             drop = [item for item, keep in zip(items, keeps, strict=True) if not keep]
             if drop:
                 config.hook.pytest_deselected(items=drop)

@@ -24,6 +24,8 @@ from pathlib import Path
 import ray
 
 from banana_tests.api import (
+    Backend,
+    Cost,
     Device,
     MetricRequest,
     merge_caches,
@@ -90,8 +92,8 @@ def metrics_by_kind(requests: tuple[MetricRequest, ...], mirror: Path | None) ->
     kinds: dict[str, list[str]] = {"cpu": [], "gpu": []}
     for request in requests:
         for spec in resolve_metric((request,), mirror):
-            name = request.text if spec.backend == "custom" else spec.name
-            kinds["gpu" if spec.cost == "vlm" else "cpu"].append(name)
+            name = request.text if spec.backend is Backend.CUSTOM else spec.name
+            kinds["gpu" if spec.cost is Cost.VLM else "cpu"].append(name)
     return {kind: list(dict.fromkeys(names)) for kind, names in kinds.items()}
 
 

@@ -168,7 +168,7 @@ def test_a_hung_metric_is_never_built_again_and_errors_at_once() -> None:
     from banana_tests.scoring.batch_watch import WAIT_STEP, BatchWatch, Limit
     from banana_tests.scoring.hung import MetricHung
     from banana_tests.scoring.score_book import ScoreBook
-    from metrics_under_test.spec import MetricSpec
+    from metrics_under_test.spec import Backend, MetricSpec
 
     built: list[str] = []
 
@@ -179,7 +179,7 @@ def test_a_hung_metric_is_never_built_again_and_errors_at_once() -> None:
 
     watch = BatchWatch(None, None, load_limit=Limit(0.3, "--load-timeout=0.3"))
     book = ScoreBook("cpu", loader=sleeping_loader, watch=watch)  # type: ignore[arg-type]
-    spec = MetricSpec("sleepy", "custom", 0.0, 1.0, False)
+    spec = MetricSpec("sleepy", Backend.CUSTOM, 0.0, 1.0, False)
     line = "metric 'sleepy' hung in its construction: no answer within --load-timeout=0.3"
     started = time.monotonic()
     with pytest.raises(MetricHung, match=line):

@@ -29,7 +29,7 @@ from banana_tests.scoring.cache import ScoreCache
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.records import DataError, Record
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import Backend, MetricSpec
 from tests.conftest import weights_mirror, write_set
 
 FUSSY = """
@@ -133,7 +133,7 @@ class Picky:
         return means
 
 
-SPEC = MetricSpec(name="picky", backend="custom", low=0.0, high=255.0, lower_better=False)
+SPEC = MetricSpec(name="picky", backend=Backend.CUSTOM, low=0.0, high=255.0, lower_better=False)
 
 
 def six_records(root: Path) -> list[Record]:

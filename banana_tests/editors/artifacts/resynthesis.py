@@ -17,8 +17,9 @@ import numpy as np
 from scipy import ndimage
 
 from banana_tests.editors.artifacts.common import Array, bounded, luma
+from banana_tests.editors.trial_names import Artifact
 
-NAME = "resynthesis"
+NAME = Artifact.RESYNTHESIS
 
 
 @dataclass(frozen=True)

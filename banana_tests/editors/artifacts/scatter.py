@@ -14,8 +14,9 @@ import numpy as np
 from scipy import ndimage
 
 from banana_tests.editors.artifacts.common import Array, bounded
+from banana_tests.editors.trial_names import Artifact
 
-NAME = "scatter"
+NAME = Artifact.SCATTER
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ import numpy as np
 from scipy import ndimage
 
 from banana_tests.editors.artifacts.common import Array, bounded
+from banana_tests.editors.trial_names import Artifact
 
-NAME = "soften"
+NAME = Artifact.SOFTEN
 
 
 @dataclass(frozen=True)

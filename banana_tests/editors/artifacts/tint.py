@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from banana_tests.editors.artifacts.common import LUMA, Array, bounded
+from banana_tests.editors.trial_names import Artifact
 
-NAME = "tint"
+NAME = Artifact.TINT
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from banana_tests.editors.artifacts.common import Array, bounded
+from banana_tests.editors.trial_names import Artifact
 
-NAME = "vae_roundtrip"
+NAME = Artifact.VAE_ROUNDTRIP
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,30 @@
+"""What is public (docs/development.md "What is public"): the plugin module exports its hooks only,
+and the version is the installed package's, whose one source is pyproject.toml."""
+
+from __future__ import annotations
+
+import inspect
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
+
+import banana_tests
+from banana_tests import plugin
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_plugin_exports_its_hooks_and_nothing_else() -> None:
+    hooks = {
+        name
+        for name, value in vars(plugin).items()
+        if name.startswith("pytest_") and inspect.isfunction(value) and value.__module__ == plugin.__name__
+    }
+    assert hooks >= {"pytest_addoption", "pytest_configure", "pytest_generate_tests"}
+    assert sorted(plugin.__all__) == sorted(hooks)
+
+
+def test_the_version_is_read_from_the_package_metadata() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert banana_tests.__version__ == version("banana-tests") == project["version"]
+    assert "__version__" not in vars(banana_tests)  # read when asked for, not written down
