@@ -157,9 +157,15 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:  # type: ignore[no-untyped-def]  # xdist's WorkerController
     """The metrics whose import hung in the controller hang in no worker: each is told, so none
-    imports them again (banana_tests.core.metric_import)."""
+    imports them again (banana_tests.core.metric_import). Each is handed the distributions
+    every metric loads, found once here (banana_tests.scoring.loaded_libraries)."""
     state = adopted(node.config)
-    if state is None or not state.scoring.hung:
+    if state is None:
+        return
+    from banana_tests.core.process_scoring import LOADED_LIBRARIES
+
+    node.workerinput[LOADED_LIBRARIES] = state.scoring.loaded_libraries()
+    if not state.scoring.hung:
         return
     from banana_tests.core.metric_import import HUNG_IMPORTS
 

@@ -33,10 +33,11 @@ def read_regular(path: Path | str, max_bytes: int) -> bytes:
     return data
 
 
-def require_regular(path: Path | str) -> None:
-    """NotReadable unless stat shows a regular file, of any size (a table the caller streams)."""
+def require_regular(path: Path | str, max_bytes: int | None = None) -> None:
+    """NotReadable unless stat shows a regular file of at most `max_bytes` (None: of any size, a
+    table the caller streams), without opening it: for a file another library then reads."""
     try:
-        _check(os.stat(path), None)
+        _check(os.stat(path), max_bytes)
     except OSError as exc:
         raise NotReadable(exc.strerror or str(exc)) from exc
 

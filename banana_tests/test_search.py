@@ -9,8 +9,9 @@ plainly visible by the documented PSNR rule, fails the case; hypothesis shrinks 
 names the worst escape seen and writes its PNG pair. Beside the score cache, hypothesis's example
 database keeps what it found and `replay/<metric>.json` the worst escape, which the next run
 tries first, as an explicit example: a known escape fails the case at once. The search folder's
-files are data: a replay file the search could not have written is not replayed, and a folder
-that refuses the files loses them, not the verdict (one SearchFileWarning each).
+files are data: a replay file the search could not have written is not replayed, an example
+database with an entry hypothesis could not have written is not used, and a folder that refuses
+the files loses them, not the verdict (one SearchFileWarning each).
 
 Written on the public fixtures; collected only under `--search` (banana_tests.plugin).
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 import reprlib
 import time
@@ -32,7 +34,7 @@ import pytest
 from _pytest.outcomes import Failed
 
 from banana_tests.atomic import write_atomic
-from banana_tests.regular_files import NotReadable, read_regular
+from banana_tests.regular_files import NotReadable, read_regular, require_regular
 from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import Scorer
 from banana_tests.test_control import CROP, Crop, clean_images
@@ -53,6 +55,9 @@ FOLDER = "search"
 the worst escape, `pairs/<metric>` the PNGs (`Search.files`)."""
 REPLAY_BYTES = 64 * 1024
 """The largest replay file read: the search writes one crop and one degradation, about 350 bytes."""
+EXAMPLE_BYTES = 64 * 1024
+"""The largest entry of the example database used: hypothesis stores the choices of one example
+(a crop and a degradation), under 1 KiB."""
 
 
 class SearchFileWarning(UserWarning):
@@ -181,7 +186,8 @@ def search(scorer: Scorer, chosen: Search, log: SearchLog) -> None:
 
     stop: list[BaseException] = []
     files = chosen.files(scorer.name)
-    database = None if files.database is None else DirectoryBasedExampleDatabase(files.database)
+    usable = usable_database(files.database)
+    database = None if usable is None else DirectoryBasedExampleDatabase(usable)
     known = replayed(files.replay)
     raised: list[int] = []  # the example whose escape ended the search: shrinking follows
 
@@ -262,6 +268,35 @@ def replayed(path: Path | None) -> tuple[Crop, Degradation] | None:
             stacklevel=2,
         )
         return None
+
+
+def usable_database(folder: Path | None) -> Path | None:
+    """The example database's folder, or None when it holds an entry hypothesis could not have
+    written: hypothesis reads every file of a test's folder whole, so a FIFO there blocked the
+    search until `--timeout` and a device or a huge file filled the memory. Every entry is checked
+    as data first (regular_files: stat only, nothing opened): in each folder, regular files of at
+    most EXAMPLE_BYTES. A bad one gives one warning naming it, and the search runs without the
+    database (the replay file still counts)."""
+    if folder is None:
+        return None
+    try:
+        keys = [folder / name for name in os.listdir(folder)] if folder.is_dir() else []
+        for key in sorted(keys):
+            if key.is_dir():  # hypothesis reads only a key's folder
+                for entry in sorted(key / name for name in os.listdir(key)):
+                    try:
+                        require_regular(entry, EXAMPLE_BYTES)
+                    except NotReadable as exc:
+                        raise NotReadable(f"{entry}: {exc}") from exc
+    except (OSError, NotReadable) as exc:
+        why = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.strerror else exc
+        warnings.warn(
+            f"example database {folder} not used: {why}; the search runs without it",
+            SearchFileWarning,
+            stacklevel=2,
+        )
+        return None
+    return folder
 
 
 def remember(log: SearchLog, path: Path | None) -> None:

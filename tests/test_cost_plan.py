@@ -84,7 +84,7 @@ def test_plan_counts_the_images_the_suite_would_score_and_reads_their_sizes(tmp_
     ("args", "says"),
     [
         (("--assume-size=big",), "--assume-size takes WxH in pixels (e.g. 2048x1152), got 'big'"),
-        (("--job-hours=0",), "--job-hours must be above 0 and --job-cores at least 1"),
+        (("--job-hours=0",), "argument --job-hours: takes a number above 0 and at most 720, in digits 0-9"),
         (("--metric=nosuch",), "unknown metric 'nosuch'"),
     ],
 )

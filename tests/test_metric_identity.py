@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from banana_tests.scoring.loaded_libraries import MEMO, distributions_of
 from tests.conftest import suite_folder
 
 METRIC = """\
@@ -153,3 +156,80 @@ def test_the_key_is_the_same_whatever_the_process_imported_before(tmp_path: Path
         for before in ("", "import torch, skimage.feature, torchvision")
     }
     assert len(keys) == 1 and len(keys.pop().strip()) == 64
+
+
+UNDECLARED_A = "from udep_b import FACTOR\n\n\ndef score(pixels):\n    return float(pixels.std()) * FACTOR\n"
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_an_undeclared_import_of_a_library_is_keyed_by_what_loaded(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workers: tuple[str, ...]
+) -> None:
+    """`udep_a` imports `udep_b` without declaring it (no Requires-Dist), as pyiqa's Q-Align
+    imports icecream: `udep_b`'s version is in the identity because the metric loaded it while it
+    was built and probed (found once by xdist's controller, handed to its workers). The metric
+    declares itself a VLM, as Q-Align is: VLMs are looked at too (docs/metrics.md)."""
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    wheels.mkdir()
+    pip_install(site, wheel(wheels, "udep_a", "1.0", UNDECLARED_A.replace("tdep", "udep")))
+    pip_install(site, wheel(wheels, "udep_b", "1.0", "FACTOR = 1.0\n"))
+    suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5))
+    (pytester.path / "contrast.py").write_text(METRIC.replace("tdep_a", "udep_a").replace('"fast"', '"vlm"'))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
+    )
+
+    def run(junit: str) -> list[str]:
+        args = ("--dataset=data", "--steps=5", "--metric=contrast:Contrast", f"--junitxml={junit}")
+        result = pytester.runpytest_subprocess(*args, "--cache-dir=scores", *workers)
+        result.assert_outcomes(passed=1)
+        return cached(pytester.path / junit)
+
+    assert run("first.xml") == ["false"]
+    assert run("again.xml") == ["true"]
+    pip_install(site, wheel(wheels, "udep_b", "1.0.1", "FACTOR = 1.0\n"))  # the same code, a new release
+    assert run("upgraded.xml") == ["false"]
+    assert run("upgraded_again.xml") == ["true"]
+    memo = json.loads((pytester.path / "scores" / MEMO).read_text())
+    assert [a["distributions"]["udep_b"] for a in memo["contrast"]] == ["1.0.1", "1.0"]  # newest first
+
+
+def test_a_real_library_that_torch_loads_undeclared_is_keyed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """PIQE through pyiqa: torch loads dill whenever it is installed (torch.utils.data.graph) and
+    declares it nowhere, so neither pyiqa's nor torch's requirements name it. A new dill release,
+    here the installed code under a new version, rescores; before, the old scores were served."""
+    from importlib import metadata
+
+    dill = metadata.distribution("dill")
+    site = tmp_path / "site"
+    shutil.copytree(Path(str(dill.locate_file("dill"))), site / "dill")
+    newer = f"{dill.version}.post7"
+    info = site / f"dill-{newer}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: dill\nVersion: {newer}\n")
+    (info / "top_level.txt").write_text("dill\n")
+    suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5))
+
+    def run(junit: str, *path: Path) -> list[str]:
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(map(str, path)))
+        args = ("--dataset=data", "--steps=5", "--metric=piqe", f"--junitxml={junit}", "--cache-dir=scores")
+        result = pytester.runpytest_subprocess(*args)
+        assert result.ret in (0, 1), result.stdout.str()[-2000:]
+        return cached(pytester.path / junit)
+
+    assert run("first.xml") == ["false"]
+    assert run("again.xml") == ["true"]
+    assert run("new_dill.xml", site) == ["false"]
+    memo = json.loads((pytester.path / "scores" / MEMO).read_text())
+    assert [a["distributions"]["dill"] for a in memo["piqe"]] == [newer, dill.version]
+
+
+def test_loaded_modules_map_to_their_distributions_by_name() -> None:
+    """torch.classes' fake `__file__`, a built-in module (no file) and the standard library do no
+    harm: a module is mapped by its top-level name; the suite's own code is not a library."""
+    from importlib import metadata
+
+    found = distributions_of(["torch.classes", "sys", "json.decoder", "yaml", "banana_tests.cli"])
+    assert found == {"torch": metadata.version("torch"), "PyYAML": metadata.version("PyYAML")}

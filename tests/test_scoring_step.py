@@ -21,9 +21,15 @@ METRIC = "--metric=countmetric:First,countmetric:Second"
 JUNIT = ("-o", "junit_family=xunit1")
 
 
-def builds(folder: pytest.Pytester) -> list[str]:
-    log = folder.path / "builds.log"
-    return log.read_text().splitlines() if log.exists() else []
+def builds(folder: pytest.Pytester, log: str = "builds.log") -> list[str]:
+    path = folder.path / log
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def looks(folder: pytest.Pytester) -> list[str]:
+    """The builds of the look at what each metric loads (banana_tests.scoring.loaded_libraries):
+    once per metric and cache, in a child of its own."""
+    return builds(folder, "builds.log.looked")
 
 
 def deltas(xml: Path) -> dict[str, tuple[str, str]]:
@@ -37,12 +43,13 @@ def deltas(xml: Path) -> dict[str, tuple[str, str]]:
 
 def verdict_pass(folder: pytest.Pytester, cache: str, xml: str) -> dict[str, tuple[str, str]]:
     """A suite run on a filled cache: it must build no model."""
-    before = builds(folder)
+    before = builds(folder), looks(folder)
     result = folder.runpytest_subprocess(
         "--dataset=data", METRIC, f"--cache-dir={cache}", f"--junitxml={xml}", *JUNIT
     )
     assert_outcomes(result, passed=9, missed=9)
-    assert builds(folder) == before, "the verdict pass built a model"
+    assert builds(folder) == before[0], "the verdict pass built a model"
+    assert looks(folder) == before[1], "the verdict pass looked at what a metric loads again"
     return deltas(folder.path / xml)
 
 
@@ -68,6 +75,7 @@ def test_the_api_fills_a_cache_the_verdict_pass_only_reads(suite: pytest.Pyteste
         "second: 24 images, 0 from the cache, 24 scored",
     ]
     assert sorted(line.split()[0] for line in builds(suite)) == ["first", "second"]  # once each
+    assert sorted(line.split()[0] for line in looks(suite)) == ["first", "second"]
 
     found = verdict_pass(suite, "c", "verdicts.xml")
     assert {cached for _, cached in found.values()} == {"true"}
@@ -85,6 +93,7 @@ def test_score_on_two_machines_then_merge_gives_the_unsharded_verdicts(suite: py
         assert result.ret == 0, result.stderr.str()
         result.stderr.fnmatch_lines(["banana-tests score: [[]1/*[]] first *: 8 images (*s)"])
     assert len(builds(suite)) == 4  # each metric once per machine
+    assert len(looks(suite)) == 4  # and looked at once per machine: the merge carries the answers
 
     merged = cli(suite, "cache", "merge", "a", "b", "--into=merged")
     assert merged.ret == 0, merged.stderr.str()

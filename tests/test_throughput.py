@@ -15,8 +15,14 @@ from tests.known_metrics import install_known_metrics
 
 COUNTING = '''
 import os
+import sys
 
 from known_metrics import sigma
+
+
+LOG = os.environ["BUILD_LOG"]
+if getattr(sys.modules["__main__"].__spec__, "name", "") == "banana_tests.scoring.loaded_libraries":
+    LOG += ".looked"  # the look at what the metric loads (its cache identity) is counted apart
 
 
 class Counted:
@@ -25,11 +31,11 @@ class Counted:
     score_range = (0.0, 100.0)
 
     def __init__(self):
-        with open(os.environ["BUILD_LOG"], "a") as log:
+        with open(LOG, "a") as log:
             log.write(f"{self.name} {os.getpid()}\\n")
 
     def __call__(self, images):
-        with open(os.environ["BUILD_LOG"] + ".scored", "a") as log:
+        with open(LOG + ".scored", "a") as log:
             log.write(f"{self.name} {os.getpid()} {len(images)}\\n")
         return [sigma(img) for img in images]
 

@@ -19,7 +19,8 @@ def add_parser(subparsers: Any) -> None:
         "their scores.sqlite) into the cache folder --into, created if missing, in one transaction. "
         "Running it again changes nothing. Exit 0: merged; 1: the same image and metric with two "
         "different scores (named; nothing is written); 2: a source that is no score cache, or that holds a "
-        "value that is no score (text, or beyond the score bound; named, nothing is written).",
+        "value that is no score (text, or beyond the score bound), or a loaded_libraries.json that is no "
+        "memo (named, nothing is written). What each metric loads (loaded_libraries.json) is merged too.",
     )
     merge.add_argument("sources", nargs="+", type=local_path, metavar="CACHE")
     merge.add_argument(

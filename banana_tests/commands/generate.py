@@ -9,10 +9,15 @@ import sys
 from typing import Any
 
 from banana_tests.core.local_paths import local_path
+from banana_tests.counts import decimal_number_type, whole_number_type
 from banana_tests.editors import base
 from banana_tests.editors.prompts import VARIANTS
 
 RESOLUTIONS = ("1K", "2K", "4K")
+MAX_RUNS = 1000
+MAX_STEPS = 1000  # the paper's runs have 100; step files are named step<NNN>.png
+MAX_SEED = 2**31 - 1  # the editing APIs' seeds are 32-bit
+MAX_PRICE = 1000.0  # USD per call
 
 SECRET_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "HF_TOKEN")
 """Values that must never be printed, whichever editor or library put them in a message."""
@@ -30,14 +35,34 @@ def add_parser(subparsers: Any) -> None:
         "--seed-images", required=True, nargs="+", type=local_path, metavar="PATH", help="files or folders"
     )
     p.add_argument("--out", required=True, type=local_path, metavar="DIR", help="output imagefolder")
-    p.add_argument("--runs", type=int, default=5, help="independent runs per seed image (default: 5)")
-    p.add_argument("--steps", type=int, default=20, help="edits per run (default: 20)")
+    p.add_argument(
+        "--runs",
+        type=whole_number_type(1, MAX_RUNS),
+        default=5,
+        help=f"runs per seed image, 1 to {MAX_RUNS} (default: 5)",
+    )
+    p.add_argument(
+        "--steps",
+        type=whole_number_type(1, MAX_STEPS),
+        default=20,
+        help=f"edits per run, 1 to {MAX_STEPS} (default: 20)",
+    )
     p.add_argument("--prompt", default="replicate", help=f"prompt variant: {', '.join(VARIANTS)}")
     p.add_argument("--prompt-text", default=None, help="a prompt of your own (prompt name: custom)")
     p.add_argument("--variant", default=None, help="the set's `variant` field (default: the prompt's name)")
-    p.add_argument("--seed", type=int, default=None, help="request seed (default: none passed)")
+    p.add_argument(
+        "--seed",
+        type=whole_number_type(0, MAX_SEED),
+        default=None,
+        help=f"request seed, 0 to {MAX_SEED} (default: none passed)",
+    )
     p.add_argument("--vary-seed", action="store_true", help="a different seed for every run and step")
-    p.add_argument("--temperature", type=float, default=None, help="sampling temperature (gemini)")
+    p.add_argument(
+        "--temperature",
+        type=decimal_number_type(0, 2),
+        default=None,
+        help="sampling temperature, 0 to 2 (gemini)",
+    )
     p.add_argument(
         "--resolution",
         type=_resolutions,
@@ -54,8 +79,18 @@ def add_parser(subparsers: Any) -> None:
         metavar="URL",
         help="base URL of the editor's service (gemini; default: the SDK's, or $GOOGLE_GEMINI_BASE_URL)",
     )
-    p.add_argument("--max-requests", type=int, default=None, help="stop after this many API calls")
-    p.add_argument("--price-per-image", type=float, default=None, help="USD per call, for the cost estimate")
+    p.add_argument(
+        "--max-requests",
+        type=whole_number_type(1),
+        default=None,
+        help="stop after this many API calls (1 or more)",
+    )
+    p.add_argument(
+        "--price-per-image",
+        type=decimal_number_type(0, MAX_PRICE),
+        default=None,
+        help=f"USD per call, 0 to {MAX_PRICE:g}, for the cost estimate",
+    )
     p.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE", help="editor-specific setting"
     )
@@ -68,8 +103,6 @@ def run(args: argparse.Namespace) -> int:
     from banana_tests.editors.seed_images import find_seed_images
 
     try:
-        if args.runs < 1 or args.steps < 1:
-            raise ValueError(f"--runs and --steps must be >= 1, got {args.runs} and {args.steps}")
         if args.vary_seed and args.seed is None:
             raise ValueError("--vary-seed needs --seed (the first seed of the sequence)")
         prompt = resolve("custom" if args.prompt_text is not None else args.prompt, args.prompt_text)

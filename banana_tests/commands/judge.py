@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from banana_tests.core.local_paths import local_path
+from banana_tests.counts import whole_number_type
 from banana_tests.judging.judges import BACKENDS
 
 
@@ -31,7 +32,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--out", type=local_path, default=None, help="judgments file (default: SET/judgments-<judge>.jsonl)"
     )
-    p.add_argument("--max-requests", type=int, default=None, help="stop after this many API calls")
+    p.add_argument(
+        "--max-requests",
+        type=whole_number_type(1),
+        default=None,
+        help="stop after this many API calls (1 or more)",
+    )
     p.set_defaults(func=run)
 
 

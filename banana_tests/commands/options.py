@@ -31,7 +31,9 @@ namespace (`--snapshot-*` is syrupy's). Write an option that takes a path
 with `=` (`--dataset=/data/b100`): pytest picks its rootdir before plugin options are known, so
 in `--dataset /data/b100` it takes the path for a test path. A number of things (`N`, `MIB`, `K/N`)
 is written in plain digits 0-9, with no sign, `_` or other scripts' digits, and lies within the
-bounds its option states, else below 2**63; anything else is a usage error naming the option.
+bounds its option states, else below 2**63; an amount (`SECONDS`, `RTOL`) too, with an optional
+point and exponent (`0.5`, `1e-3`), finite (no `inf` or `nan`), and a time at most 604800 (a
+week). Anything else is a usage error naming the option.
 """
 
 

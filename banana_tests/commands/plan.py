@@ -12,8 +12,11 @@ from typing import Any
 
 from banana_tests.commands.score import scoring_options
 from banana_tests.core.options import SuiteOption
+from banana_tests.counts import decimal_number_type, whole_number_type
 from banana_tests.trajectories.records import DataError, Record
 
+MAX_JOB_HOURS = 720.0  # 30 days
+MAX_JOB_CORES = 1024
 _SIZE = re.compile(r"^(?P<w>[1-9]\d*)x(?P<h>[1-9]\d*)$")
 
 
@@ -34,8 +37,18 @@ def add_parser(subparsers: Any) -> None:
     )
     for option in selection_options():
         p.add_argument(option.short, dest=option.dest, **option.attrs)
-    p.add_argument("--job-hours", type=float, default=6.0, help="a job's time limit in hours (default 6)")
-    p.add_argument("--job-cores", type=int, default=2, help="cores, so xdist workers, per job (default 2)")
+    p.add_argument(
+        "--job-hours",
+        type=decimal_number_type(0, MAX_JOB_HOURS, above_low=True),
+        default=6.0,
+        help=f"a job's time limit in hours, above 0 and at most {MAX_JOB_HOURS:g} (default 6)",
+    )
+    p.add_argument(
+        "--job-cores",
+        type=whole_number_type(1, MAX_JOB_CORES),
+        default=2,
+        help=f"cores, so xdist workers, per job, 1 to {MAX_JOB_CORES} (default 2)",
+    )
     p.add_argument(
         "--assume-size",
         metavar="WxH",
@@ -51,8 +64,6 @@ def run(args: argparse.Namespace) -> int:
 
     values = {o.name: getattr(args, o.dest) for o in selection_options()}
     try:
-        if args.job_hours <= 0 or args.job_cores < 1:
-            raise ScoreSetupError("--job-hours must be above 0 and --job-cores at least 1")
         size = _size(args.assume_size)
         settings = settings_from_options({**values, "no-cache": True}, Path.cwd())
         groups = records_to_score(settings)

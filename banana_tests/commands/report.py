@@ -8,6 +8,7 @@ from pathlib import Path
 
 from banana_tests.core.local_paths import local_path
 from banana_tests.core.versions import SUITE, package_versions
+from banana_tests.counts import decimal_number_type
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, Ledger
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.embedded_images import input_folders
@@ -18,6 +19,8 @@ from banana_tests.reports.sourced import describe_replacements
 from banana_tests.reports.trends import TrendSeries
 from banana_tests.verdicts.baseline import Other, write_baseline
 from banana_tests.verdicts.matrix import Matrix
+
+MAX_INPUT_LIMIT_MB = 65536  # 64 GiB: a JUnit file is read whole into memory
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -60,10 +63,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     p.add_argument(
         "--max-input-mb",
-        type=float,
+        type=decimal_number_type(0, MAX_INPUT_LIMIT_MB, above_low=True),
         default=MAX_INPUT_MB,
         metavar="MB",
-        help=f"refuse a JUnit XML file larger than this (default: {MAX_INPUT_MB} MiB)",
+        help=f"refuse a JUnit XML file larger than this, above 0 and at most {MAX_INPUT_LIMIT_MB} "
+        f"(default: {MAX_INPUT_MB} MiB)",
     )
     p.add_argument(
         "--allow-incomplete",

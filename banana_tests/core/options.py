@@ -231,27 +231,25 @@ def add_metric_options(addoption: AddOption) -> None:
     )
     addoption(
         "--heartbeat",
-        type=float,
-        default=30.0,
+        default="30",
         metavar="SECONDS",
         help="while one batch of images is scored longer than this, print a line this often naming "
-        "the metric, the batch size and the time so far (default: 30; 0: never)",
+        "the metric, the batch size and the time so far (default: 30; 0: never; at most a week, 604800)",
     )
     addoption(
         "--batch-timeout",
-        type=float,
         default=None,
         metavar="SECONDS",
         help="stop a metric's batch of images after this long: those images' cases error, naming "
-        "the limit, and the other batches still run (default: no limit)",
+        "the limit, and the other batches still run (above 0, at most a week, 604800; default: no limit)",
     )
     addoption(
         "--load-timeout",
-        type=float,
         default=None,
         metavar="SECONDS",
         help="stop a metric whose import, construction or load-time probe takes longer: it is hung "
-        "for the run and its cases error at once (default: pytest-timeout's --timeout, else 600)",
+        "for the run and its cases error at once (above 0, at most a week, 604800; default: pytest-timeout's "
+        "--timeout, else 600)",
     )
 
 
@@ -297,9 +295,8 @@ def add_gate_options(addoption: AddOption) -> None:
     )
     addoption(
         "--snapshot-rtol",
-        type=float,
-        default=1e-3,
+        default="1e-3",
         metavar="RTOL",
-        help="relative tolerance of score snapshots (default: 1e-3); scores within the metric's "
+        help="relative tolerance of score snapshots, from 0 to 1 (default: 1e-3); scores within the metric's "
         "measured machine drift (0.1 to 0.6 normalised points; docs/snapshots.md) match too",
     )

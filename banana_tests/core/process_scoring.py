@@ -17,9 +17,13 @@ from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import stage
 
 if TYPE_CHECKING:
+    from banana_tests.scoring.loaded_libraries import Loaded
     from banana_tests.scoring.oracle_figures import OracleFigures
     from banana_tests.scoring.score_book import ScoreBook
     from metrics_under_test.protocol import Metric
+
+LOADED_LIBRARIES = "banana_loaded_libraries"
+"""The workerinput key of the distributions each metric loads, found once by xdist's controller."""
 
 
 @dataclass
@@ -32,6 +36,7 @@ class Scoring:
     say: Callable[[str], None] = to_stderr  # a line on the terminal from a running test
     hung: dict[str, Hung] = field(default_factory=dict)  # metrics whose import hung
     watch: BatchWatch | None = None  # the watch that imported them; None: a new one
+    loaded: Loaded | None = None  # the distributions each metric loads; None: not found yet
     _book: ScoreBook | None = None
     _oracle: OracleFigures | None = None
     _prepared: bool = False
@@ -50,6 +55,28 @@ class Scoring:
             resolve_device(self.settings.device)
         except RuntimeError as exc:
             raise UsageError(str(exc)) from exc
+
+    def loaded_libraries(self) -> Loaded:
+        """The distributions each metric loads (banana_tests.scoring.loaded_libraries), for its
+        cache identity: found once a run, by xdist's controller for its workers; none without a
+        score cache, which is the only reader."""
+        if self.loaded is None:
+            from banana_tests.scoring.loaded_libraries import loaded_libraries
+
+            settings = self.settings
+            self.loaded = (
+                {}
+                if settings.cache_dir is None
+                else loaded_libraries(
+                    self.metrics.values(),
+                    resolve_device(settings.device),
+                    settings.cache_dir,
+                    settings.weights_dir,
+                    settings.import_dirs,
+                    settings.load_limit.seconds,
+                )
+            )
+        return self.loaded
 
     @property
     def book(self) -> ScoreBook:
@@ -72,6 +99,7 @@ class Scoring:
                 watch=watch,
                 prober=probe_custom,
                 hung=self.hung,
+                loaded=self.loaded_libraries(),
             )
         return self._book
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import enum
-import math
 import os
 import shlex
 from collections.abc import Callable, Sequence
@@ -21,7 +20,7 @@ from typing import Any
 from banana_tests.core.devices import DeviceChoice, parse_device
 from banana_tests.core.local_paths import refuse_url
 from banana_tests.core.options import DEFAULT_STEPS, MAX_SEARCH, dest_of, suite_options
-from banana_tests.counts import whole_number
+from banana_tests.counts import MAX_SECONDS, decimal_number, whole_number
 from banana_tests.data import EMBEDDED
 from banana_tests.editors.trial_names import Artifact, parse_artifacts
 from banana_tests.scheduler.shards import Shard, parse_shard
@@ -108,15 +107,13 @@ class Settings:
         search = value("search")
         if search is not None:
             search = whole_number("--search", search, 1, MAX_SEARCH, "a number of examples per metric")
-        heartbeat, batch_timeout = value("heartbeat"), value("batch-timeout")
-        if not heartbeat >= 0:
-            raise ValueError(f"--heartbeat takes a number of seconds (0: never), got {heartbeat}")
-        if batch_timeout is not None and not batch_timeout > 0:
-            raise ValueError(f"--batch-timeout takes a positive number of seconds, got {batch_timeout}")
-        load_limit = load_limit_of(value("load-timeout"), case_timeout)
-        rtol = value("snapshot-rtol")
-        if not 0 <= rtol < math.inf:  # math.isclose refuses a negative one mid-run; nan matches nothing
-            raise ValueError(f"--snapshot-rtol takes a finite number >= 0, got {rtol}")
+        heartbeat = decimal_number(
+            "--heartbeat", value("heartbeat"), 0, MAX_SECONDS, "a number of seconds (0: never)"
+        )
+        batch_timeout = seconds_of("--batch-timeout", value("batch-timeout"))
+        load_limit = load_limit_of(seconds_of("--load-timeout", value("load-timeout")), case_timeout)
+        # math.isclose refuses a negative rtol mid-run, and nan matches nothing
+        rtol = decimal_number("--snapshot-rtol", value("snapshot-rtol"), 0, 1)
         refuse_url(
             "--cache-dir",
             value("cache-dir"),
@@ -183,12 +180,17 @@ class Settings:
 def load_limit_of(load_timeout: float | None, case_timeout: float | None) -> Limit:
     """`--load-timeout` when given, else pytest-timeout's `--timeout`, else LOAD_SECONDS."""
     if load_timeout is not None:
-        if not load_timeout > 0:
-            raise ValueError(f"--load-timeout takes a positive number of seconds, got {load_timeout}")
         return Limit(load_timeout, f"--load-timeout={load_timeout:g}")
     if case_timeout is not None:
         return Limit(case_timeout, f"--timeout={case_timeout:g}")
     return DEFAULT_LOAD_LIMIT
+
+
+def seconds_of(option: str, given: object) -> float | None:
+    """A time limit: None when not given, else above 0 and at most MAX_SECONDS (a week)."""
+    if given is None:
+        return None
+    return decimal_number(option, given, 0, MAX_SECONDS, "a number of seconds", above_low=True)
 
 
 def check_writable(option: str, path: Path) -> None:

@@ -2,7 +2,9 @@
 pass. Scores are keyed by image sha256 and metric identity, so the same key must carry the same
 score; a key with two different scores is a conflict and nothing is written, and so is a source
 holding a value that is no score (text, or beyond the score bound). The file-hash memo
-(paths and inodes of one machine) is not copied: the merged cache rebuilds its own."""
+(paths and inodes of one machine) is not copied: the merged cache rebuilds its own. The
+loaded-libraries memo beside each cache is merged too, so the verdict pass on the result does not
+look at its metrics again (banana_tests.scoring.loaded_libraries)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from banana_tests.scoring.cache import (
     storable,
     unstorable,
 )
+from banana_tests.scoring.loaded_libraries import MEMO, Memo, MemoError, merged_memo, read_memo, write_memo
 from metrics_under_test.score_value import SCORE_BOUND
 
 
@@ -58,9 +61,13 @@ def merge(sources: Sequence[Path], into: Path) -> Merged:
         if not f.is_file():
             raise MergeError(f"{f}: no such score cache")
     target = into / FILE
+    try:
+        memos = [read_memo(f.parent / MEMO) for f in [target, *files]]
+    except MemoError as exc:
+        raise MergeError(f"{exc}; nothing was merged") from exc
     created = not target.exists()
     try:
-        return _merge(files, target)
+        return _merge(files, target, merged_memo(memos))
     except BaseException:
         if created:
             for suffix in ("", "-wal", "-shm"):
@@ -68,7 +75,7 @@ def merge(sources: Sequence[Path], into: Path) -> Merged:
         raise
 
 
-def _merge(files: Sequence[Path], target: Path) -> Merged:
+def _merge(files: Sequence[Path], target: Path, memo: Memo) -> Merged:
     with warnings.catch_warnings():
         warnings.simplefilter("error", CacheWarning)  # a cache set aside or off is an error here
         try:
@@ -99,6 +106,11 @@ def _merge(files: Sequence[Path], target: Path) -> Merged:
             db.execute(f"INSERT OR IGNORE INTO main.identities SELECT * FROM {src}.identities")
             db.execute(f"INSERT OR IGNORE INTO main.scores SELECT * FROM {src}.scores")
         added = db.execute("SELECT COUNT(*) FROM main.scores").fetchone()[0] - before
+        if memo:  # before the scores: an answer more is harmless, a merged cache without it looks again
+            try:
+                write_memo(target.parent / MEMO, memo)
+            except OSError as exc:
+                raise MergeError(f"{target.parent / MEMO}: {exc}") from exc
         db.execute("COMMIT")
         return Merged(target.parent, added, known)
     except sqlite3.DatabaseError as exc:

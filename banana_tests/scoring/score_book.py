@@ -38,10 +38,14 @@ class ScoreBook:
         watch: BatchWatch | None = None,
         prober: Prober | None = None,
         hung: Mapping[str, Hung] | None = None,
+        loaded: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         """`loader` builds a metric and `prober` checks it once built (None: `loader` does); each
-        runs under the watch's load limit. `hung`: metrics that hung before scoring (their import)."""
+        runs under the watch's load limit. `hung`: metrics that hung before scoring (their import).
+        `loaded`: the distributions each metric loads (banana_tests.scoring.loaded_libraries),
+        part of its cache identity."""
         self.device = device
+        self.loaded = loaded or {}
         self.cache = cache
         self.watch = watch or BatchWatch()
         self.hits: set[tuple[str, Path]] = set()  # scores that came from the cache
@@ -169,6 +173,8 @@ class ScoreBook:
         if spec.name not in self._keys:
             assert self.cache is not None
             description = identity(spec, self.device, self.cache.file_hash)
+            if spec.name in self.loaded:
+                description["loaded"] = dict(self.loaded[spec.name])
             self._keys[spec.name] = (identity_key(description), description)
         return self._keys[spec.name]
 

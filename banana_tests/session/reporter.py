@@ -86,6 +86,12 @@ class MatrixReporter:
             if isinstance(key, ControlKey | InvarianceKey | SearchKey):
                 item.user_properties.extend(CaseRecord(key).identity())
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The distributions each metric loads (its cache identity) are found before the first
+        case, whose time limit they must not spend; an xdist worker was handed its controller's."""
+        if session.items and not session.config.option.collectonly:
+            self.state.scoring.loaded_libraries()
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, call: pytest.CallInfo[None]

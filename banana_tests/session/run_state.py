@@ -11,6 +11,7 @@ import pytest
 from banana_tests.core.devices import Device, gpu_driver_loaded, no_cuda
 from banana_tests.core.metric_import import HUNG_IMPORTS, resolve_within
 from banana_tests.core.options import SNAPSHOT_DIR_INI, dest_of
+from banana_tests.core.process_scoring import LOADED_LIBRARIES
 from banana_tests.core.settings import Settings, check_writable
 from banana_tests.core.suite import SuiteState
 from banana_tests.core.usage_error import UsageError
@@ -87,9 +88,11 @@ def suite_of(config: pytest.Config) -> SuiteState:
         raise pytest.UsageError(str(exc)) from exc
     if settings.device.kind is Device.CUDA and not gpu_driver_loaded():
         raise pytest.UsageError(no_cuda(settings.device) + " (no GPU driver)")
-    return SuiteState.from_settings(
+    state = SuiteState.from_settings(
         settings, metrics, terminal_line(config), config.stash[HUNG], config.stash[WATCH]
     )
+    state.scoring.loaded = getattr(config, "workerinput", {}).get(LOADED_LIBRARIES)  # the controller's
+    return state
 
 
 def scorer_of(config: pytest.Config, state: SuiteState, metric: str) -> Scorer:

@@ -10,13 +10,16 @@ the collection itself) and `-k` leave each test in its shard. The tests this run
 merged files show a case that no job ran; those `--lf` leaves out because they passed are not.
 The tests the run's own selection left out (`-k`, `-m`, `--deselect`, `--lf`) are recorded apart,
 as its narrowing: they are read off each collected file before `--lf` filters it, so a merge of
-reruns alone is known to be partial; a test file `--lf` does not collect at all is counted.
+reruns alone is known to be partial; a test file `--lf` does not collect at all is counted, and
+so is a suite module the run's test paths never reached (`--pyargs banana_tests.test_degradation`,
+`--ignore`): a run of part of the suite is partial like one narrowed by `-k`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +41,7 @@ class RunPlan:
     planned: list[str] = field(default_factory=list)
     passed_before: set[str] = field(default_factory=set)
     collected: list[str] = field(default_factory=list)  # node ids, before any selection
+    reached: set[Path] = field(default_factory=set)  # the test files collection got to
     narrowing: Narrowing = field(default_factory=Narrowing)
 
     @property
@@ -65,17 +69,36 @@ def unit_of(item: pytest.Item, metrics: tuple[str, ...]) -> Group | None:
     return Group(metric, seed_image) if isinstance(metric, str) and metric in metrics else None
 
 
+def unreached_suite_modules(config: pytest.Config, reached: set[Path]) -> list[Path]:
+    """The suite's test modules a whole run of these options collects (banana_tests.plugin's
+    `pytest_ignore_collect` rule) that this run never got to, when it got to any: its test paths
+    or node ids named only part of the suite."""
+    from banana_tests.plugin import SEARCH_MODULE, pytest_ignore_collect
+
+    modules = [
+        p for p in sorted(SEARCH_MODULE.parent.glob("test_*.py")) if not pytest_ignore_collect(p, config)
+    ]
+    if not any(module in reached for module in modules):
+        return []
+    return [module for module in modules if module not in reached]
+
+
 def narrowing(config: pytest.Config, plan: RunPlan, collected: list[str]) -> Narrowing:
     """What the run's own selection left out of the tests it collected (neither planned nor
-    split off), which of its options did, and how many test files `--lf` did not collect."""
+    split off), which of its options or test paths did, and how many test files `--lf` did not
+    collect or the test paths did not name."""
     kept = {*plan.planned, *plan.split_off}
     left_out = tuple(dict.fromkeys(case for case in collected if case not in kept))
     lf = config.pluginmanager.get_plugin("lfplugin")  # pytest's own count, in its status line
-    uncollected = int(getattr(lf, "_skipped_files", 0)) if config.getoption("lf", False) else 0
+    skipped_by_lf = int(getattr(lf, "_skipped_files", 0)) if config.getoption("lf", False) else 0
+    unreached = unreached_suite_modules(config, plan.reached)
+    uncollected = skipped_by_lf + len(unreached)
     if not left_out and not uncollected:
         return Narrowing()
     keyword, markexpr = (getattr(config.option, name, "") for name in ("keyword", "markexpr"))
+    node_ids = any("::" in arg for arg in config.args)
     given = [
+        (f"the test paths {' '.join(config.args)}", unreached or node_ids),
         ("--lf", config.getoption("lf", False)),
         (f"-k {keyword!r}", keyword),
         (f"-m {markexpr!r}", markexpr),
@@ -123,6 +146,8 @@ class ShardSelection:
         """Every test a collector found, before `--lf` (whose wrapper is outside this one)
         filters its file's tests; other metrics' score snapshots are no part of the run."""
         report = yield
+        if isinstance(collector, pytest.File):
+            self.plan.reached.add(collector.path.resolve())
         for found in getattr(report, "result", None) or ():
             if isinstance(found, pytest.Item) and not self._other_snapshot(found):
                 self.plan.collected.append(found.nodeid)

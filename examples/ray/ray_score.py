@@ -2,7 +2,7 @@
 
 One Ray task per (seed image, kind of metric): the classical metrics ask for a CPU each, the
 vision-language ones (cost `vlm`) for a GPU. Each task scores with `banana_tests.api.score`
-into a cache of its own on its node and returns the file's bytes; the driver writes them beside
+into a cache of its own on its node and returns the folder's files; the driver writes them beside
 each other and merges them with `banana-tests cache merge`'s code. It imports only
 `banana_tests.api` and Ray. The data set must be
 readable from every node (a shared folder or `hf:<repo_id>`). See docs/cluster.md.
@@ -39,12 +39,13 @@ from banana_tests.api import (
 @ray.remote
 def score_task(
     dataset: str, metrics: list[str], seed_image: str, device: Device
-) -> tuple[list[str], bool, bytes]:
+) -> tuple[list[str], bool, dict[str, bytes]]:
     """One seed image's scores of `metrics`, into a cache of this task's own: (summary lines,
-    whether complete, the cache file's bytes)."""
+    whether complete, the cache folder's files: its scores and what each metric loads)."""
     with tempfile.TemporaryDirectory() as folder:
         summary = score(dataset, metrics, seed_images=[seed_image], cache_dir=Path(folder), device=device)
-        return summary.lines(), summary.complete, summary.cache.read_bytes()
+        files = {f.name: f.read_bytes() for f in Path(folder).iterdir() if f.is_file()}
+        return summary.lines(), summary.complete, files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,13 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     complete = True
     caches = []
     for name, task in tasks.items():
-        lines, done, data = ray.get(task)
+        lines, done, files = ray.get(task)
         complete &= done
         print(f"{name}: " + "; ".join(lines))
-        path = args.out / "tasks" / name / "scores.sqlite"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        caches.append(path)
+        folder = args.out / "tasks" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        for file_name, data in files.items():
+            (folder / file_name).write_bytes(data)
+        caches.append(folder)
     merged = merge_caches(caches, args.out / "merged")
     print(f"{merged.added} scores merged into {merged.into}")
     verdicts = ["pytest", "--pyargs", "banana_tests", f"--dataset={dataset}", f"--metric={args.metric}"]

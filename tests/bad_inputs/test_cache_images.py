@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from banana_tests.scoring.cache import FILE, CacheWarning, ScoreCache, identity, identity_key
+from banana_tests.scoring.loaded_libraries import MEMO
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.images import DEFAULT_MAX_PIXELS, ImageStore
@@ -483,3 +484,42 @@ def test_cache_merge_refuses_a_poisoned_source_naming_the_file_and_the_entry(
     merged = merge("good")
     assert merged.returncode == 0 and merged.stdout.startswith("3 new scores into merged"), merged
     assert integrity(tmp_path / "merged" / FILE) == "ok"
+
+
+@pytest.mark.parametrize(
+    "memo, says",
+    [
+        ("{not json", "Expecting property name enclosed in double quotes"),
+        ('{"laplacian_variance": {"key": "k"}}', "not {metric: [{key, distributions}]}"),
+    ],
+    ids=["text", "shape"],
+)
+def test_cache_merge_refuses_a_damaged_loaded_libraries_memo_naming_the_file(
+    tmp_path: Path, memo: str, says: str
+) -> None:
+    """What each metric loads is part of its identity and merged beside the scores: a memo that
+    is not one is refused as a poisoned score is, and a good one is carried to the merged cache."""
+    scene = Scene(write_set(tmp_path / "data", seeds=("alpha",), runs=(0,), steps=STEPS), tmp_path / "good")
+    warm(scene)
+    answers = {"laplacian_variance": [{"key": "k", "distributions": {"numpy": "2.0"}}]}
+    (tmp_path / "good" / MEMO).write_text(json.dumps(answers))
+    shutil.copytree(scene.cache_dir, tmp_path / "bad")
+    (tmp_path / "bad" / MEMO).write_text(memo)
+
+    def merge(*sources: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "banana_tests.cli", "cache", "merge", *sources, "--into=merged"]
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    refused = merge("good", "bad")
+
+    assert refused.returncode == 2 and refused.stdout == "", refused
+    [line] = refused.stderr.splitlines()
+    assert line.startswith(
+        f"banana-tests cache merge: error: {Path('bad') / MEMO}: not a loaded-libraries memo ("
+    )
+    assert says in line and line.endswith("; nothing was merged")
+    assert not (tmp_path / "merged").exists()
+    merged = merge("good")
+    assert merged.returncode == 0 and merged.stdout.startswith("3 new scores into merged"), merged
+    assert integrity(tmp_path / "merged" / FILE) == "ok"
+    assert json.loads((tmp_path / "merged" / MEMO).read_text()) == answers

@@ -1,9 +1,14 @@
 """Options a run can never satisfy: one usage error (exit 4) naming the option, before any case.
 
-Each row runs the suite through pytest itself on a tiny set with a numpy-only metric.
+Each row runs the suite through pytest itself on a tiny set with a numpy-only metric; the
+commands' rows run `banana-tests` itself (argparse's usage error, exit 2).
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +18,7 @@ from tests.conftest import assert_outcomes, suite_folder
 SHARD_TAKES = (
     f"--shard takes K/N, shard K of N jobs with 1 <= K <= N <= {MAX_SHARDS} in digits 0-9 (e.g. 1/3), "
 )
+SECONDS_TAKE = "takes a number of seconds above 0 and at most 604800, in digits 0-9"
 SEARCH_TAKES = f"--search takes a number of examples per metric from 1 to {MAX_SEARCH}, in digits 0-9, "
 DOTS = "from metrics_under_test.examples import laplacian_variance as metric\n\nmetric.name = {name!r}\n"
 # the files a row's folder needs beside the data set: metric modules that raise on import (as a
@@ -111,7 +117,26 @@ ROWS: dict[str, tuple[list[str], str]] = {
         f"entry point '..' -> dots:metric: {NAME_RULE}, not '.' or '..', got '..'",
     ),
     "weights-dir-missing": (["--weights-dir=nowhere"], "--weights-dir=nowhere: no such directory"),
-    "heartbeat-negative": (["--heartbeat=-1"], "--heartbeat takes a number of seconds (0: never), got -1.0"),
+    **{
+        f"{option}-{name}": ([f"--{option}={given}"], f"--{option} {takes}, got {given!r}")
+        for option, takes in {
+            "heartbeat": "takes a number of seconds (0: never) from 0 to 604800, in digits 0-9",
+            "batch-timeout": SECONDS_TAKE,
+            "load-timeout": SECONDS_TAKE,
+        }.items()
+        for name, given in {
+            "negative": "-1",
+            "inf": "inf",
+            "nan": "nan",
+            "fullwidth": "\uff13\uff10",
+            "over-a-week": "604801",
+            **({"huge": "1e400", "underscore": "1_0"} if option == "batch-timeout" else {}),
+        }.items()
+    },
+    **{
+        f"{option}-zero": ([f"--{option}=0"], f"--{option} {SECONDS_TAKE}, got '0'")
+        for option in ("batch-timeout", "load-timeout")
+    },
     "cache-dir-url": (
         ["--cache-dir=s3://bucket/x"],
         "--cache-dir=s3://bucket/x: a URL is not supported; the score cache is one local SQLite file",
@@ -143,11 +168,16 @@ ROWS: dict[str, tuple[list[str], str]] = {
     **{
         f"snapshot-rtol-{name}": (
             [f"--banana-snapshot-rtol={given}"],
-            f"--snapshot-rtol takes a finite number >= 0, got {given}",
+            f"--snapshot-rtol takes a number from 0 to 1, in digits 0-9, got {given!r}",
         )
-        for name, given in {"negative": "-0.1", "nan": "nan", "inf": "inf"}.items()
+        for name, given in {
+            "negative": "-0.1",
+            "nan": "nan",
+            "inf": "inf",
+            "fullwidth": "\uff11",
+            "over-1": "2",
+        }.items()
     },
-    "batch-timeout-zero": (["--batch-timeout=0"], "--batch-timeout takes a positive number of seconds"),
     **{
         f"search-{name}": ([f"--search={given}"], f"{SEARCH_TAKES}got {given!r}")
         for name, given in {
@@ -159,7 +189,6 @@ ROWS: dict[str, tuple[list[str], str]] = {
             "underscore": "1_0",
         }.items()
     },
-    "load-timeout-zero": (["--load-timeout=0"], "--load-timeout takes a positive number of seconds"),
     "artifact-unknown": (
         ["--artifact=stati"],
         "--artifact=stati: 'stati' is not an artifact; known: replicate, soften, resynthesis, tint, static, "
@@ -231,3 +260,57 @@ def test_a_spaced_path_option_that_would_move_the_rootdir_is_refused(
     )
     assert_outcomes(joined, missed=1)
     assert "test_stranger" not in joined.stdout.str()
+
+
+def _takes(what: str, bounds: str) -> str:
+    return f"takes {what} {bounds}, in digits 0-9"
+
+
+# the commands' counts and amounts: (command and its other arguments, option, what it takes, values)
+COMMAND_OPTIONS = {
+    "plan --job-cores": (["plan"], _takes("a whole number", "from 1 to 1024"), ("\uff11", "0", "-3", "1025")),
+    "plan --job-hours": (["plan"], _takes("a number", "above 0 and at most 720"), ("inf", "nan", "0", "721")),
+    **{
+        f"generate --{option}": (["generate", "--editor=jpeg", "--seed-images=s", "--out=o"], takes, values)
+        for option, takes, values in (
+            ("runs", _takes("a whole number", "from 1 to 1000"), ("\uff11", "0", "-3", "1001")),
+            ("steps", _takes("a whole number", "from 1 to 1000"), ("\uff15", "0", "1001")),
+            ("seed", _takes("a whole number", "from 0 to 2147483647"), ("\uff11", "-1", "2147483648")),
+            ("max-requests", _takes("a whole number", "of 1 or more"), ("\uff11", "0", "-1")),
+            ("temperature", _takes("a number", "from 0 to 2"), ("nan", "-0.5", "3")),
+            ("price-per-image", _takes("a number", "from 0 to 1000"), ("inf", "-1")),
+        )
+    },
+    "judge --max-requests": (
+        ["judge", "set", "--judge=keywords"],
+        _takes("a whole number", "of 1 or more"),
+        ("0", "\uff11"),
+    ),
+    "report --max-input-mb": (
+        ["report", "j.xml", "--out=out"],
+        _takes("a number", "above 0 and at most 65536"),
+        ("nan", "inf", "0", "65537"),
+    ),
+}
+COMMAND_ROWS = {
+    f"{name}={given}": (arguments, name.split()[1], takes, given)
+    for name, (arguments, takes, values) in COMMAND_OPTIONS.items()
+    for given in values
+}
+
+
+@pytest.mark.parametrize("row", list(COMMAND_ROWS))
+def test_a_commands_impossible_count_is_one_usage_error(row: str, tmp_path: Path) -> None:
+    """argparse's `type=int` and `type=float` took `１`, `-3`, `inf` and `nan`: each count and
+    amount goes through counts.whole_number or decimal_number, one usage line (exit 2) naming the
+    option, before anything is read or written."""
+    arguments, option, takes, given = COMMAND_ROWS[row]
+    command = [sys.executable, "-m", "banana_tests.cli", *arguments, f"{option}={given}"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error: " in line]
+    assert errors == [f"banana-tests {arguments[0]}: error: argument {option}: {takes}, got {given!r}"], (
+        done.stderr
+    )
+    assert "Traceback" not in done.stderr and not done.stdout
+    assert not list(tmp_path.iterdir())  # nothing written

@@ -80,8 +80,8 @@ def all_planned_ran(path: Path) -> bool:
 
 
 @pytest.fixture(scope="module")
-def untouched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, dict[str, str]]]:
-    """The JUnit cases of a run without any search file: what each bad-file run must give."""
+def untouched_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of a run without any search file, which wrote its example database."""
     root = tmp_path_factory.mktemp("untouched")
     write_set(root / "data", **SET)  # type: ignore[arg-type]
     (root / "test_suite.py").write_text(SUITE_MODULE + SEARCH_MODULE)
@@ -102,7 +102,13 @@ def untouched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, 
         timeout=600,
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    return cases(root / "j.xml")
+    return root
+
+
+@pytest.fixture(scope="module")
+def untouched(untouched_run: Path) -> dict[str, tuple[str, dict[str, str]]]:
+    """The JUnit cases of a run without any search file: what each bad-file run must give."""
+    return cases(untouched_run / "j.xml")
 
 
 @pytest.fixture
@@ -249,6 +255,49 @@ def test_a_bad_replay_file_under_xdist_warns_once_from_its_worker(
     assert f"replay file {path} not replayed: {ROWS['a billion steps'].says}" in line
     assert_nothing_else_lost(result, suite.path, untouched)
     assert json.loads(path.read_text())["degradation"]["steps"] <= 20  # its escape replaced the file
+
+
+def too_large(path: Path) -> None:
+    with path.open("wb") as sparse:
+        sparse.truncate(1024 * 1024)
+
+
+DATABASE_ROWS = {
+    "a FIFO": (fifo, "not a regular file but a FIFO (named pipe)", []),
+    "a FIFO, -n 2": (fifo, "not a regular file but a FIFO (named pipe)", ["-n", "2"]),
+    "a device": (device, "not a regular file but a character device", []),
+    "too large": (too_large, "1,048,576 bytes, over the 65,536-byte limit", []),
+}
+
+
+@pytest.mark.parametrize(("spoil", "says", "workers"), DATABASE_ROWS.values(), ids=DATABASE_ROWS.keys())
+def test_a_bad_example_database_entry_is_not_read_and_warns_once(
+    suite: pytest.Pytester,
+    untouched_run: Path,
+    untouched: dict[str, tuple[str, dict[str, str]]],
+    spoil: Callable[[Path], None],
+    says: str,
+    workers: list[str],
+) -> None:
+    """hypothesis reads every file of the test's database folder whole: a FIFO there blocked the
+    search until --timeout. The database a run wrote, with one bad entry in each of its folders,
+    is not used: one warning naming the entry, and the search runs as without it."""
+    source = untouched_run / ".banana_cache" / "search" / "hypothesis"
+    shutil.copytree(source, suite.path / ".banana_cache" / "search" / "hypothesis", symlinks=True)
+    database = suite.path / ".banana_cache" / "search" / "hypothesis" / BAD
+    keys = sorted(p for p in database.iterdir() if p.is_dir())
+    assert keys, "the run without search files wrote no example database"
+    for key in keys:
+        spoil(key / "bad")
+
+    result = suite.runpytest_subprocess(*options(), *workers, "--timeout=120")
+
+    [line] = warning_lines(result)
+    assert (
+        f"SearchFileWarning: example database {database} not used: {keys[0] / 'bad'}: {says}; "
+        "the search runs without it"
+    ) in line, line
+    assert_nothing_else_lost(result, suite.path, untouched)
 
 
 def folder_is_a_file(root: Path) -> str:
