@@ -24,6 +24,7 @@ from banana_tests.public_fixtures import banana_metric as banana_metric
 from banana_tests.public_fixtures import banana_metrics as banana_metrics
 from banana_tests.public_fixtures import banana_trajectories as banana_trajectories
 from banana_tests.session.option_spellings import add_free_aliases, given_options, spaced_path_options
+from banana_tests.session.optional_modules import left_out
 from banana_tests.session.ownership import GIVEN, STATE, adopt, adopted, asks_for_suite
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 
@@ -54,8 +55,6 @@ DATA_FIXTURES = frozenset({TRAJECTORIES_FIXTURE})
 SCORING_FIXTURES = frozenset({METRIC_FIXTURE, METRICS_FIXTURE})
 # A test that requests any of these makes the run the suite's.
 SUITE_FIXTURES = SCORING_FIXTURES | DATA_FIXTURES | {CASE_FIXTURE, TREND_FIXTURE}
-TREND_MODULE = Path(__file__).resolve().parent / "test_trend.py"
-SEARCH_MODULE = TREND_MODULE.with_name("test_search.py")
 SPELLINGS = pytest.StashKey[tuple[str, ...]]()  # every spelling of a suite option this run owns
 USAGE_ERROR = pytest.StashKey[str]()  # why a run adopted at collection cannot be the suite's
 
@@ -321,13 +320,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """The suite's trend module is collected only under --trend, its search module only under
-    --search."""
-    if collection_path not in (TREND_MODULE, SEARCH_MODULE):
-        return None
-    from banana_tests.session.run_state import settings_of
-
-    chosen = settings_of(config)
-    return None if (chosen.trend if collection_path == TREND_MODULE else chosen.search) else True
+    --search (banana_tests.session.optional_modules)."""
+    return left_out(collection_path, config)
 
 
 @pytest.fixture

@@ -70,14 +70,12 @@ def unit_of(item: pytest.Item, metrics: tuple[str, ...]) -> Group | None:
 
 
 def unreached_suite_modules(config: pytest.Config, reached: set[Path]) -> list[Path]:
-    """The suite's test modules a whole run of these options collects (banana_tests.plugin's
-    `pytest_ignore_collect` rule) that this run never got to, when it got to any: its test paths
-    or node ids named only part of the suite."""
-    from banana_tests.plugin import SEARCH_MODULE, pytest_ignore_collect
+    """The suite's test modules a whole run of these options collects (the rule of
+    banana_tests.session.optional_modules) that this run never got to, when it got to any: its
+    test paths or node ids named only part of the suite."""
+    from banana_tests.session.optional_modules import SEARCH_MODULE, left_out
 
-    modules = [
-        p for p in sorted(SEARCH_MODULE.parent.glob("test_*.py")) if not pytest_ignore_collect(p, config)
-    ]
+    modules = [p for p in sorted(SEARCH_MODULE.parent.glob("test_*.py")) if not left_out(p, config)]
     if not any(module in reached for module in modules):
         return []
     return [module for module in modules if module not in reached]
