@@ -6,8 +6,9 @@ The selection, the metrics and the scoring are the suite's own objects (`SuiteSt
 planning, the same ScoreBook and loader, the same (metric, seed image) groups, batched in the
 same order, banana_tests.scoring.batching), so a score written here is the one the suite would
 have computed, under the same cache key. Loading a metric tunes this process for scoring as a
-suite run does (banana_tests.scoring.process_tuning). Importing this module imports no pytest:
-the session's objects are imported when a selection is built.
+suite run does (banana_tests.scoring.process_tuning). Neither importing this module nor scoring
+imports pytest: the options go through the suite's validator (banana_tests.core.settings) and the
+selection is the pytest-free core's (its planning and scoring imported when a selection is built).
 
     from pathlib import Path
     from banana_tests.api import score
@@ -17,31 +18,29 @@ the session's objects are imported when a selection is built.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from banana_tests.core.devices import Device, DeviceChoice
+from banana_tests.core.options import DEFAULT_STEPS, suite_options
+from banana_tests.core.settings import Settings
 from banana_tests.scheduler.shards import Shard
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.cache_merge import Merged
 from banana_tests.scoring.cache_merge import merge as merge_caches
 from banana_tests.scoring.pass_summary import Group, MetricSummary, Progress, ScoreSummary
-from banana_tests.session.devices import Device, DeviceChoice
-from banana_tests.session.local_paths import refuse_url
-from banana_tests.session.options import DEFAULT_METRICS, DEFAULT_STEPS, suite_options
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.records import DataError, Record
-from banana_tests.trajectories.selection import parse_where
+from metrics_under_test.metric_requests import DEFAULT_METRICS, MetricRequest
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric
 from metrics_under_test.registry import resolve as resolve_metric
 from metrics_under_test.spec import Backend, Cost, MetricSpec
 
-if TYPE_CHECKING:  # the session's modules import pytest: imported when a selection is built
-    from banana_tests.session.settings import Settings
-    from banana_tests.session.suite import SuiteState
+if TYPE_CHECKING:  # the core's planning and scoring: imported when a selection is built
+    from banana_tests.core.suite import SuiteState
 
 __all__ = [
     "Backend",
@@ -50,6 +49,7 @@ __all__ = [
     "DeviceChoice",
     "Group",
     "Merged",
+    "MetricRequest",
     "MetricSpec",
     "MetricSummary",
     "Progress",
@@ -68,16 +68,7 @@ __all__ = [
     "settings_from_options",
 ]
 
-
-def __getattr__(name: str) -> object:
-    """`Settings` on first use: its module imports pytest, which importing this one must not."""
-    if name == "Settings":
-        from banana_tests.session.settings import Settings
-
-        return Settings
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
+_DEFAULT_METRICS: tuple[str, ...] = tuple(r.text for r in DEFAULT_METRICS)
 _DEFAULT_STEPS: tuple[int, ...] = tuple(parse_steps(DEFAULT_STEPS) or ())
 
 
@@ -88,7 +79,7 @@ class ScoreSetupError(ValueError):
 
 def score(
     dataset: Path | str | None = None,
-    metrics: Sequence[str] = DEFAULT_METRICS,
+    metrics: Sequence[str] = _DEFAULT_METRICS,
     *,
     variant: str = "replicate",
     seed_images: Sequence[str] = (),
@@ -126,7 +117,7 @@ def score(
 
 def scoring_settings(
     dataset: Path | str | None = None,
-    metrics: Sequence[str] = DEFAULT_METRICS,
+    metrics: Sequence[str] = _DEFAULT_METRICS,
     *,
     variant: str = "replicate",
     seed_images: Sequence[str] = (),
@@ -140,80 +131,31 @@ def scoring_settings(
     root: Path | None = None,
 ) -> Settings:
     """The suite's settings for this selection, every other option at its default. They are
-    the suite's options of the same names: `dataset` a folder, files or `hf:<repo_id>`;
-    `metrics` names or `module:callable` targets (a str is `--metric`'s comma list); `steps`
-    None for every step; `where` `key=value` filters. Relative paths are taken from `root`
-    (default: the current folder). ScoreSetupError naming an option no run can satisfy."""
-    base = settings_from_options({}, root or Path.cwd())
-    chosen = tuple(sorted(set(steps))) if steps is not None else None
-    reference = base.selection.reference_step
-    if chosen is not None and (not chosen or chosen[0] < 0):
-        raise ScoreSetupError(f"steps takes non-negative step numbers, got {list(steps or ())}")
-    if chosen is not None and reference in chosen:
-        raise ScoreSetupError(
-            f"steps {list(chosen)} include the reference step {reference}: its Δ is 0 by definition, "
-            "which can never pass"
-        )
-    if runs is not None and runs < 1:
-        raise ScoreSetupError(f"runs takes a positive number, got {runs}")
-    try:
-        refuse_url("--dataset", dataset, "give a local folder or files, or hf:<repo_id> for the hub")
-        refuse_url("--cache-dir", cache_dir, "the score cache is one local SQLite file")
-        refuse_url("--weights-dir", weights_dir)
-        filters = parse_where(where)
-    except ValueError as exc:
-        raise ScoreSetupError(str(exc)) from exc
-    selection = dataclasses.replace(
-        base.selection,
-        variant=variant,
-        seed_images=tuple(seed_images),
-        where=filters,
-        runs=runs,
-        steps=chosen,
-    )
-    return dataclasses.replace(
-        base,
-        metric=metrics if isinstance(metrics, str) else ",".join(metrics),
-        device=_device_choice(device),
-        weights_dir=base.weights_dir if weights_dir is None else weights_dir,
-        cache_dir=(root or Path.cwd()) / cache_dir,
-        source=base.source if dataset is None else dataclasses.replace(base.source, source=str(dataset)),
-        selection=selection,
-        shard=shard,
-        narrowed=_narrowing(seed_images, where, runs, chosen),
-    )
-
-
-def _device_choice(device: Device | DeviceChoice) -> DeviceChoice:
-    """`device` as the suite's choice; ScoreSetupError for a name that is no Device."""
-    if isinstance(device, DeviceChoice):
-        return device
-    try:
-        return DeviceChoice(Device(device))
-    except ValueError:
-        raise ScoreSetupError(
-            f"device takes one of {', '.join(Device)} or a DeviceChoice, got {device!r}"
-        ) from None
-
-
-def _narrowing(
-    seed_images: Sequence[str], where: Sequence[str], runs: int | None, steps: tuple[int, ...] | None
-) -> tuple[str, ...]:
-    """The selection's narrowing options as a suite run lists them (Settings.narrowed)."""
-    shown = [*(f"--seed-image={s}" for s in seed_images), *(f"--where={w}" for w in where)]
-    if runs is not None:
-        shown.append(f"--runs={runs}")
-    if steps != _DEFAULT_STEPS:
-        shown.append(f"--steps={'all' if steps is None else ','.join(map(str, steps))}")
-    return tuple(shown)
+    the suite's options of the same names, read by the suite's own validator: `dataset` a
+    folder, files or `hf:<repo_id>`; `metrics` names or `module:callable` targets (a str is
+    `--metric`'s comma list); `steps` None for every step; `where` `key=value` filters.
+    Relative paths are taken from `root` (default: the current folder). ScoreSetupError naming
+    an option no run can satisfy."""
+    given: dict[str, object] = {
+        "dataset": dataset,
+        "metric": metrics,
+        "variant": variant,
+        "seed-image": seed_images,
+        "steps": steps,
+        "runs": runs,
+        "where": where,
+        "shard": shard,
+        "cache-dir": cache_dir,
+        "device": device,
+        "weights-dir": weights_dir,
+    }
+    return settings_from_options(given, root or Path.cwd())
 
 
 def settings_from_options(values: Mapping[str, object], root: Path) -> Settings:
     """The suite's settings for option values as a command line parsed them (short names, as
     `banana-tests score` and `plan` read them), every other option at its default;
     ScoreSetupError naming an option no run can satisfy."""
-    from banana_tests.session.settings import Settings
-
     defaults = {o.name: o.attrs.get("default") for o in suite_options()}
     unknown = sorted(set(values) - set(defaults))
     if unknown:
@@ -248,7 +190,7 @@ def score_selection(
     start = time.perf_counter()
     state = _suite_state(settings, say)
     try:
-        from banana_tests.session.selection_scoring import score_state
+        from banana_tests.core.selection_scoring import score_state
 
         return score_state(state, progress, start)
     finally:  # its WAL is folded into the file: a task can ship or merge the file as it is
@@ -260,7 +202,7 @@ def score_selection(
 def records_to_score(settings: Settings) -> dict[Group, list[Record]]:
     """Each (metric, seed image) group's records that `score` would score for `settings`, found
     without building a metric, importing torch or opening a cache."""
-    from banana_tests.session.selection_scoring import selected_plans
+    from banana_tests.core.selection_scoring import selected_plans
 
     state = _suite_state(settings, to_stderr)
     selected_plans(state)
@@ -270,8 +212,8 @@ def records_to_score(settings: Settings) -> dict[Group, list[Record]]:
 def _suite_state(settings: Settings, say: Callable[[str], None]) -> SuiteState:
     """The suite's state for `settings`, its metrics resolved, weights staged and cases planned,
     as at a suite run's collection."""
-    from banana_tests.session.metric_import import resolve_within
-    from banana_tests.session.suite import SuiteState
+    from banana_tests.core.metric_import import resolve_within
+    from banana_tests.core.suite import SuiteState
 
     watch = BatchWatch(settings.heartbeat, settings.batch_timeout, say, settings.load_limit)
     try:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, TREND_FIXTURE, CaseKey
+from banana_tests.core.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
 from banana_tests.public_fixtures import METRICS_FIXTURE, TRAJECTORIES_FIXTURE
 
 # the public fixtures are registered by being here
@@ -23,13 +24,12 @@ from banana_tests.public_fixtures import banana_metric as banana_metric
 from banana_tests.public_fixtures import banana_metrics as banana_metrics
 from banana_tests.public_fixtures import banana_trajectories as banana_trajectories
 from banana_tests.session.option_spellings import add_free_aliases, given_options, spaced_path_options
-from banana_tests.session.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
+from banana_tests.session.optional_modules import left_out
 from banana_tests.session.ownership import GIVEN, STATE, adopt, adopted, asks_for_suite
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
-from banana_tests.session.suite_modules import SEARCH_MODULE, TREND_MODULE, left_out
 
 if TYPE_CHECKING:  # the rest of the suite is imported once a run is the suite's
-    from banana_tests.session.suite import SuiteState
+    from banana_tests.core.suite import SuiteState
     from banana_tests.verdicts.trend import Trend, TrendKey
     from banana_tests.verdicts.verdict import Verdict
 
@@ -72,7 +72,7 @@ def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> Generator[None, None, None]:
     """Once the initial conftests have added their options, the short spellings (`--metric`)
-    that none of them or any plugin took become aliases (see banana_tests.session.options).
+    that none of them or any plugin took become aliases (see banana_tests.core.options).
     `args` holds the command line after addopts: the suite options given are kept for
     `asks_for_suite`."""
     loaded = yield
@@ -102,9 +102,11 @@ def pytest_configure(config: pytest.Config) -> None:
             _add_suite_path(config)
         state = adopt(config)
         if _xdist_controller(config):
+            from banana_tests.session.run_state import collected
+
             say, state.planning.say = state.planning.say, _quiet  # gw0 says the plan's notes
             try:
-                state.collect()  # its usage error, one line and exit 4, before any worker starts
+                collected(state)  # its usage error, one line and exit 4, before any worker starts
             finally:
                 state.planning.say = say
 
@@ -137,7 +139,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if not asks_for_suite(config):
         return None
     from banana_tests.scheduler.worker_count import AUTO_NOTE, this_machine
-    from banana_tests.session.suite import selected_metrics
+    from banana_tests.session.run_state import selected_metrics
     from metrics_under_test.measured import peak_bytes
     from metrics_under_test.protocol import MetricError
 
@@ -154,17 +156,17 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:  # type: ignore[no-untyped-def]  # xdist's WorkerController
     """The metrics whose import hung in the controller hang in no worker: each is told, so none
-    imports them again (banana_tests.session.metric_import). Each is handed the distributions
+    imports them again (banana_tests.core.metric_import). Each is handed the distributions
     every metric loads, found once here (banana_tests.scoring.loaded_libraries)."""
     state = adopted(node.config)
     if state is None:
         return
-    from banana_tests.session.process_scoring import LOADED_LIBRARIES
+    from banana_tests.core.process_scoring import LOADED_LIBRARIES
 
     node.workerinput[LOADED_LIBRARIES] = state.scoring.loaded_libraries()
     if not state.scoring.hung:
         return
-    from banana_tests.session.metric_import import HUNG_IMPORTS
+    from banana_tests.core.metric_import import HUNG_IMPORTS
 
     node.workerinput[HUNG_IMPORTS] = {name: hung.reason for name, hung in state.scoring.hung.items()}
 
@@ -265,8 +267,9 @@ def pytest_collection_split(config: pytest.Config, items: list[pytest.Item]) -> 
     state = adopted(config)
     if state is None:
         return
+    from banana_tests.core.shard_units import selection_units
     from banana_tests.session.ownership import SHARDS, SNAPSHOTS
-    from banana_tests.session.shard_selection import ShardSelection, selection_units
+    from banana_tests.session.shard_selection import ShardSelection
     from banana_tests.session.snapshot_selection import SnapshotSelection
 
     snapshots, shards = (config.pluginmanager.get_plugin(name) for name in (SNAPSHOTS, SHARDS))
@@ -317,12 +320,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """The suite's trend module is collected only under --trend, its search module only under
-    --search."""
-    if collection_path not in (TREND_MODULE, SEARCH_MODULE):
-        return None
-    from banana_tests.session.settings import settings_of
-
-    return True if left_out(collection_path, settings_of(config)) else None
+    --search (banana_tests.session.optional_modules)."""
+    return left_out(collection_path, config)
 
 
 @pytest.fixture

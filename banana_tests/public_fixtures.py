@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from banana_tests.session.ownership import adopt
+from banana_tests.session.run_state import scorer_of
 
 if TYPE_CHECKING:
     from banana_tests.session.scorer import Scorer
@@ -62,7 +63,7 @@ def banana_metric(request: pytest.FixtureRequest) -> Scorer:
             "choose metrics with --metric",
             pytrace=False,
         )
-    return state.scoring.scorer(name)
+    return scorer_of(request.config, state, name)
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +71,7 @@ def banana_metrics(pytestconfig: pytest.Config) -> Mapping[str, Scorer]:
     """Yields every metric of the `--metric` selection as a read-only {name: Scorer} mapping, in
     the order given; session scope, not parametrized. Loading follows `banana_metric`'s rules."""
     state = adopt(pytestconfig)
-    return MappingProxyType({name: state.scoring.scorer(name) for name in state.metrics})
+    return MappingProxyType({name: scorer_of(pytestconfig, state, name) for name in state.metrics})
 
 
 @pytest.fixture(scope="session")

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from metrics_under_test.metric_requests import MetricGroup, MetricRequest, metric_requests, option_text
 from metrics_under_test.spec import Backend, Cost, MetricSpec, WeightFile
 from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.vlm_catalog import OUTSIDE_PYIQA, Q_ALIGN
 
 CATALOG = Path(__file__).with_name("pyiqa_catalog.json")
-SPECIAL = ("offline", "all")
 
 
 class UnknownMetric(LookupError):
@@ -110,7 +110,7 @@ def lookup(name: str) -> MetricSpec:
             )
     valid = sorted([*catalog(), *installed])
     raise UnknownMetric(
-        f"unknown metric {name!r}.{_did_you_mean(key, installed)} Valid names: {', '.join(SPECIAL)}, "
+        f"unknown metric {name!r}.{_did_you_mean(key, installed)} Valid names: {', '.join(MetricGroup)}, "
         + ", ".join(valid)
         + "; or package.module:attr for your own metric"
     )
@@ -132,37 +132,40 @@ def _declared_name(target: str) -> str | None:
 def _did_you_mean(key: str, installed: Iterable[str]) -> str:
     """Up to three names close to a mistyped one (pyiqa, paper or installed), since the full list
     of valid names is too long to scan."""
-    names = {**_aliases(), **{n: n for n in installed}, **{s: s for s in SPECIAL}}
+    names = {**_aliases(), **{n: n for n in installed}, **{g.value: g.value for g in MetricGroup}}
     close = dict.fromkeys(names[m] for m in difflib.get_close_matches(key, names, n=3))
     return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
-def resolve(text: str, mirror: Path | None = None) -> list[MetricSpec]:
-    """`--metric` text → specs, in the order given, without duplicates. `package.module:attr`
-    and names installed in the `banana_tests.metrics` entry point group are custom metrics.
-    `offline` counts files in `mirror` (--weights-dir) as present: the suite stages them in."""
+def resolve(requests: str | Sequence[MetricRequest], mirror: Path | None = None) -> list[MetricSpec]:
+    """The metrics asked for (`--metric`'s text is read by metric_requests) → specs, in the
+    order given, without duplicates. `package.module:attr` and names installed in the
+    `banana_tests.metrics` entry point group are custom metrics. `offline` counts files in
+    `mirror` (--weights-dir) as present: the suite stages them in."""
     specs: dict[str, MetricSpec] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        if part.lower() == "all":
-            chosen = list(catalog().values())
-        elif part.lower() == "offline":
-            chosen = [
-                s
-                for s in catalog().values()
-                if s.cost is not Cost.VLM and not s.missing_weights(mirror) and not s.weights_note
-            ]
-        elif ":" in part:
-            from metrics_under_test import custom
-
-            chosen = [custom.spec_for(part)]
-        else:
-            chosen = [lookup(part)]
-        specs.update((s.name, s) for s in chosen)
+    for request in metric_requests(requests) if isinstance(requests, str) else requests:
+        specs.update((s.name, s) for s in _chosen(request, mirror))
     if not specs:
-        raise UnknownMetric(f"--metric {text!r} names no metric")
+        shown = requests if isinstance(requests, str) else option_text(requests)
+        raise UnknownMetric(f"--metric {shown!r} names no metric")
     return list(specs.values())
+
+
+def _chosen(request: MetricRequest, mirror: Path | None) -> list[MetricSpec]:
+    """The specs of one request: a group's metrics, a target's or a name's."""
+    if request.group is MetricGroup.ALL:
+        return list(catalog().values())
+    if request.group is MetricGroup.OFFLINE:
+        return [
+            s
+            for s in catalog().values()
+            if s.cost is not Cost.VLM and not s.missing_weights(mirror) and not s.weights_note
+        ]
+    if request.is_target:
+        from metrics_under_test import custom
+
+        return [custom.spec_for(request.text)]
+    return [lookup(request.text)]
 
 
 def selector(spec: MetricSpec) -> str:

@@ -33,8 +33,8 @@ def test_importing_the_api_imports_no_pytest() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-@pytest.mark.parametrize("typed", ["banana_tests/api.py", "banana_tests/verdicts/"])
-def test_the_facade_and_the_verdicts_pass_mypy_strict(typed: str) -> None:
+@pytest.mark.parametrize("typed", ["banana_tests/api.py", "banana_tests/core/", "banana_tests/verdicts/"])
+def test_the_facade_the_core_and_the_verdicts_pass_mypy_strict(typed: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", typed],
         cwd=ROOT,
@@ -130,11 +130,12 @@ def test_typed_settings_equal_the_command_lines(tmp_path: Path) -> None:
     ("arguments", "named"),
     [
         ({"steps": [1, 5]}, "reference step 1"),
-        ({"steps": [-1]}, "non-negative"),
-        ({"runs": 0}, "runs takes a positive number"),
+        ({"steps": [-1]}, "--steps takes a step number of 0 or more"),
+        ({"runs": 0}, "--runs takes a whole number of 1 or more"),
         ({"dataset": "https://example.org/runs"}, "--dataset=https://example.org/runs: a URL"),
         ({"where": ["temperature"]}, "temperature"),
-        ({"device": "tpu"}, "device takes one of auto, cpu, cuda"),
+        ({"device": "tpu"}, "--device takes auto, cpu, cuda or cuda:N"),
+        ({"metrics": []}, "--metric \\[\\] names no metric"),
     ],
 )
 def test_settings_no_run_can_use_are_a_setup_error(

@@ -131,14 +131,14 @@ def make():
 def test_a_factory_metric_is_built_once_for_the_count_and_the_session(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from banana_tests.session.suite import SuiteState
+    from banana_tests.session.run_state import suite_of
 
     pytester.makepyfile(counted_factory=FACTORY)
     monkeypatch.syspath_prepend(pytester.path)
     config = pytester.parseconfig("-n", "auto", "--metric=piqe,counted_factory:make")
 
     auto_workers(config)
-    state = SuiteState.from_config(config)
+    state = suite_of(config)
 
     assert list(state.metrics) == ["piqe", "laplacian_variance"]
     assert sys.modules["counted_factory"].BUILDS == [1]

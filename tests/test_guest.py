@@ -48,9 +48,8 @@ def own_options(pytestconfig):
 @pytest.fixture
 def guest_state(pytestconfig):
     \"\"\"What banana-tests built in this process: nothing, in a run that is not its own.\"\"\"
-    from banana_tests.session.settings import SETTINGS
+    from banana_tests.session.run_state import SELECTED, SETTINGS
     from banana_tests.session.ownership import STATE
-    from banana_tests.session.suite import SELECTED
 
     plugins = pytestconfig.pluginmanager
     keys = {{"SETTINGS": SETTINGS, "SELECTED": SELECTED, "STATE": STATE}}
@@ -189,8 +188,8 @@ def test_the_projects_tests_and_the_suite_run_together(foreign: pytest.Pytester)
 def test_no_alias_inside_another_plugins_namespace(pytester: pytest.Pytester) -> None:
     """`--snapshot-dir` and `--snapshot-rtol` were aliases in syrupy's `--snapshot-*`: the day
     syrupy added either, the flag would have configured syrupy instead. Only `--banana-` now."""
+    from banana_tests.core.options import suite_options
     from banana_tests.session.option_spellings import FOREIGN_NAMESPACES
-    from banana_tests.session.options import suite_options
 
     ours = {o.short for o in suite_options()}
     assert {"--snapshot-dir", "--snapshot-rtol"} <= ours

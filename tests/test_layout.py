@@ -1,6 +1,7 @@
 """The tree tells the data flow: imports run one way between stages, and no module imports itself back.
 
-Stages, lowest first: trajectories → scoring → verdicts → reports and the pytest session. Editors
+Stages, lowest first: trajectories → scoring → verdicts → reports → the pytest-free core → the
+pytest session. Editors
 feed trajectories; metrics_under_test is scored by scoring. A module may import its own stage or a
 lower one, never a higher one. Lazy imports inside functions count too.
 """
@@ -8,6 +9,9 @@ lower one, never a higher one. Lazy imports inside functions count too.
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,12 +35,13 @@ STAGES = {
     "banana_tests.scoring": 2,
     "banana_tests.verdicts": 3,
     "banana_tests.reports": 4,
-    "banana_tests.session": 5,
+    "banana_tests.core": 5,  # a suite run without pytest: settings, planning, scoring a selection
     "banana_tests.scheduler": 5,
-    "banana_tests.api": 5,  # the public scoring step, over the session's planning and scoring
-    "banana_tests.commands": 6,
+    "banana_tests.session": 6,  # the pytest glue over the core
+    "banana_tests.api": 6,  # the public scoring step, over the core's planning and scoring
+    "banana_tests.commands": 7,
 }
-TOP = 7  # the plugin, the CLI and the shipped test modules sit above every stage
+TOP = 8  # the plugin, the CLI and the shipped test modules sit above every stage
 
 
 def module_name(path: Path) -> str:
@@ -166,16 +171,152 @@ def test_split_parts_never_reach_their_entry(entry: str, part: str) -> None:
     assert entry not in reached_from(part)
 
 
-def test_the_api_imports_the_session_only_inside_functions() -> None:
-    """The session's modules import pytest; `import banana_tests.api` must not (tests/test_api.py)."""
-    tree = ast.parse((ROOT / "banana_tests" / "api.py").read_text(encoding="utf-8"))
-    top = {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
-    pytest_importers = {
-        "banana_tests.session.settings",
-        "banana_tests.session.suite",
-        "banana_tests.session.planning",
-        "banana_tests.session.process_scoring",
-        "banana_tests.session.selection_scoring",
-        "pytest",
-    }
-    assert top & pytest_importers == set()
+PYTEST = ("pytest", "_pytest", "xdist", "pluggy")
+
+
+def imports_pytest(path: Path) -> bool:
+    """Whether the module imports pytest, its internals, xdist or pluggy, anywhere in its body."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        else:
+            continue
+        if any(name.split(".")[0] in PYTEST for name in names):
+            return True
+    return False
+
+
+PYTEST_FREE = ("banana_tests.core", "banana_tests.api")
+CORE = sorted(name for name in GRAPH if name.startswith(PYTEST_FREE))
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_the_core_and_the_api_reach_no_pytest(module: str) -> None:
+    """Neither the module nor any project module it imports, at its top or inside a function,
+    imports pytest: a cluster worker that only scores never loads it."""
+    paths = modules()
+    reached = sorted(dep for dep in {module} | reached_from(module) if imports_pytest(paths[dep]))
+    assert reached == [], f"{module} reaches modules that import pytest: {reached}"
+
+
+def test_the_core_is_not_empty_and_the_api_uses_no_glue() -> None:
+    assert len(CORE) > 10
+    assert not [dep for dep in GRAPH["banana_tests.api"] if dep.startswith("banana_tests.session")]
+
+
+SCORING_WITHOUT_PYTEST = r"""
+import sys, tempfile
+from pathlib import Path
+import banana_tests.api as api
+import banana_tests.core.{core}
+settings = api.scoring_settings(metrics=("piqe",))
+assert [r.text for r in settings.metrics] == ["piqe"], settings.metrics
+cache = Path(tempfile.mkdtemp())
+summary = api.score(
+    metrics=("piqe",), seed_images=("{seed}",), steps=(5,), runs=1, shard=api.Shard(1, 1),
+    cache_dir=cache, device=api.Device.CPU,
+)
+assert summary.complete, summary.lines()
+print(*summary.lines(), sep="\n")
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in {pytest})
+assert loaded == [], loaded
+"""
+
+
+def test_scoring_through_the_api_in_a_fresh_interpreter_loads_no_pytest(tmp_path: Path) -> None:
+    """The core and the api imported, settings built and one seed image scored with piqe (its
+    shard dealt too): no pytest, _pytest, xdist or pluggy in sys.modules."""
+    core = ", banana_tests.core.".join(name.rsplit(".", 1)[1] for name in CORE if name.count(".") == 2)
+    seed = sorted(p.stem for p in (ROOT / "fixtures" / "seeds").iterdir())[0]
+    script = SCORING_WITHOUT_PYTEST.format(core=core, seed=seed, pytest=set(PYTEST))
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.match(r"piqe: \d+ images, 0 from the cache, [1-9]\d* scored", done.stdout), done.stdout
+
+
+# Every place the code cuts a value at commas or glues one with them, and what that value is. The
+# metric option is parsed once, in metrics_under_test.metric_requests (the option validator,
+# banana_tests.core.settings, and the api call it); a new comma split or join anywhere fails
+# `test_the_metric_option_is_split_and_joined_only_by_its_validator` until it is listed here, so
+# one that re-reads `--metric` cannot slip in under another name. Joins with ", " are prose.
+METRIC_VALIDATOR = "metrics_under_test.metric_requests"
+COMMA_SITES = {
+    ("banana_tests.commands.generate", "_resolutions"): "--resolutions",
+    ("banana_tests.commands.options", "_option"): "an option's choices, in its help",
+    ("banana_tests.commands.report", "_steps"): "--figure-steps",
+    ("banana_tests.core.planning", "CasePlanning.source"): "--artifact, in its error",
+    ("banana_tests.core.selection_facts", "selection_facts"): "the selected steps, seed images, where",
+    ("banana_tests.core.settings", "steps_text"): "--steps",
+    ("banana_tests.editors.trial_names", "parse_artifacts"): "--artifact",
+    ("banana_tests.reports.completeness", "Ledger.narrowing_of"): "the narrowing options' names",
+    ("banana_tests.reports.run_facts", "_steps"): "the selected_steps property",
+    ("banana_tests.scoring.cache", "ScoreCache.get"): "SQL placeholders",
+    ("banana_tests.session.metric_choice", "argnames_of"): "pytest's parametrize argnames",
+    ("banana_tests.trajectories.mapping", "parse_map"): "--dataset-map",
+    ("banana_tests.trajectories.plan", "parse_steps"): "--steps",
+    ("banana_tests.verdicts.trend", "Trend.properties"): "a trend's steps",
+    ("metrics_under_test.pyiqa_catalog", "parse_range"): "a score range in pyiqa's docs",
+    ("metrics_under_test.rali", "load_trusted_pickle"): "the trusted-pickle environment variable",
+    (METRIC_VALIDATOR, "metric_requests"): "--metric",
+    (METRIC_VALIDATOR, "option_text"): "--metric",
+    (METRIC_VALIDATOR, "metric_set"): "the selected metrics' names (metric_set)",
+}
+
+
+def _has_comma(node: ast.AST, exact: bool) -> bool:
+    if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+        return False
+    return node.value == "," if exact else "," in node.value
+
+
+def comma_sites(source: str) -> list[tuple[str, str]]:
+    """(enclosing function, code) of each `x.split(<comma>)`, `.rsplit`, `.partition` and
+    `",".join(...)` in `source`."""
+    found: list[tuple[str, str]] = []
+
+    def visit(node: ast.AST, scope: tuple[str, ...]) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            scope = (*scope, node.name)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            cut = node.func.attr in ("split", "rsplit", "partition", "rpartition") and any(
+                _has_comma(a, exact=False) for a in node.args
+            )
+            glued = node.func.attr == "join" and _has_comma(node.func.value, exact=True)
+            if cut or glued:
+                found.append((".".join(scope), ast.unparse(node)))
+        for child in ast.iter_child_nodes(node):
+            visit(child, scope)
+
+    visit(ast.parse(source), ())
+    return found
+
+
+SITES = {
+    (module, scope): code
+    for module, path in modules().items()
+    for scope, code in comma_sites(path.read_text(encoding="utf-8"))
+}
+
+
+def test_the_metric_option_is_split_and_joined_only_by_its_validator() -> None:
+    unlisted = {site: code for site, code in SITES.items() if site not in COMMA_SITES}
+    assert unlisted == {}, "a comma split or join that COMMA_SITES does not know (is it --metric's?)"
+    assert set(COMMA_SITES) <= set(SITES), f"gone: {sorted(set(COMMA_SITES) - set(SITES))}"
+    named = {site: code for site, code in SITES.items() if site[0] != METRIC_VALIDATOR and "metric" in code}
+    assert named == {}, "code outside the validator cuts or glues a metric value"
+
+
+@pytest.mark.parametrize(
+    "before",
+    [  # the three places that re-read `--metric` before it was parsed once
+        "def resolve(text):\n    for part in (p.strip() for p in text.split(',')):\n        pass",
+        "def named_metrics(text):\n    return {p.strip().lower() for p in text.split(',') if p.strip()}",
+        "def scoring_settings(metrics):\n    return ','.join(metrics)",
+    ],
+)
+def test_the_comma_scan_finds_each_place_that_re_read_the_metric_option(before: str) -> None:
+    assert comma_sites(before) != []

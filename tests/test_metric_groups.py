@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.scheduler.metric_groups import Group, group_of
+from banana_tests.scheduler.metric_groups import group_of
+from banana_tests.scheduler.units import Group
 
 PROJECT = Path(__file__).resolve().parent.parent
 METRICS = ("brisque", "clip-iqa", "clip")

@@ -20,12 +20,12 @@ from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
+from banana_tests.core.versions import package_versions
 from banana_tests.reports.compare import compare, comparison_markdown
 from banana_tests.reports.completeness import NARROWED_BY, PLANNED, UNCOLLECTED
 from banana_tests.reports.junit_testcase import RUN_PROPERTIES
 from banana_tests.reports.paper import PAPER_CSV, paper_cells
 from banana_tests.reports.run_agreement import AGREED
-from banana_tests.session.versions import package_versions
 from banana_tests.verdicts.baseline import load_baseline
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import Outcome

@@ -19,8 +19,9 @@ from banana_tests.api import records_to_score, scoring_settings
 from banana_tests.cases import id_of_testcase
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, PLANNED, SPLIT_OFF, chunks
 from banana_tests.reports.run_agreement import MIXED_EXIT
-from banana_tests.scheduler.metric_groups import Group, group_of
+from banana_tests.scheduler.metric_groups import group_of
 from banana_tests.scheduler.shards import Shard, parse_shard
+from banana_tests.scheduler.units import Group
 from tests.conftest import write_set
 
 PROJECT = Path(__file__).resolve().parent.parent

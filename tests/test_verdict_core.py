@@ -428,7 +428,7 @@ def test_a_good_sha256_is_returned_as_given() -> None:
 def test_the_default_data_set_is_the_shipped_embedded_set() -> None:
     from banana_tests.data import EMBEDDED
 
-    from banana_tests.session.settings import settings_from_args
+    from banana_tests.core.settings import settings_from_args
 
     assert (EMBEDDED / "metadata.jsonl").is_file()
     assert settings_from_args([]).embedded

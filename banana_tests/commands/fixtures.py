@@ -7,8 +7,8 @@ import argparse
 import sys
 from typing import Any
 
+from banana_tests.core.local_paths import local_path
 from banana_tests.data import EMBEDDED, SEEDS
-from banana_tests.session.local_paths import local_path
 
 
 def add_parser(subparsers: Any) -> None:

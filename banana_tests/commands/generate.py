@@ -8,10 +8,10 @@ import shlex
 import sys
 from typing import Any
 
+from banana_tests.core.local_paths import local_path
 from banana_tests.counts import decimal_number_type, whole_number_type
 from banana_tests.editors import base
 from banana_tests.editors.prompts import VARIANTS
-from banana_tests.session.local_paths import local_path
 
 RESOLUTIONS = ("1K", "2K", "4K")
 MAX_RUNS = 1000

@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Any
 
+from banana_tests.core.local_paths import local_path
 from banana_tests.counts import whole_number_type
 from banana_tests.judging.judges import BACKENDS
-from banana_tests.session.local_paths import local_path
 
 
 def add_parser(subparsers: Any) -> None:

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from banana_tests.session.local_paths import refuse_url
-from banana_tests.session.options import add_weights_option
+from banana_tests.core.local_paths import refuse_url
+from banana_tests.core.options import add_weights_option
 from metrics_under_test import custom
 from metrics_under_test.measured import cpu_seconds_2k
 from metrics_under_test.protocol import MetricError

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from banana_tests.core.local_paths import local_path
+from banana_tests.core.versions import SUITE, package_versions
 from banana_tests.counts import decimal_number_type
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, Ledger
 from banana_tests.reports.control_table import ControlOutcome
@@ -15,8 +17,6 @@ from banana_tests.reports.run_agreement import MIXED_EXIT, disagreements
 from banana_tests.reports.search_table import SearchOutcome, refused_lines, search_markdown
 from banana_tests.reports.sourced import describe_replacements
 from banana_tests.reports.trends import TrendSeries
-from banana_tests.session.local_paths import local_path
-from banana_tests.session.versions import SUITE, package_versions
 from banana_tests.verdicts.baseline import Other, write_baseline
 from banana_tests.verdicts.matrix import Matrix
 

@@ -2,7 +2,7 @@
 
 Shards and reruns of one run differ only in `--shard`, `-k`, `--lf`, `-n` and the machine. Each
 run writes what decides its cases and their verdicts as testsuite properties (written by
-banana_tests.session.selection_facts), and `banana-tests report` refuses files whose values
+banana_tests.core.selection_facts), and `banana-tests report` refuses files whose values
 differ (exit 3, naming each value's files) rather than merge a `--runs=2` shard into a full one:
 
 - every file: the verdict rules (EVERY_RUN), and the records of each seed image two files share

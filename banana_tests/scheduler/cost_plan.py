@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from banana_tests.scheduler.metric_groups import Group
 from banana_tests.scheduler.shards import Shard
+from banana_tests.scheduler.units import Group
 
 PIXELS_2K = 2048 * 1152
 

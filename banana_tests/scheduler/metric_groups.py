@@ -10,28 +10,14 @@ tests); every test on no metric is its own scope.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from xdist.scheduler import LoadScopeScheduling
 
 from banana_tests.cases import CaseKey, metric_of_id
+from banana_tests.scheduler.units import Group
 
 _PARAM = re.compile(r"\[(?P<id>[^\]]+)\]$")
 TREND_TEST = "::test_trend_detects_degradation["  # banana_tests/test_trend.py's test, wherever imported
-
-
-@dataclass(frozen=True)
-class Group:
-    """A work unit: a metric's cases on one seed image (`seed_image` set: Δ cases and trends,
-    which share the reference images and their scores), or every other test of a metric
-    (controls, invariance, snapshots, tests on `banana_metric`)."""
-
-    metric: str
-    seed_image: str | None = None
-
-    @property
-    def scope(self) -> str:
-        return f"metric:{self.metric}" + ("" if self.seed_image is None else f"/{self.seed_image}")
 
 
 def group_of(nodeid: str, metrics: tuple[str, ...]) -> Group | None:

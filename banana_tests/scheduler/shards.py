@@ -1,13 +1,13 @@
 """`--shard=K/N`: one of N CI jobs runs every N-th work unit of the suite.
 
-The units are the xdist scheduler's (banana_tests.scheduler.metric_groups.Group): a metric's
+The units are the xdist scheduler's (banana_tests.scheduler.units.Group): a metric's
 cases on one seed image, or a metric's other tests (controls, invariance, snapshots), so each
 shard builds a model only for the metrics it has units of, every non-Δ case runs in exactly one
 shard, and a seed image's reference scores are computed once. The units are those of the
 selection (every selected metric on every selected seed image, and each metric's other tests),
 not those collected: `-k`, `--lf` and `--ff` narrow a run after it is dealt, so a test belongs
 to one shard whatever else is selected, and `banana-tests score --shard` deals the same units
-(`Shard.deal`, from `banana_tests.session.shard_selection.selection_units`). The (metric, seed
+(`Shard.deal`, from `banana_tests.core.shard_units.selection_units`). The (metric, seed
 image) units come first, sorted, then each metric's other tests; they are dealt out in turn
 (shard K takes units K-1, K-1+N, ...): balanced to one unit, never Python's per-process `hash()`.
 A test on no metric is dealt by a checksum of its id (`Shard.holds`), which needs no list.
@@ -20,11 +20,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from banana_tests.core.options import MAX_SHARDS
 from banana_tests.counts import whole_number
-from banana_tests.session.options import MAX_SHARDS
 
-if TYPE_CHECKING:  # imports xdist: only when sharding
-    from banana_tests.scheduler.metric_groups import Group
+if TYPE_CHECKING:
+    from banana_tests.scheduler.units import Group
 
 
 @dataclass(frozen=True)

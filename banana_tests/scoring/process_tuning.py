@@ -2,7 +2,7 @@
 collector, a quick exit.
 
 Only a suite run tunes its processes: the plugin freezes what its collection built, and
-banana_tests.session.process_scoring loads its metrics through `tune_for_scoring`, once the first one is
+banana_tests.core.process_scoring loads its metrics through `tune_for_scoring`, once the first one is
 built. Another project's run in the same environment, and code that loads a metric itself, are
 left as they are. Each setting is saved before its first change and put back when the run ends
 (banana_tests.scoring.saved_state).

@@ -1,3 +1,4 @@
-"""The pytest session: options, the suite state built from them, gating, score snapshots.
-Glue that turns the stages below into test cases; the pytest11 entry point is banana_tests.plugin.
+"""The pytest glue: which runs are the suite's, the option aliases, the fixtures' work, the
+matrix reporter, gating, score snapshots and the collection hooks, over the pytest-free
+banana_tests.core. The pytest11 entry point is banana_tests.plugin.
 """

@@ -10,11 +10,16 @@ from typing import TypeVar
 import pytest
 
 from banana_tests.cases import CaseKey, Field
+from banana_tests.core.suite import SuiteState
 from banana_tests.scoring import oracle
-from banana_tests.session.suite import SuiteState
+from banana_tests.scoring.batching import group_records
+from banana_tests.session.run_state import scorer_of
+from banana_tests.session.scorer import Scorer
+from banana_tests.trajectories.records import DataError
+from banana_tests.verdicts.gaps import Gap
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord, figure_properties
-from banana_tests.verdicts.trend import Trend, TrendKey
+from banana_tests.verdicts.trend import Trend, TrendKey, measure
 from banana_tests.verdicts.verdict import Verdict, skip_as
 
 Measured = TypeVar("Measured", Verdict, Trend)
@@ -42,12 +47,12 @@ def case_verdict(state: SuiteState, request: pytest.FixtureRequest, key: CaseKey
     whose step did not change, or a Δ within its uncertainty, skips as its own outcome, never a
     pass or the metric's failure."""
     plan = state.planning.plans[key]
-    scorer = state.scoring.scorer(key.metric)
+    scorer = scorer_of(request.config, state, key.metric)
     strict = state.settings.strict_runs
     verdict = measured(
         request,
         CaseRecord(key, plan.reference_step),
-        lambda: Verdict(key, plan.reference_step, state.gap(key, scorer), strict),
+        lambda: Verdict(key, plan.reference_step, gap(state, key, scorer), strict),
     )
     record_figure(request, Field.SCORE_CACHED, state.score_cached(key))
     trial = oracle.Trial(tuple(state.changes(key)))
@@ -60,8 +65,27 @@ def case_verdict(state: SuiteState, request: pytest.FixtureRequest, key: CaseKey
     return verdict
 
 
+def gap(state: SuiteState, key: CaseKey, scorer: Scorer) -> Gap:
+    """Δ for one case with that metric's scorer (the public Δ engine). The first case of its
+    (metric, seed image) in this process also scores every record the group's other cases
+    need, in one pass; later cases pass none, since the book scans all it is given
+    (banana_tests.scoring.batching, whose order banana_tests.api follows too). The group is
+    the scheduler's (banana_tests.scheduler.metric_groups): a worker scores the groups it
+    runs, never another worker's, and the batches are the same serial and under xdist, so
+    are the scores."""
+    plan = state.planning.plans[key]
+    if plan.error:
+        raise DataError(plan.error)
+    upcoming = group_records((key.metric, key.seed_image), state.prefetched, state.planning.needs)
+    return scorer.delta(plan.pairs, upcoming)
+
+
 def trend(state: SuiteState, request: pytest.FixtureRequest, key: TrendKey) -> Trend:
     """One (metric, seed image) trend, its images scored like the Δ cases'."""
     plan = state.planning.trends[key]
-    scorer = state.scoring.scorer(key.metric)
-    return measured(request, CaseRecord(plan.key, plan.reference_step), lambda: state.trend_of(key, scorer))
+    scorer = scorer_of(request.config, state, key.metric)
+    return measured(
+        request,
+        CaseRecord(plan.key, plan.reference_step),
+        lambda: scorer.guard(lambda: measure(plan, scorer.spec, scorer.book)),
+    )

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from banana_tests.session.suite import SuiteState
+    from banana_tests.core.suite import SuiteState
 
 SUITE_DIR = Path(__file__).resolve().parent.parent
 STATE = pytest.StashKey["SuiteState"]()
@@ -68,11 +68,11 @@ def adopt(config: pytest.Config) -> SuiteState:
         return state
     from banana_tests.session.miss_summary import install_miss_summary
     from banana_tests.session.reporter import MatrixReporter
+    from banana_tests.session.run_state import suite_of
     from banana_tests.session.shard_selection import ShardSelection
     from banana_tests.session.snapshot_selection import SnapshotSelection
-    from banana_tests.session.suite import SuiteState
 
-    state = SuiteState.from_config(config)
+    state = suite_of(config)
     config.stash[STATE] = state
     plugins = config.pluginmanager
     shards = ShardSelection(state.settings.shard, tuple(state.metrics))

@@ -3,7 +3,7 @@
 A case writes its `CaseRecord` (banana_tests.verdicts.record) as JUnit properties
 (banana_tests.session.case_fixtures). MatrixReporter reads the records back from the test
 reports (the same path serial and under xdist) into the live matrix and trend summary, writes
-the run's facts once as testsuite properties (banana_tests.session.run_facts), and adds its own
+the run's facts once as testsuite properties (banana_tests.core.run_facts), and adds its own
 summary sections.
 """
 
@@ -15,24 +15,23 @@ from typing import Any
 import pytest
 
 from banana_tests.cases import CaseKind, Field
+from banana_tests.core.run_facts import device_of, run_facts
+from banana_tests.core.suite import SuiteState
 from banana_tests.reports.artifact_table import artifact_lines
 from banana_tests.reports.completeness import Narrowing
 from banana_tests.reports.search_table import SearchOutcome, search_lines
 from banana_tests.reports.separability_table import separability_lines
 from banana_tests.session.gating import item_key
-from banana_tests.session.miss_summary import MISSED
-from banana_tests.session.run_facts import (
+from banana_tests.session.junit_handoff import (
     WORKER_DEVICE,
     WORKER_PLAN,
     WORKER_SELECTION,
-    device_of,
     junit_suite_property,
-    run_facts,
 )
+from banana_tests.session.miss_summary import MISSED
 from banana_tests.session.scorer import HungOutcome
 from banana_tests.session.shard_selection import ShardSelection, is_empty_share
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
-from banana_tests.session.suite import SuiteState
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
@@ -199,7 +198,7 @@ class MatrixReporter:
             output[WORKER_DEVICE] = device_of(self.state)
             left = self.narrowing()
             output[WORKER_PLAN] = (*self.plan(), (list(left.left_out), left.by, left.uncollected))
-            from banana_tests.session.selection_facts import selection_facts
+            from banana_tests.core.selection_facts import selection_facts
 
             output[WORKER_SELECTION] = selection_facts(self.state)
             return (yield)

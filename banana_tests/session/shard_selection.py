@@ -4,8 +4,8 @@ The split runs in the plugin's late collection hook (banana_tests.plugin.pytest_
 pytest's own `-k`/`-m` and the snapshot selection, and before a CI splitter's (pytest-split's
 group, whose plugin is registered after the plugin module) and `--lf`'s narrowing (cacheprovider's
 hook wraps every other). Which shard a test falls to does not depend on what was collected: the
-units dealt are the selection's (`selection_units`), so `--lf` (which narrows even the collection
-itself) and `-k` leave each test in its shard. The tests this run leaves to other jobs,
+units dealt are the selection's (banana_tests.core.shard_units), so `--lf` (which narrows even
+the collection itself) and `-k` leave each test in its shard. The tests this run leaves to other jobs,
 `--shard`'s or a splitter's, are recorded as split off (banana_tests.reports.completeness), so
 merged files show a case that no job ran; those `--lf` leaves out because they passed are not.
 The tests the run's own selection left out (`-k`, `-m`, `--deselect`, `--lf`) are recorded apart,
@@ -20,20 +20,16 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from banana_tests.cases import METRIC_FIXTURE, CaseKey, junit_id
 from banana_tests.reports.completeness import Narrowing
 from banana_tests.scheduler.shards import Shard
+from banana_tests.scheduler.units import Group
 from banana_tests.session.gating import item_key
 from banana_tests.session.snapshot_selection import PARAM
 from banana_tests.verdicts.trend import TrendKey
-
-if TYPE_CHECKING:
-    from banana_tests.scheduler.metric_groups import Group
-    from banana_tests.session.suite import SuiteState
 
 
 @dataclass
@@ -54,24 +50,11 @@ class RunPlan:
         return [case for case in self.before_split if case not in kept]
 
 
-def selection_units(state: SuiteState) -> list[Group]:
-    """The units `--shard` deals (banana_tests.scheduler.shards): every selected metric on every
-    seed image of the selection, and each metric's other tests."""
-    from banana_tests.scheduler.metric_groups import Group
-
-    seeds = dict.fromkeys(
-        [*(r.seed_image for r in state.planning.records), *(k.seed_image for k in state.planning.plans)]
-    )
-    return [*(Group(m, s) for m in state.metrics for s in seeds), *(Group(m) for m in state.metrics)]
-
-
 def unit_of(item: pytest.Item, metrics: tuple[str, ...]) -> Group | None:
     """The unit an item falls in, read off its typed parameters: its case's or trend's (metric,
     seed image), its metric alone for a metric's other tests; None for a test on none of
     `metrics`. The xdist controller, which sees node ids only, reads the same units off the ids
     (banana_tests.scheduler.metric_groups.group_of)."""
-    from banana_tests.scheduler.metric_groups import Group
-
     key = item_key(item)
     metric: object
     seed_image: str | None
@@ -87,13 +70,12 @@ def unit_of(item: pytest.Item, metrics: tuple[str, ...]) -> Group | None:
 
 
 def unreached_suite_modules(config: pytest.Config, reached: set[Path]) -> list[Path]:
-    """The suite's test modules a whole run of these options collects (banana_tests.plugin's
-    `pytest_ignore_collect` rule) that this run never got to, when it got to any: its test paths
-    or node ids named only part of the suite."""
-    from banana_tests.session.settings import settings_of
-    from banana_tests.session.suite_modules import collected_modules
+    """The suite's test modules a whole run of these options collects (the rule of
+    banana_tests.session.optional_modules) that this run never got to, when it got to any: its
+    test paths or node ids named only part of the suite."""
+    from banana_tests.session.optional_modules import SEARCH_MODULE, left_out
 
-    modules = collected_modules(settings_of(config))
+    modules = [p for p in sorted(SEARCH_MODULE.parent.glob("test_*.py")) if not left_out(p, config)]
     if not any(module in reached for module in modules):
         return []
     return [module for module in modules if module not in reached]

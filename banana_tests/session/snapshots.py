@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from banana_tests.session.suite import SuiteState
+from banana_tests.core.suite import SuiteState
 from banana_tests.trajectories.records import Record
 from metrics_under_test.spec import MetricSpec
 

@@ -27,6 +27,7 @@ from banana_tests.api import (
     Backend,
     Cost,
     Device,
+    MetricRequest,
     merge_caches,
     resolve_metric,
     score,
@@ -37,7 +38,7 @@ from banana_tests.api import (
 
 @ray.remote
 def score_task(
-    dataset: str, metrics: str, seed_image: str, device: Device
+    dataset: str, metrics: list[str], seed_image: str, device: Device
 ) -> tuple[list[str], bool, dict[str, bytes]]:
     """One seed image's scores of `metrics`, into a cache of this task's own: (summary lines,
     whether complete, the cache folder's files: its scores and what each metric loads)."""
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     dataset = str(Path(args.dataset).resolve()) if Path(args.dataset).exists() else args.dataset
     settings = scoring_settings(dataset, args.metric)
-    kinds = metrics_by_kind(args.metric, settings.weights_dir)
+    kinds = metrics_by_kind(settings.metrics, settings.weights_dir)
 
     ray.init(address=args.address, num_cpus=args.num_cpus)
     tasks = {}
@@ -87,15 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if complete else 1
 
 
-def metrics_by_kind(text: str, mirror: Path | None) -> dict[str, str]:
-    """`--metric` split into the metrics for GPU tasks (the VLMs) and for CPU tasks, each as
-    `--metric` text; a `module:callable` stays as given, for the task to resolve again."""
+def metrics_by_kind(requests: tuple[MetricRequest, ...], mirror: Path | None) -> dict[str, list[str]]:
+    """The metrics asked for (the settings' parsed `--metric`), for GPU tasks (the VLMs) and for
+    CPU tasks; a `module:callable` stays as given, for the task to resolve again."""
     kinds: dict[str, list[str]] = {"cpu": [], "gpu": []}
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        for spec in resolve_metric(part, mirror):
-            name = part if spec.backend is Backend.CUSTOM else spec.name
+    for request in requests:
+        for spec in resolve_metric((request,), mirror):
+            name = request.text if spec.backend is Backend.CUSTOM else spec.name
             kinds["gpu" if spec.cost is Cost.VLM else "cpu"].append(name)
-    return {kind: ",".join(dict.fromkeys(names)) for kind, names in kinds.items()}
+    return {kind: list(dict.fromkeys(names)) for kind, names in kinds.items()}
 
 
 if __name__ == "__main__":

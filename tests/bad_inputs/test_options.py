@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.session.options import MAX_SEARCH, MAX_SHARDS
+from banana_tests.core.options import MAX_SEARCH, MAX_SHARDS
 from tests.conftest import assert_outcomes, suite_folder
 
 SHARD_TAKES = (
@@ -232,7 +232,7 @@ def test_an_impossible_option_is_one_usage_error(
 
 
 def _hasgpu_driver_loaded() -> bool:
-    from banana_tests.session.devices import gpu_driver_loaded
+    from banana_tests.core.devices import gpu_driver_loaded
 
     return gpu_driver_loaded()
 

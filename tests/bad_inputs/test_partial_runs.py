@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, PLANNED
-from banana_tests.session.suite_modules import SEARCH_MODULE, TREND_MODULE
+from banana_tests.session.optional_modules import SEARCH_MODULE, TREND_MODULE
 from tests.conftest import write_set
 from tests.test_shards import PROJECT, TARGETS, cases_in, report, suite_property
 

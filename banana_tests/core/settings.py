@@ -1,9 +1,9 @@
-"""A suite run's settings: every option, read once from pytest and checked, as typed values.
+"""A suite run's settings: the one validator that turns every option into typed values.
 
-Built at the boundary (the plugin's hooks, the first time a run turns out to be the suite's) and
-passed down; nothing else reads pytest's options, so the data, scoring and verdict code takes
-plain values and can be driven without pytest. Error messages quote the short spelling
-(`--steps`), the one the docs and the design card use.
+Built at the boundary, from pytest's options (banana_tests.session.run_state) or the api's keyword
+arguments, and passed down; nothing else reads, splits or re-checks an option, so the data,
+scoring and verdict code takes plain values and runs without pytest. Error messages quote the
+short spelling (`--steps`), the one the docs and the design card use.
 """
 
 from __future__ import annotations
@@ -17,20 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from banana_tests.core.devices import DeviceChoice, parse_device
+from banana_tests.core.local_paths import refuse_url
+from banana_tests.core.options import DEFAULT_STEPS, MAX_SEARCH, dest_of, suite_options
 from banana_tests.counts import MAX_SECONDS, decimal_number, whole_number
 from banana_tests.data import EMBEDDED
 from banana_tests.editors.trial_names import Artifact, parse_artifacts
 from banana_tests.scheduler.shards import Shard, parse_shard
 from banana_tests.scoring.batch_watch import DEFAULT_LOAD_LIMIT, Limit
-from banana_tests.session.devices import DeviceChoice, parse_device
-from banana_tests.session.local_paths import refuse_url
-from banana_tests.session.options import DEFAULT_STEPS, MAX_SEARCH, SNAPSHOT_DIR_INI, dest_of, suite_options
 from banana_tests.trajectories.mapping import parse_map
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.selection import Selection, parse_where
 from banana_tests.trajectories.sources import SourceOptions, default_cache_dir
+from metrics_under_test.metric_requests import MetricRequest, metric_requests
 from metrics_under_test.weights import mirror_from_env
 
 DEFAULT_SNAPSHOT_DIR = "banana_snapshots"
@@ -45,7 +44,7 @@ class Aggregate(enum.StrEnum):
 class Settings:
     """What a suite run was asked for. Paths are absolute (relative ones are taken from the rootdir)."""
 
-    metric: str  # as given: names, module:callable targets, `offline`, `all`
+    metrics: tuple[MetricRequest, ...]  # as given, in order: names, module:callable targets, groups
     device: DeviceChoice
     weights_dir: Path | None  # read-only mirror of parameter files, staged into pyiqa's cache
     cache_dir: Path | None  # the persistent score cache; None: --no-cache
@@ -79,23 +78,6 @@ class Settings:
         return not self.artifacts and Path(self.source.source) == EMBEDDED
 
     @classmethod
-    def from_config(cls, config: pytest.Config) -> Settings:
-        """The settings of `config`'s run; an option no run can satisfy is a usage error."""
-        try:
-            if config.option.xmlpath:
-                check_writable("--junitxml", Path(config.invocation_params.dir, config.option.xmlpath))
-            return cls.from_values(
-                lambda name: config.getoption(dest_of(name)),
-                rootdir=config.rootpath,
-                invocation_dir=config.invocation_params.dir,
-                snapshot_ini=str(config.getini(SNAPSHOT_DIR_INI) or ""),
-                args=config.invocation_params.args,
-                case_timeout=pytest_timeout_seconds(config),
-            )
-        except ValueError as exc:
-            raise pytest.UsageError(str(exc)) from exc
-
-    @classmethod
     def from_values(
         cls,
         value: Callable[[str], Any],
@@ -108,7 +90,10 @@ class Settings:
         """From each option's value by its short name (`value("dataset-cache")`); ValueError
         naming the option for one that can never be satisfied. `case_timeout`: pytest-timeout's
         `--timeout`, the load limit when `--load-timeout` is not given."""
-        steps = parse_steps(value("steps"))
+        metrics = metric_requests(value("metric"))
+        if not metrics:
+            raise ValueError(f"--metric {value('metric')!r} names no metric")
+        steps = steps_of(value("steps"))
         runs = None if value("runs") is None else whole_number("--runs", value("runs"), 1)
         max_pixels, image_budget = (
             whole_number(f"--{option}", value(option), 1) for option in ("max-pixels", "image-budget")
@@ -116,8 +101,8 @@ class Settings:
         reference = whole_number("--reference-step", value("reference-step"), 0, what="a step number")
         if steps is not None and reference in steps:
             raise ValueError(
-                f"--steps={value('steps')} includes the reference step {reference}: its Δ is 0 by "
-                "definition, which can never pass"
+                f"--steps={steps_text(value('steps'))} includes the reference step {reference}: "
+                "its Δ is 0 by definition, which can never pass"
             )
         search = value("search")
         if search is not None:
@@ -137,16 +122,17 @@ class Settings:
         )
         for option in ("dataset-cache", "weights-dir", "baseline", "snapshot-dir"):
             refuse_url(f"--{option}", value(option))
-        refuse_url("--dataset", value("dataset"), "give a local folder or files, or hf:<repo_id> for the hub")
+        dataset = None if value("dataset") is None else str(value("dataset"))
+        refuse_url("--dataset", dataset, "give a local folder or files, or hf:<repo_id> for the hub")
         image_cache, mirror, baseline = value("dataset-cache"), value("weights-dir"), value("baseline")
         artifacts = parse_artifacts(value("artifact")) if value("artifact") is not None else ()
-        if artifacts and value("dataset"):
+        if artifacts and dataset:
             raise ValueError(
                 f"--artifact={value('artifact')}: the trial sets are built from the embedded seed images; "
-                f"leave out --dataset={value('dataset')}"
+                f"leave out --dataset={dataset}"
             )
         source = SourceOptions(
-            source=value("dataset") or str(EMBEDDED),
+            source=dataset or str(EMBEDDED),
             revision=value("dataset-revision"),
             split=value("dataset-split"),
             streaming=value("dataset-streaming"),
@@ -160,12 +146,12 @@ class Settings:
             seed_images=tuple(value("seed-image") or ()),
             where=parse_where(value("where")),
             runs=runs,
-            steps=None if steps is None else tuple(steps),
+            steps=steps,
             reference_step=reference,
         )
         return cls(
-            metric=value("metric"),
-            device=parse_device(value("device")),
+            metrics=metrics,
+            device=device_of(value("device")),
             weights_dir=Path(mirror) if mirror else mirror_from_env(),
             cache_dir=None if value("no-cache") else rootdir / value("cache-dir"),
             source=source,
@@ -183,7 +169,7 @@ class Settings:
             heartbeat=heartbeat or None,
             batch_timeout=batch_timeout,
             load_limit=load_limit,
-            shard=parse_shard(value("shard")),
+            shard=shard_of(value("shard")),
             narrowed=narrowing_options(value),
             import_dirs=tuple(dict.fromkeys((invocation_dir, rootdir))),
             command=shlex.join(["pytest", *args]),
@@ -207,16 +193,6 @@ def seconds_of(option: str, given: object) -> float | None:
     return decimal_number(option, given, 0, MAX_SECONDS, "a number of seconds", above_low=True)
 
 
-def pytest_timeout_seconds(config: pytest.Config) -> float | None:
-    """pytest-timeout's timeout for the run's cases (its option, PYTEST_TIMEOUT or its ini
-    setting), or None without pytest-timeout or a timeout (0 turns it off)."""
-    plugin = config.pluginmanager.get_plugin("timeout")
-    if plugin is None or not hasattr(plugin, "get_env_settings"):
-        return None
-    seconds = plugin.get_env_settings(config).timeout
-    return float(seconds) if seconds else None
-
-
 def check_writable(option: str, path: Path) -> None:
     """ValueError unless a file can be written at `path` (its missing folders created): pytest
     writes the JUnit file only after the last case, so a run of hours ended in a traceback."""
@@ -237,23 +213,45 @@ def narrowing_options(value: Callable[[str], Any]) -> tuple[str, ...]:
         "--seed-image": value("seed-image"),
         "--where": value("where"),
         "--runs": value("runs"),
-        "--steps": steps if parse_steps(steps) != parse_steps(DEFAULT_STEPS) else None,
+        "--steps": steps_text(steps) if steps_of(steps) != steps_of(DEFAULT_STEPS) else None,
     }
     out = []
     for option, chosen in given.items():
-        for v in chosen if isinstance(chosen, list) else [] if chosen is None else [chosen]:
+        for v in [] if chosen is None else [chosen] if isinstance(chosen, str | int) else chosen:
             out.append(f"{option}={v}")
     return tuple(out)
 
 
-SETTINGS = pytest.StashKey[Settings]()
+def steps_of(given: str | Sequence[int] | None) -> tuple[int, ...] | None:
+    """`--steps` as typed (`5,10,20`, `all`) or as step numbers (the api's; None: every step),
+    sorted without duplicates; ValueError naming the option for anything else."""
+    if isinstance(given, str):
+        parsed = parse_steps(given)
+        return None if parsed is None else tuple(parsed)
+    if given is None:
+        return None
+    steps = tuple(sorted({whole_number("--steps", s, 0, what="a step number") for s in given}))
+    if not steps:
+        raise ValueError("--steps takes step numbers or 'all', got none")
+    return steps
 
 
-def settings_of(config: pytest.Config) -> Settings:
-    """The run's settings, built on first use: xdist's `-n auto` asks before pytest_configure."""
-    if SETTINGS not in config.stash:
-        config.stash[SETTINGS] = Settings.from_config(config)
-    return config.stash[SETTINGS]
+def steps_text(given: str | Sequence[int] | None) -> str:
+    """`--steps` as the command line writes it: as typed, or the api's step numbers."""
+    if isinstance(given, str):
+        return given
+    steps = steps_of(given)
+    return "all" if steps is None else ",".join(map(str, steps))
+
+
+def device_of(given: str | DeviceChoice) -> DeviceChoice:
+    """`--device` as typed (a Device is one of its words) or the api's DeviceChoice."""
+    return given if isinstance(given, DeviceChoice) else parse_device(str(given))
+
+
+def shard_of(given: str | Shard | None) -> Shard | None:
+    """`--shard` as typed (`K/N`) or the api's Shard."""
+    return given if isinstance(given, Shard) or given is None else parse_shard(given)
 
 
 def settings_from_args(args: Sequence[str] = (), rootdir: Path | None = None) -> Settings:

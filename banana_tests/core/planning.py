@@ -9,11 +9,10 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-import pytest
-
 from banana_tests.cases import CaseKey
+from banana_tests.core.settings import Settings
+from banana_tests.core.usage_error import UsageError
 from banana_tests.scoring.batch_watch import to_stderr
-from banana_tests.session.settings import Settings
 from banana_tests.trajectories.plan import CasePlan, plan_cases
 from banana_tests.trajectories.problem_cases import with_problems
 from banana_tests.trajectories.records import DataError, DataWarning, Problem, Record
@@ -51,7 +50,7 @@ class CasePlanning:
         try:
             folder = ensure(settings.artifacts, settings.source.cache_dir)
         except (OSError, TrialSetError, ValueError) as exc:
-            raise pytest.UsageError(f"--artifact={','.join(settings.artifacts)}: {exc}") from exc
+            raise UsageError(f"--artifact={','.join(settings.artifacts)}: {exc}") from exc
         return replace(settings.source, source=str(folder))
 
     def collect(self) -> None:
@@ -63,9 +62,9 @@ class CasePlanning:
         try:
             loaded = load(source, selection)
         except DataError as exc:
-            raise pytest.UsageError(f"--dataset={source.source}: {exc}") from exc
+            raise UsageError(f"--dataset={source.source}: {exc}") from exc
         if not loaded.records and not loaded.problems:
-            raise pytest.UsageError(
+            raise UsageError(
                 f"--dataset={source.source}: "
                 + selection.describe_empty(loaded.variants, loaded.seed_images, loaded.not_for_iqa)
             )
@@ -115,7 +114,7 @@ class CasePlanning:
         wanted_absent = steps is not None and not set(steps) & present
         if records and (reference not in present or wanted_absent):
             absent = [s for s in [*(steps or ()), reference] if s not in present]
-            raise pytest.UsageError(
+            raise UsageError(
                 f"--dataset={self.settings.source.source}: no selected record is at step(s) "
                 f"{', '.join(map(str, absent))} (the data set holds steps {', '.join(map(str, held))}); "
                 "see --steps and --reference-step"

@@ -1,27 +1,16 @@
 """The run's facts for the report's Run table (variant, data set, versions, device, command),
-written once as JUnit testsuite properties by the process that writes the file; each xdist
-worker hands the controller its own device and selection through `workeroutput`."""
+written once as JUnit testsuite properties by the process that writes the file (the pytest
+glue's banana_tests.session.junit_handoff gets them there)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import pytest
-
-from banana_tests.session.suite import SuiteState
-
-WORKER_DEVICE = "banana_device"
-"""The device an xdist worker scored on, in its `workeroutput` for the controller's run facts."""
-WORKER_PLAN = "banana_plan"
-"""An xdist worker's plan (planned, split off): every worker collects the same tests."""
-WORKER_SELECTION = "banana_selection"
-"""An xdist worker's selection facts (banana_tests.session.selection_facts): the data it read."""
+from banana_tests.core.suite import SuiteState
 
 
 def device_of(state: SuiteState) -> str:
     """The device this process scores on (its worker's GPU under xdist); as asked when that is
     cuda where there is none: the cases error and say so."""
-    from banana_tests.session.devices import resolve_device
+    from banana_tests.core.devices import resolve_device
 
     try:
         return resolve_device(state.settings.device)
@@ -47,8 +36,8 @@ def run_facts(
     the JUnit file, as testsuite properties. `worker_devices`: each xdist worker's device, as
     it reported it; without them, this process's. `selection`: an xdist worker's selection facts
     (the controller reads no data); without them, this process's."""
-    from banana_tests.session.selection_facts import selection_facts
-    from banana_tests.session.versions import metric_libraries, run_versions
+    from banana_tests.core.selection_facts import selection_facts
+    from banana_tests.core.versions import metric_libraries, run_versions
 
     return [
         ("variant", state.settings.selection.variant),
@@ -59,14 +48,3 @@ def run_facts(
         ("device", devices_fact(worker_devices) if worker_devices else device_of(state)),
         ("command", state.settings.command),
     ]
-
-
-def junit_suite_property(config: pytest.Config) -> Callable[[str, object], None] | None:
-    """pytest's writer of `<testsuite>` properties in this process, if it writes a JUnit file:
-    the method its public `record_testsuite_property` fixture hands a test. Only the process
-    that writes the file has one (the xdist controller, not its workers)."""
-    for plugin in config.pluginmanager.get_plugins():
-        add = getattr(plugin, "add_global_property", None)
-        if callable(add):
-            return add  # type: ignore[no-any-return]
-    return None

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
+from banana_tests.core.settings import Settings
 from banana_tests.scoring.batch_watch import Abandoned, BatchWatch, MetricHangs, Phase
 from banana_tests.scoring.hung import Hung
-from banana_tests.session.settings import Settings
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric, resolve
 from metrics_under_test.spec import Backend, Cost, MetricSpec
@@ -28,14 +28,14 @@ HUNG_IMPORTS = "banana_hung_imports"
 def resolve_within(
     settings: Settings, watch: BatchWatch, known: Mapping[str, str] | None = None
 ) -> tuple[list[MetricSpec], dict[str, Hung]]:
-    """The specs of `settings.metric`, in order and without duplicates, each part resolved in
-    the watch's scoring thread within its load limit; and the parts that hung, by name. `known`:
-    parts already known to hang (from xdist's controller) and why, not imported again."""
+    """The specs of `settings.metrics`, in order and without duplicates, each request resolved
+    in the watch's scoring thread within its load limit; and the requests that hung, by their
+    text. `known`: requests already known to hang (from xdist's controller) and why, not
+    imported again."""
     specs: dict[str, MetricSpec] = {}
     hung: dict[str, Hung] = {}
-    for part in (p.strip() for p in settings.metric.split(",")):
-        if not part:
-            continue
+    for request in settings.metrics:
+        part = request.text
         if known and part in known:
             hung[part] = Hung(part, Phase.IMPORT, known[part])
             specs[part] = stand_in(part)
@@ -46,7 +46,8 @@ def resolve_within(
 
         with importable_from(*settings.import_dirs):
             try:
-                chosen = watch.load(part, Phase.IMPORT, partial(resolve, part, settings.weights_dir), abandon)
+                load = partial(resolve, (request,), settings.weights_dir)
+                chosen = watch.load(part, Phase.IMPORT, load, abandon)
             except MetricHangs:
                 chosen = [stand_in(part)]
             except (UnknownMetric, MetricError):
@@ -54,8 +55,6 @@ def resolve_within(
             except Exception as exc:  # a factory that raises while its attributes are read
                 raise MetricError(f"--metric={part}: {type(exc).__name__}: {exc}") from exc
         specs.update((s.name, s) for s in chosen)
-    if not specs:
-        resolve(settings.metric)  # the registry's own error for a text naming no metric
     return list(specs.values()), hung
 
 

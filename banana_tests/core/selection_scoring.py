@@ -8,10 +8,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from banana_tests.core.suite import SuiteState, named_metrics
 from banana_tests.scoring.batching import case_records, group_records
 from banana_tests.scoring.pass_summary import Group, MetricSummary, Progress, ScoreSummary
 from banana_tests.scoring.returned_scores import unscored
-from banana_tests.session.suite import SuiteState, named_metrics
 from banana_tests.trajectories.plan import CasePlan
 from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.weights import MissingWeights
@@ -24,8 +24,8 @@ def selected_plans(state: SuiteState) -> list[CasePlan]:
     plans = list(state.planning.plans.values())
     shard = state.settings.shard
     if shard is not None:
-        from banana_tests.scheduler.metric_groups import Group as Unit
-        from banana_tests.session.shard_selection import selection_units
+        from banana_tests.core.shard_units import selection_units
+        from banana_tests.scheduler.units import Group as Unit
 
         mine = shard.deal(selection_units(state))
         plans = [plan for plan in plans if Unit(plan.key.metric, plan.key.seed_image) in mine]
@@ -90,7 +90,7 @@ def summarise(
     missing parameter files of a metric only `offline` or `all` chose."""
     spec, book = state.metrics[metric], state.scoring.book
     if failure is not None:
-        named = metric in named_metrics(state.settings.metric, list(state.metrics.values()))
+        named = metric in named_metrics(state.settings.metrics, list(state.metrics.values()))
         why = " ".join(f"{type(failure).__name__}: {failure}".split())
         skipped = isinstance(failure, MissingWeights) and not named
         return MetricSummary(metric, len(records), failure=why, skipped=skipped)

@@ -1,5 +1,6 @@
 """This process's scoring for a suite run: weights staged and the device checked once, one
-ScoreBook, one Scorer per metric, and the suite's metric loader (tuned for scoring)."""
+ScoreBook, and the suite's metric loader (tuned for scoring). The fixtures' Scorers over the book
+are the pytest glue's (banana_tests.session.run_state)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import pytest
-
+from banana_tests.core.devices import resolve_device
+from banana_tests.core.settings import Settings
+from banana_tests.core.usage_error import UsageError
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.hung import Hung
-from banana_tests.session.devices import resolve_device
-from banana_tests.session.settings import Settings
 from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import stage
 
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from banana_tests.scoring.loaded_libraries import Loaded
     from banana_tests.scoring.oracle_figures import OracleFigures
     from banana_tests.scoring.score_book import ScoreBook
-    from banana_tests.session.scorer import Scorer
     from metrics_under_test.protocol import Metric
 
 LOADED_LIBRARIES = "banana_loaded_libraries"
@@ -29,8 +28,7 @@ LOADED_LIBRARIES = "banana_loaded_libraries"
 
 @dataclass
 class Scoring:
-    """Scoring in this process: weights staged and the device checked once, one ScoreBook,
-    one Scorer per metric."""
+    """Scoring in this process: weights staged and the device checked once, one ScoreBook."""
 
     settings: Settings
     metrics: dict[str, MetricSpec]
@@ -41,7 +39,6 @@ class Scoring:
     loaded: Loaded | None = None  # the distributions each metric loads; None: not found yet
     _book: ScoreBook | None = None
     _oracle: OracleFigures | None = None
-    _scorers: dict[str, Scorer] = field(default_factory=dict)
     _prepared: bool = False
 
     def prepare(self) -> None:
@@ -52,12 +49,12 @@ class Scoring:
         mirror = self.settings.weights_dir
         if mirror is not None:
             if not mirror.is_dir():
-                raise pytest.UsageError(f"--weights-dir={mirror}: no such directory")
+                raise UsageError(f"--weights-dir={mirror}: no such directory")
             stage(mirror, ((w.file, w.path) for s in self.metrics.values() for w in s.weights))
         try:
             resolve_device(self.settings.device)
         except RuntimeError as exc:
-            raise pytest.UsageError(str(exc)) from exc
+            raise UsageError(str(exc)) from exc
 
     def loaded_libraries(self) -> Loaded:
         """The distributions each metric loads (banana_tests.scoring.loaded_libraries), for its
@@ -114,15 +111,6 @@ class Scoring:
 
             self._oracle = OracleFigures(self.book.images, self.book.cache)
         return self._oracle
-
-    def scorer(self, metric: str) -> Scorer:
-        """The public fixtures' Scorer of a selected metric, one per process over this book."""
-        if metric not in self._scorers:
-            from banana_tests.session.scorer import Scorer
-
-            self.prepare()
-            self._scorers[metric] = Scorer(self.metrics[metric], self.book, metric in self.named)
-        return self._scorers[metric]
 
 
 def tuned_load(spec: MetricSpec, device: str) -> Metric:

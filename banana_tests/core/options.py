@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_METRICS = "brisque,niqe,piqe"
+from metrics_under_test.metric_requests import DEFAULT_METRICS, option_text
+
+DEFAULT_METRIC_OPTION = option_text(DEFAULT_METRICS)
 DEFAULT_STEPS = "5,10,20"
 PREFIX = "--banana-"
 SNAPSHOT_DIR_INI = "banana_snapshot_dir"
@@ -201,9 +203,10 @@ def add_metric_options(addoption: AddOption) -> None:
     """Which metrics, where they run, where their parameters come from."""
     addoption(
         "--metric",
-        default=DEFAULT_METRICS,
+        default=DEFAULT_METRIC_OPTION,
         metavar="NAMES",
-        help=f"comma list of metric names, 'offline' (weights present) or 'all' (default: {DEFAULT_METRICS})",
+        help="comma list of metric names, 'offline' (weights present) or 'all' "
+        f"(default: {DEFAULT_METRIC_OPTION})",
     )
     addoption(
         "--device",

@@ -6,9 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 
+from banana_tests.core.suite import SuiteState
 from banana_tests.reports.run_agreement import RECORDS, SEED_RECORDS, SHARD
-from banana_tests.session.suite import SuiteState
 from banana_tests.trajectories.records import Record
+from metrics_under_test.metric_requests import metric_set
 
 
 def selection_facts(state: SuiteState) -> list[tuple[str, str]]:
@@ -23,7 +24,7 @@ def selection_facts(state: SuiteState) -> list[tuple[str, str]]:
         (SHARD, "" if settings.shard is None else str(settings.shard)),
         (RECORDS, f"{_digest(every)} ({len(every)} records)"),
         (SEED_RECORDS, json.dumps({seed: _digest(lines) for seed, lines in sorted(by_seed.items())})),
-        ("metric_set", ",".join(sorted(state.metrics))),
+        ("metric_set", metric_set(state.metrics)),
         ("selected_steps", "all" if steps is None else ",".join(map(str, steps))),
         ("reference_step", str(selection.reference_step)),
         ("runs", "all" if selection.runs is None else str(selection.runs)),
