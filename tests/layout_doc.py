@@ -5,12 +5,11 @@ tests/test_docs.py fails while it is stale."""
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
+from tests.generated_block import GeneratedBlock
+
 PROJECT = Path(__file__).resolve().parent.parent
-DOC = PROJECT / "docs" / "development.md"
-BEGIN, END = "<!-- layout: python -m tests.layout_doc --write -->\n", "<!-- end of layout -->\n"
 PACKAGES = ("banana_tests", "metrics_under_test")
 WIDTH = 110
 
@@ -33,23 +32,20 @@ def _lines(folder: Path, indent: str) -> list[str]:
 
 
 def layout() -> str:
-    """The generated block: every module of the two packages, in tree order."""
+    """The generated block's body: every module of the two packages, in tree order."""
     body = []
     for package in PACKAGES:
         body.append(f"{package}/")
         body.extend(_lines(PROJECT / package, "  "))
-    return BEGIN + "```\n" + "\n".join(body) + "\n```\n" + END
+    return "```\n" + "\n".join(body) + "\n```\n"
 
 
-def with_layout(text: str) -> str:
-    """`text` (docs/development.md) with its generated block replaced by the tree's."""
-    start, stop = text.index(BEGIN), text.index(END) + len(END)
-    return text[:start] + layout() + text[stop:]
-
+LAYOUT = GeneratedBlock(
+    PROJECT / "docs" / "development.md",
+    "<!-- layout: python -m tests.layout_doc --write -->\n",
+    "<!-- end of layout -->\n",
+    layout,
+)
 
 if __name__ == "__main__":
-    current = DOC.read_text(encoding="utf-8")
-    if "--write" in sys.argv[1:]:
-        DOC.write_text(with_layout(current), encoding="utf-8")
-    else:
-        sys.stdout.write(layout())
+    LAYOUT.main()

@@ -232,12 +232,12 @@ def test_the_documented_trial_passes(page: Path, tmp_path: Path) -> None:
 
 def test_the_development_layout_lists_the_tree() -> None:
     """docs/development.md's module list is the tree's; refresh: `python -m tests.layout_doc --write`."""
-    text = layout_doc.DOC.read_text(encoding="utf-8")
-    assert text == layout_doc.with_layout(text), "stale: run `python -m tests.layout_doc --write`"
+    text = layout_doc.LAYOUT.doc.read_text(encoding="utf-8")
+    assert text == layout_doc.LAYOUT.refreshed(text), "stale: run `python -m tests.layout_doc --write`"
 
 
 def test_the_measured_cost_table_is_the_data_files() -> None:
     """docs/metrics.md's cost table is `measured_costs.json`'s; refresh with
     `python -m tests.costs_doc --write`."""
-    text = costs_doc.DOC.read_text(encoding="utf-8")
-    assert text == costs_doc.with_table(text), "stale: run `python -m tests.costs_doc --write`"
+    text = costs_doc.COSTS.doc.read_text(encoding="utf-8")
+    assert text == costs_doc.COSTS.refreshed(text), "stale: run `python -m tests.costs_doc --write`"

@@ -28,3 +28,16 @@ def test_the_version_is_read_from_the_package_metadata() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert banana_tests.__version__ == version("banana-tests") == project["version"]
     assert "__version__" not in vars(banana_tests)  # read when asked for, not written down
+
+
+def test_the_wheel_lists_every_package_of_the_tree() -> None:
+    """setuptools' package list is written out (fixtures/ ships as banana_tests.data): a package
+    left out of it is missing from every wheel, and the plugin fails to load there."""
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    listed = set(tool["packages"]) - set(tool["package-dir"])
+    tree = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in ("banana_tests", "metrics_under_test")
+        for init in (ROOT / top).rglob("__init__.py")
+    }
+    assert listed == tree

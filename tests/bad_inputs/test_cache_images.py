@@ -459,6 +459,12 @@ def test_a_poisoned_cache_is_rescored_in_a_run_with_one_warning(suite: pytest.Py
     assert integrity(suite.path / ".banana_cache" / FILE) == "ok"
 
 
+def merge(folder: Path, *sources: str) -> subprocess.CompletedProcess[str]:
+    """`banana-tests cache merge SOURCES --into=merged`, run in `folder`."""
+    command = [sys.executable, "-m", "banana_tests.cli", "cache", "merge", *sources, "--into=merged"]
+    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120)
+
+
 @pytest.mark.parametrize(
     "value, says", [("abc", "holds 'abc', text, no score"), (1e308, "holds 1e+308, beyond ±1e+12, no score")]
 )
@@ -470,18 +476,14 @@ def test_cache_merge_refuses_a_poisoned_source_naming_the_file_and_the_entry(
     shutil.copytree(scene.cache_dir, tmp_path / "bad")
     [image] = poison_metric(tmp_path / "bad" / FILE, "laplacian_variance", (value,))
 
-    def merge(*sources: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "banana_tests.cli", "cache", "merge", *sources, "--into=merged"]
-        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-
-    refused = merge("good", "bad")
+    refused = merge(tmp_path, "good", "bad")
 
     assert refused.returncode == 2 and refused.stdout == "", refused
     [line] = refused.stderr.splitlines()
     assert line.startswith(f"banana-tests cache merge: error: {Path('bad') / FILE}: image {image}, ")
     assert "metric 'laplacian_variance' (identity " in line and line.endswith(f"{says}; nothing was merged")
     assert not (tmp_path / "merged" / FILE).exists()
-    merged = merge("good")
+    merged = merge(tmp_path, "good")
     assert merged.returncode == 0 and merged.stdout.startswith("3 new scores into merged"), merged
     assert integrity(tmp_path / "merged" / FILE) == "ok"
 
@@ -506,11 +508,7 @@ def test_cache_merge_refuses_a_damaged_loaded_libraries_memo_naming_the_file(
     shutil.copytree(scene.cache_dir, tmp_path / "bad")
     (tmp_path / "bad" / MEMO).write_text(memo)
 
-    def merge(*sources: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "banana_tests.cli", "cache", "merge", *sources, "--into=merged"]
-        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-
-    refused = merge("good", "bad")
+    refused = merge(tmp_path, "good", "bad")
 
     assert refused.returncode == 2 and refused.stdout == "", refused
     [line] = refused.stderr.splitlines()
@@ -519,7 +517,7 @@ def test_cache_merge_refuses_a_damaged_loaded_libraries_memo_naming_the_file(
     )
     assert says in line and line.endswith("; nothing was merged")
     assert not (tmp_path / "merged").exists()
-    merged = merge("good")
+    merged = merge(tmp_path, "good")
     assert merged.returncode == 0 and merged.stdout.startswith("3 new scores into merged"), merged
     assert integrity(tmp_path / "merged" / FILE) == "ok"
     assert json.loads((tmp_path / "merged" / MEMO).read_text()) == answers
