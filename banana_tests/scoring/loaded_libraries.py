@@ -23,13 +23,17 @@ from pathlib import Path
 from typing import TypedDict, cast
 
 from banana_tests.atomic import write_atomic
+from banana_tests.regular_files import NotReadable, read_regular
 from banana_tests.scoring.cache import identity, identity_key
 from metrics_under_test.protocol import MetricError
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import Backend, MetricSpec
 
 MEMO = "loaded_libraries.json"
 """Beside `scores.sqlite`: per metric, the answers found, each with the declared identity's key
 (`cache merge` carries them, so a merged cache is not looked at again)."""
+MEMO_BYTES = 4 * 2**20
+"""A memo is read only if it is a regular file of at most this size: a few kB a metric, so a
+larger one, a FIFO or a device in a shard's cache folder is not a memo."""
 SUITE = "banana-tests"  # the suite's own code is versioned as the gate, not as a metric's library
 
 Loaded = dict[str, dict[str, str]]
@@ -73,7 +77,7 @@ def loaded_libraries(
     found: Loaded = {}
     changed = False
     for spec in specs:
-        if spec.backend == "custom" and spec.target is None:
+        if spec.backend is Backend.CUSTOM and spec.target is None:
             continue  # a stand-in has no code to run
         try:
             key = identity_key(identity(spec, device, _unhashed))
@@ -104,10 +108,12 @@ def loaded_libraries(
 def read_memo(path: Path) -> Memo:
     """The memo in `path` (none: empty); MemoError naming the file when it is not one."""
     try:
-        memo = json.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
+        memo = json.loads(read_regular(path, MEMO_BYTES))
+    except NotReadable as exc:
+        if isinstance(exc.__cause__, FileNotFoundError):
+            return {}
+        raise MemoError(f"{path}: not a loaded-libraries memo ({exc})") from exc
+    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested too deep
         raise MemoError(f"{path}: not a loaded-libraries memo ({exc})") from exc
     if not isinstance(memo, dict) or not all(
         isinstance(answers, list) and all(_is_answer(a) for a in answers) for answers in memo.values()
@@ -177,7 +183,10 @@ def discover(
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         return None
-    answer = json.loads(lines[-1])
+    try:  # the answer is the child's last line, unless the metric printed after it (at exit)
+        answer = json.loads(lines[-1])
+    except ValueError:
+        return None
     return {str(k): str(v) for k, v in answer.items()} if isinstance(answer, dict) else None
 
 

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import math
+import os
 import shutil
 import sqlite3
 import struct
@@ -29,7 +30,7 @@ from typing import Any
 import pytest
 
 from banana_tests.scoring.cache import FILE, CacheWarning, ScoreCache, identity, identity_key
-from banana_tests.scoring.loaded_libraries import MEMO
+from banana_tests.scoring.loaded_libraries import MEMO, MEMO_BYTES
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.images import DEFAULT_MAX_PIXELS, ImageStore
@@ -493,11 +494,13 @@ def test_cache_merge_refuses_a_poisoned_source_naming_the_file_and_the_entry(
     [
         ("{not json", "Expecting property name enclosed in double quotes"),
         ('{"laplacian_variance": {"key": "k"}}', "not {metric: [{key, distributions}]}"),
+        (None, "not a regular file but a FIFO (named pipe)"),
+        (" " * (MEMO_BYTES + 1), f"{MEMO_BYTES + 1:,} bytes, over the {MEMO_BYTES:,}-byte limit"),
     ],
-    ids=["text", "shape"],
+    ids=["text", "shape", "fifo", "too-large"],
 )
 def test_cache_merge_refuses_a_damaged_loaded_libraries_memo_naming_the_file(
-    tmp_path: Path, memo: str, says: str
+    tmp_path: Path, memo: str | None, says: str
 ) -> None:
     """What each metric loads is part of its identity and merged beside the scores: a memo that
     is not one is refused as a poisoned score is, and a good one is carried to the merged cache."""
@@ -506,7 +509,11 @@ def test_cache_merge_refuses_a_damaged_loaded_libraries_memo_naming_the_file(
     answers = {"laplacian_variance": [{"key": "k", "distributions": {"numpy": "2.0"}}]}
     (tmp_path / "good" / MEMO).write_text(json.dumps(answers))
     shutil.copytree(scene.cache_dir, tmp_path / "bad")
-    (tmp_path / "bad" / MEMO).write_text(memo)
+    if memo is None:
+        (tmp_path / "bad" / MEMO).unlink()  # the good memo, copied
+        os.mkfifo(tmp_path / "bad" / MEMO)  # read, it would block the merge for ever
+    else:
+        (tmp_path / "bad" / MEMO).write_text(memo)
 
     refused = merge(tmp_path, "good", "bad")
 
