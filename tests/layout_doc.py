@@ -1,4 +1,4 @@
-"""docs/development.md's module list, generated from the tree: each module and the first line of
+"""CONTRIBUTING.md's module list, generated from the tree: each module and the first line of
 its docstring. Refresh it after adding or merging modules with `python -m tests.layout_doc --write`;
 tests/test_docs.py fails while it is stale."""
 
@@ -41,7 +41,7 @@ def layout() -> str:
 
 
 LAYOUT = GeneratedBlock(
-    PROJECT / "docs" / "development.md",
+    PROJECT / "CONTRIBUTING.md",
     "<!-- layout: python -m tests.layout_doc --write -->\n",
     "<!-- end of layout -->\n",
     layout,

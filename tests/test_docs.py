@@ -1,6 +1,7 @@
-"""The documentation as users read it: its marked blocks run, its links resolve, its option page is
-generated, and CI runs the README's test commands. No test here reads prose, so a prose-only edit
-to README.md or docs/*.md fails none of them (markers: docs/development.md, tests/doc_blocks.py).
+"""The documentation as users read it: its marked blocks run, in a clean environment, its links
+resolve, its option page is generated, and CI runs the README's test commands. No test here reads
+prose, so a prose-only edit to README.md or docs/*.md fails none of them (markers: CONTRIBUTING.md,
+tests/doc_blocks.py).
 """
 
 from __future__ import annotations
@@ -22,10 +23,14 @@ from tests.doc_blocks import (
     Block,
     Role,
     all_blocks,
+    linked_pages,
     marked_blocks,
+    names_it_lacks,
+    not_run_reason_holds,
     pages,
     readme_test_commands,
     shell_commands,
+    unmarked_python_blocks,
 )
 
 README_MAX_LINES = 250
@@ -41,6 +46,16 @@ def offline_env() -> dict[str, str]:
     """This environment's executables first on PATH, and no hub that could be reached or waited on."""
     bin_dir = str(Path(sys.executable).parent)
     return {**os.environ, "HF_HUB_OFFLINE": "1", "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """A new user's shell: this environment's executables first on PATH, an empty home, offline,
+    and nothing of this project's set-up (no TORCH_HOME, no weights mirror, no PYTHONPATH)."""
+    bin_dir = str(Path(sys.executable).parent)
+    home.mkdir(exist_ok=True)
+    env = {"PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    env.update({k: os.environ[k] for k in ("LANG", "TMPDIR") if k in os.environ})
+    return env
 
 
 # ---- the README and .ci/run ----
@@ -79,17 +94,40 @@ def test_the_ci_check_compares_arguments() -> None:
 # ---- markers ----
 
 
-@pytest.mark.parametrize("page", pages(), ids=lambda p: p.name)
+@pytest.mark.parametrize("page", linked_pages(), ids=lambda p: p.name)
 def test_every_marker_is_before_a_block_it_can_run(page: Path) -> None:
     """A marker with a typo, or on a block of a language its runner does not run, would leave that
-    block untested without a word: it fails here instead."""
+    block untested without a word: it fails here instead. A block shown and not run says why, and
+    the reason must hold of its code."""
     for block in marked_blocks(page):
         if block.role is Role.RUN:
             assert block.language in ("bash", "python"), block.where
-        elif block.role is Role.TRIAL:
+        elif block.role in (Role.TRIAL, Role.SHOWN):
             assert block.language == "python", block.where
+            assert block.role is Role.TRIAL or not_run_reason_holds(block), f"{block.where}: {block.reason}?"
         else:
             assert block.language == "bash" and block.page == README, block.where
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: p.name)
+def test_every_python_block_of_the_user_docs_runs_or_says_why_not(page: Path) -> None:
+    """Each `python` block users read is run by a test (`run`, `trial`) or marked `shown` with a
+    reason: an example that breaks (a KeyError on an unset TORCH_HOME) cannot go unnoticed."""
+    assert unmarked_python_blocks(page) == []
+
+
+def test_the_block_checks_find_an_unmarked_block_and_a_false_reason(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```bash\ntrue\n```\n\n```python\nprint(1)\n```\n<!-- banana: run -->\n```python\nprint(2)\n```\n",
+        encoding="utf-8",
+    )
+    assert unmarked_python_blocks(page) == [f"{page}:5"]
+    page.write_text("<!-- banana: shown: needs a GPU -->\n```python\nprint(1)\n```\n", encoding="utf-8")
+    [block] = marked_blocks(page)
+    assert block.role is Role.SHOWN and not not_run_reason_holds(block)  # says GPU, uses none
+    assert names_it_lacks("import numpy as np\ndef f(x):\n    return np.sum(x) + len(y)\n") == {"y"}
+    assert names_it_lacks("for i in range(3):\n    print(i)\ntry:\n    pass\nexcept OSError as e:\n    e\n") == set()
 
 
 def test_a_bad_marker_is_an_error_naming_its_line(tmp_path: Path) -> None:
@@ -100,6 +138,10 @@ def test_a_bad_marker_is_an_error_naming_its_line(tmp_path: Path) -> None:
     page.write_text("<!-- banana: run -->\n\n```bash\ntrue\n```\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"page\.md:1: a marker must be followed by a fenced block"):
         marked_blocks(page)
+    for marker in ("shown", "shown: it is long", "run: needs a GPU", "trial slow"):
+        page.write_text(f"<!-- banana: {marker} -->\n```python\npass\n```\n", encoding="utf-8")
+        with pytest.raises(ValueError, match=r"page\.md:1: "):
+            marked_blocks(page)
 
 
 # ---- links ----
@@ -122,7 +164,7 @@ def relative_links(page: Path) -> list[str]:
     return [t for t in LINK.findall(text) if not SCHEME.match(t)]
 
 
-@pytest.mark.parametrize("page", pages(), ids=lambda p: p.name)
+@pytest.mark.parametrize("page", linked_pages(), ids=lambda p: str(p.relative_to(PROJECT)))
 def test_every_relative_link_resolves(page: Path) -> None:
     broken = []
     for target in relative_links(page):
@@ -198,20 +240,29 @@ def user_folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("block", all_blocks(Role.RUN), ids=block_id)
+def runnable(block: Block) -> object:
+    """A block as a test parameter: slow when it starts processes (every shell block does),
+    imports torch or scores a real metric (`run slow`)."""
+    slow = block.slow or block.language == "bash"
+    return pytest.param(block, id=block_id(block), marks=[pytest.mark.slow] if slow else [])
+
+
+@pytest.mark.parametrize("block", [runnable(b) for b in all_blocks(Role.RUN)])
 def test_the_documented_block_runs(block: Block, user_folder: Path) -> None:
+    """Each `run` block, in an empty folder, offline, in a new user's environment: no TORCH_HOME,
+    no weights mirror, an empty home."""
     if block.language == "bash":
         cmd = ["bash", "-e", "-o", "pipefail", "-c", block.text]
     else:
         script = user_folder / "block.py"
         script.write_text(block.text, encoding="utf-8")
         cmd = [sys.executable, str(script)]
-    run = subprocess.run(
-        cmd, capture_output=True, text=True, cwd=user_folder, env=offline_env(), timeout=BLOCK_TIMEOUT_S
-    )
+    env = clean_env(user_folder.parent / "home")
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=user_folder, env=env, timeout=BLOCK_TIMEOUT_S)
     assert run.returncode == 0, f"{block.where}\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", [p for p in pages() if any(b.role is Role.TRIAL for b in marked_blocks(p))])
 def test_the_documented_trial_passes(page: Path, tmp_path: Path) -> None:
     """A page's trial blocks, in order, are one test module of a user's project; on PIQE (no
@@ -223,7 +274,7 @@ def test_the_documented_trial_passes(page: Path, tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env=offline_env(),
+        env=clean_env(tmp_path / "home"),
         timeout=BLOCK_TIMEOUT_S,
     )
     assert run.returncode == 0, f"{[b.where for b in blocks]}\n{run.stdout[-4000:]}\n{run.stderr[-3000:]}"
@@ -231,7 +282,7 @@ def test_the_documented_trial_passes(page: Path, tmp_path: Path) -> None:
 
 
 def test_the_development_layout_lists_the_tree() -> None:
-    """docs/development.md's module list is the tree's; refresh: `python -m tests.layout_doc --write`."""
+    """CONTRIBUTING.md's module list is the tree's; refresh: `python -m tests.layout_doc --write`."""
     text = layout_doc.LAYOUT.doc.read_text(encoding="utf-8")
     assert text == layout_doc.LAYOUT.refreshed(text), "stale: run `python -m tests.layout_doc --write`"
 

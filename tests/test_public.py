@@ -1,4 +1,4 @@
-"""What is public (docs/development.md "What is public"): the plugin module exports its hooks only,
+"""What is public (CONTRIBUTING.md "What is public"): the plugin module exports its hooks only,
 and the version is the installed package's, whose one source is pyproject.toml."""
 
 from __future__ import annotations
