@@ -53,7 +53,8 @@ def clean_env(home: Path) -> dict[str, str]:
     and nothing of this project's set-up (no TORCH_HOME, no weights mirror, no PYTHONPATH)."""
     bin_dir = str(Path(sys.executable).parent)
     home.mkdir(exist_ok=True)
-    env = {"PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    path = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    env = {"PATH": path, "HOME": str(home), "HF_HUB_OFFLINE": "1"}
     env.update({k: os.environ[k] for k in ("LANG", "TMPDIR") if k in os.environ})
     return env
 
@@ -127,7 +128,8 @@ def test_the_block_checks_find_an_unmarked_block_and_a_false_reason(tmp_path: Pa
     [block] = marked_blocks(page)
     assert block.role is Role.SHOWN and not not_run_reason_holds(block)  # says GPU, uses none
     assert names_it_lacks("import numpy as np\ndef f(x):\n    return np.sum(x) + len(y)\n") == {"y"}
-    assert names_it_lacks("for i in range(3):\n    print(i)\ntry:\n    pass\nexcept OSError as e:\n    e\n") == set()
+    whole = "for i in range(3):\n    print(i)\ntry:\n    pass\nexcept OSError as e:\n    e\n"
+    assert names_it_lacks(whole) == set()
 
 
 def test_a_bad_marker_is_an_error_naming_its_line(tmp_path: Path) -> None:
@@ -258,7 +260,9 @@ def test_the_documented_block_runs(block: Block, user_folder: Path) -> None:
         script.write_text(block.text, encoding="utf-8")
         cmd = [sys.executable, str(script)]
     env = clean_env(user_folder.parent / "home")
-    run = subprocess.run(cmd, capture_output=True, text=True, cwd=user_folder, env=env, timeout=BLOCK_TIMEOUT_S)
+    run = subprocess.run(
+        cmd, capture_output=True, text=True, cwd=user_folder, env=env, timeout=BLOCK_TIMEOUT_S
+    )
     assert run.returncode == 0, f"{block.where}\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
 
 

@@ -434,7 +434,12 @@ def test_a_control_failure_is_in_the_summary_the_page_and_controls_csv(tmp_path:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("target", "name"),
-    [("piq_tv", "piq_tv"), ("skimage_blur", "skimage_blur"), ("GradHead", "grad_head"), ("PyiqaNiqe", "pyiqa_niqe")],
+    [
+        ("piq_tv", "piq_tv"),
+        ("skimage_blur", "skimage_blur"),
+        ("GradHead", "grad_head"),
+        ("PyiqaNiqe", "pyiqa_niqe"),
+    ],
     ids=["piq", "skimage", "weights-file", "pyiqa-niqe"],
 )
 def test_a_pypi_librarys_metric_wrapped_as_docs_wrap_md_says_runs_through_the_suite(
