@@ -98,9 +98,9 @@ def measure(
 
 
 def table(rows: list[dict[str, Any]], title: str, sizes: list[tuple[int, int]]) -> str:
-    """The rows as a Markdown table (docs/metrics.md's); the protocol columns use the last size's wall
-    time, the CPU column its process time (one thread: what an idle core would take; rows measured
-    before that column existed show –)."""
+    """The rows as a Markdown table (docs/research/metric-costs.md's); the protocol columns use the
+    last size's wall time, the CPU column its process time (one thread: what an idle core would
+    take; rows measured before that column existed show –)."""
     per = " | ".join(f"s/img {w}×{h}" for w, h in sizes)
     big = f"{sizes[-1][0]}x{sizes[-1][1]}"
     head = (

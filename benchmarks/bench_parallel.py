@@ -13,7 +13,7 @@ both kinds alike; with --repeat N the fastest of each counts. Bytecode is kept i
 --work and written by an untimed run first: without it every process compiles pytest's
 assertion-rewritten copies of hypothesis and the suite again (PYTHONDONTWRITEBYTECODE, as set on
 this project's machine), 1 s more per process, which `-n 2` pays three times. OMP_NUM_THREADS
-is left unset: the suite's thread policy decides (docs/speed.md). The load average is printed,
+is left unset: the suite's thread policy decides (docs/research/speed.md). The load average is printed,
 because the figures depend on it. Exits 1 when a Δ differs.
 """
 

@@ -1,6 +1,6 @@
 """Calibrate the replica emulator's artifact strengths to the paper, and show it generalises.
 
-    python benchmarks/calibrate_emulator.py --leave-one-out            # the table in docs/datasets.md
+    python benchmarks/calibrate_emulator.py --leave-one-out   # docs/research/calibration.md's table
     python benchmarks/calibrate_emulator.py --grid screen --metrics brisque,niqe,piqe   # fast look
     python benchmarks/calibrate_emulator.py --candidate static.amplitude=4,resynthesis.share=0.3
 
