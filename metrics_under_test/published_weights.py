@@ -38,6 +38,6 @@ def refusal(path: Path) -> str | None:
         return None
     return (
         f"{path}: not the published {path.name} (sha256 {found}, expected {expected}); refused "
-        f"before pyiqa could open it (a .pth file is a pickle that can run code): replace it with the "
+        f"before pyiqa opens it (a .pth file is a pickle, which can run code): replace it with the "
         f"published file"
     )

@@ -64,15 +64,11 @@ def _checked(original: Callable[..., str], source: Any) -> Callable[..., str]:
         if path in REFUSED and not os.path.lexists(path):
             raise UnwritableCache(REFUSED[path])
         if not os.path.lexists(path) and offline():
-            raise MissingWeights(
-                f"pyiqa needs {name} ({url}), not in {path.parent}, offline; {how_to_provide()}"
-            )
+            raise MissingWeights(f"pyiqa needs {name} ({url}) offline; {how_to_provide()}")
         try:
             found = original(url, model_dir, progress, file_name)
         except OSError as exc:  # URLError, a refused connection, an unknown host, a timeout
-            raise MissingWeights(
-                f"pyiqa cannot fetch {name} ({url}) into {path.parent}: {exc}; {how_to_provide()}"
-            ) from exc
+            raise MissingWeights(f"pyiqa cannot fetch {name} ({url}): {exc}; {how_to_provide()}") from exc
         why = refusal(Path(found))
         if why is not None:
             raise NotPublished(why)

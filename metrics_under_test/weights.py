@@ -52,9 +52,8 @@ def pyiqa_cache_dir() -> Path:
 def how_to_provide() -> str:
     """How a user puts a parameter file where pyiqa finds it without a download."""
     return (
-        f"put the file(s) in {pyiqa_cache_dir()} (or in a folder holding them, passed as "
-        f"--weights-dir=FOLDER or $BANANA_WEIGHTS_DIR), or run once with network access so pyiqa "
-        f"downloads them"
+        f"put the file(s) in {pyiqa_cache_dir()}, or in a folder passed as --weights-dir=FOLDER or "
+        f"$BANANA_WEIGHTS_DIR, or run once with network access so pyiqa downloads them"
     )
 
 
