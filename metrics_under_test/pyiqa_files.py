@@ -58,7 +58,7 @@ def _checked(original: Callable[..., str], source: Any) -> Callable[..., str]:
         url: str, model_dir: str | None = None, progress: bool = True, file_name: str | None = None
     ) -> str:
         name = file_name or os.path.basename(urlparse(url).path)
-        path = Path(model_dir or source.DEFAULT_CACHE_DIR).absolute() / name
+        path = Path(os.path.abspath(model_dir or source.DEFAULT_CACHE_DIR)) / name
         if path in UNPUBLISHED:
             raise NotPublished(UNPUBLISHED[path])
         if path in REFUSED and not os.path.lexists(path):
