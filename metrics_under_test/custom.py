@@ -32,6 +32,7 @@ from typing import Any
 from metrics_under_test import own_code
 from metrics_under_test.probe import probe
 from metrics_under_test.protocol import Metric, MetricError
+from metrics_under_test.pyiqa_files import guard
 from metrics_under_test.spec import Backend, Cost, MetricSpec
 
 GROUP = "banana_tests.metrics"
@@ -75,6 +76,7 @@ def import_target(target: str) -> Any:
         raise MetricError(
             f"metric {target!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
         ) from exc
+    guard()  # a module that imported pyiqa: the files its metrics open are checked first
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise MetricError(f"metric {target!r}: {module_name!r} has no attribute {attr!r}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from metrics_under_test.protocol import Image, MetricError, raised_at
 from metrics_under_test.score_value import NotAScore, as_list, as_score, short
-from metrics_under_test.weights import MissingWeights
+from metrics_under_test.weights import MissingWeights, NotPublished
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,8 @@ def probe(name: str, metric: Callable[[Sequence[Image]], Sequence[float]]) -> No
         where = " and ".join(map(str, batch))
         try:
             raw = metric([image.pixels() for image in batch])  # fresh: a metric may write into them
-        except MissingWeights:
-            raise  # weights fetched at the first call: the missing-weights rule, not a probe failure
+        except (MissingWeights, NotPublished):
+            raise  # weights fetched at the first call: the weights' rules, not a probe failure
         except Exception as exc:
             raise _failed(name, where, f"it raised {type(exc).__name__}: {exc}{raised_at(exc)}") from exc
         problem = _problem(batch, raw)

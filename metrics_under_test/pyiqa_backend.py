@@ -16,21 +16,24 @@ import numpy as np
 
 from metrics_under_test.protocol import Image, MetricError
 from metrics_under_test.spec import MetricSpec
-from metrics_under_test.weights import MissingWeights, check_staged, offline, pyiqa_cache_dir
+from metrics_under_test.weights import (
+    MissingWeights,
+    check_published,
+    check_staged,
+    how_to_provide,
+    offline,
+    pyiqa_cache_dir,
+)
 
 _NAMING_LOCALS = ("filename", "url", "repo_id", "pretrained_model_name_or_path")
 
 
-def how_to_provide() -> str:
-    return (
-        f"put the file(s) in {pyiqa_cache_dir()} (or a folder holding them, passed as --weights-dir=FOLDER), "
-        f"or run once with network access so pyiqa downloads them"
-    )
-
-
 def check_weights(spec: MetricSpec) -> None:
-    """Fail fast, before importing pyiqa, when a known file is missing: because the cache folder
-    refused it (an error naming the folder), or offline."""
+    """Fail fast, before importing pyiqa: when a known file in its cache is not the published
+    release (NotPublished, hashed each run), when it is missing because the mirror's copy was not
+    the published one or the cache folder refused it (an error naming the file or the folder), or
+    when it is missing offline."""
+    check_published(spec.name, (w.path for w in spec.weights))
     missing = spec.missing_weights()
     check_staged(spec.name, (w.path for w in missing))
     if missing and offline():
@@ -71,11 +74,14 @@ class PyiqaMetric:
         import torch
         from pyiqa.utils import download_util
 
+        from metrics_under_test.pyiqa_files import guard
+
         # pyiqa fixes its cache folder when it is first imported. The suite staged and checked the
         # files in the folder $TORCH_HOME names now, so pyiqa must read that one: a process that
         # imported pyiqa under another TORCH_HOME (an earlier test, a user's conftest) would
         # otherwise try a download of a file that is in place.
         download_util.DEFAULT_CACHE_DIR = str(pyiqa_cache_dir())
+        guard()  # every file pyiqa opens is checked first, the ones check_weights cannot name too
 
         self.name = spec.name
         self.reuses_freed_memory = spec.name not in HEAP_FRAGMENTING  # see process_tuning

@@ -19,6 +19,7 @@ from metrics_under_test.metric_requests import MetricGroup, MetricRequest, metri
 from metrics_under_test.spec import Backend, Cost, MetricSpec, WeightFile
 from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.vlm_catalog import OUTSIDE_PYIQA, Q_ALIGN
+from metrics_under_test.weights import stage
 
 CATALOG = Path(__file__).with_name("pyiqa_catalog.json")
 
@@ -56,6 +57,16 @@ def catalog() -> dict[str, MetricSpec]:
         )
     specs.update(_vlm_specs())
     return specs
+
+
+def stage_mirror(mirror: Path | None) -> list[str]:
+    """Every parameter file of the catalog that the `--weights-dir` mirror holds, checked and
+    staged where pyiqa looks (metrics_under_test.weights.stage), whichever metrics run: a user's
+    metric that calls pyiqa inside needs them as much as the suite's own. Returns the names staged."""
+    if mirror is None or not mirror.is_dir():
+        return []
+    files = {w.path: w.file for spec in catalog().values() for w in spec.weights}
+    return stage(mirror, ((name, path) for path, name in files.items()))
 
 
 def _vlm_specs() -> dict[str, MetricSpec]:

@@ -11,6 +11,8 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+from metrics_under_test.published_weights import refusal
+
 
 class MissingWeights(Exception):
     """A metric's parameter files are not here and cannot be downloaded now. Defined here, away
@@ -28,7 +30,7 @@ def torch_hub_dir() -> Path:
     if torch_home is None:
         xdg = os.environ.get("XDG_CACHE_HOME", os.path.join(os.path.expanduser("~"), ".cache"))
         torch_home = os.path.join(xdg, "torch")
-    return Path(os.path.expanduser(torch_home)) / "hub"
+    return Path(os.path.abspath(os.path.expanduser(torch_home))) / "hub"  # absolute, as pyiqa's
 
 
 def mirror_from_env() -> Path | None:
@@ -47,14 +49,30 @@ def pyiqa_cache_dir() -> Path:
     return torch_hub_dir() / "pyiqa"
 
 
+def how_to_provide() -> str:
+    """How a user puts a parameter file where pyiqa finds it without a download."""
+    return (
+        f"put the file(s) in {pyiqa_cache_dir()}, or in a folder passed as --weights-dir=FOLDER or "
+        f"$BANANA_WEIGHTS_DIR, or run once with network access so pyiqa downloads them"
+    )
+
+
 class UnwritableCache(Exception):
     """A metric's parameter file is in the mirror, but the cache folder it must be staged into
     cannot be written: an error naming the folder and the fix, not a skip for a missing file."""
 
 
+class NotPublished(Exception):
+    """A parameter file, in the mirror or in pyiqa's cache, is not the published release of its
+    name (metrics_under_test.published_weights): refused before pyiqa opens it, in one line naming
+    the file, the sha256 found and the one expected. An error of the metric's cases, not a skip."""
+
+
 # Files the mirror holds that their cache folder refused, by destination, with why. Process state,
 # as pyiqa's cache folder is: the suite stages once per process, the metric checks when it loads.
 REFUSED: dict[Path, str] = {}
+# Destinations whose mirror copy is not the published file, so it was not staged, with why.
+UNPUBLISHED: dict[Path, str] = {}
 
 
 def stage(mirror: Path, targets: Iterable[tuple[str, Path]]) -> list[str]:
@@ -65,8 +83,10 @@ def stage(mirror: Path, targets: Iterable[tuple[str, Path]]) -> list[str]:
     earlier version left is replaced so.
 
     The mirror may be read-only (CI's shared folder); the destinations are pyiqa's writable
-    cache. Files already there are left alone. A destination that cannot be written (a read-only
-    HOME or TORCH_HOME) goes to REFUSED, so only the metrics that need it fail, when they load.
+    cache. Files already there are left alone (pyiqa's opener checks them each run:
+    metrics_under_test.pyiqa_files). A mirror file that is not the published release of its name
+    is not staged but goes to UNPUBLISHED, and a destination that cannot be written (a read-only
+    HOME or TORCH_HOME) to REFUSED, so only the metrics that need it fail, when they load.
     Returns the names staged.
     """
     staged = []
@@ -75,6 +95,11 @@ def stage(mirror: Path, targets: Iterable[tuple[str, Path]]) -> list[str]:
         try:
             if not src.is_file() or (dst.exists() and not _link_into(dst, mirror)):
                 continue
+            why = refusal(src)
+            if why is not None:
+                UNPUBLISHED[dst] = why
+                continue
+            UNPUBLISHED.pop(dst, None)
             dst.parent.mkdir(parents=True, exist_ok=True)
             tmp = dst.with_name(f".{name}.{os.getpid()}.tmp")
             try:
@@ -100,7 +125,20 @@ def _link_into(path: Path, mirror: Path) -> bool:
 
 
 def check_staged(metric: str, paths: Iterable[Path]) -> None:
-    """UnwritableCache for `metric` when staging refused any of its files `paths`."""
+    """NotPublished for `metric` when the mirror's copy of any of its files `paths` was not the
+    published one, UnwritableCache when the cache folder refused one."""
+    paths = list(paths)
+    unpublished = [UNPUBLISHED[p] for p in paths if p in UNPUBLISHED]
+    if unpublished:
+        raise NotPublished(f"{metric}: " + "; ".join(unpublished))
     refused = [REFUSED[p] for p in paths if p in REFUSED]
     if refused:
         raise UnwritableCache(f"{metric}: " + "; ".join(refused))
+
+
+def check_published(metric: str, paths: Iterable[Path]) -> None:
+    """NotPublished for `metric` when any of the files `paths` present is not the published
+    release of its name: hashed each time (a few MB, milliseconds), since only content says."""
+    refused = [why for p in paths if os.path.lexists(p) and (why := refusal(p)) is not None]
+    if refused:
+        raise NotPublished(f"{metric}: " + "; ".join(refused))

@@ -18,7 +18,7 @@ from banana_tests.core.settings import Settings
 from banana_tests.scoring.batch_watch import Abandoned, BatchWatch, MetricHangs, Phase
 from banana_tests.scoring.hung import Hung
 from metrics_under_test.protocol import MetricError
-from metrics_under_test.registry import UnknownMetric, resolve
+from metrics_under_test.registry import UnknownMetric, resolve, stage_mirror
 from metrics_under_test.spec import Backend, Cost, MetricSpec
 
 HUNG_IMPORTS = "banana_hung_imports"
@@ -34,6 +34,7 @@ def resolve_within(
     imported again."""
     specs: dict[str, MetricSpec] = {}
     hung: dict[str, Hung] = {}
+    stage_mirror(settings.weights_dir)  # a metric's module or factory may build a pyiqa metric
     for request in settings.metrics:
         part = request.text
         if known and part in known:

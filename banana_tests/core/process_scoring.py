@@ -13,8 +13,8 @@ from banana_tests.core.settings import Settings
 from banana_tests.core.usage_error import UsageError
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.hung import Hung
+from metrics_under_test.registry import stage_mirror
 from metrics_under_test.spec import MetricSpec
-from metrics_under_test.weights import stage
 
 if TYPE_CHECKING:
     from banana_tests.scoring.loaded_libraries import Loaded
@@ -50,7 +50,7 @@ class Scoring:
         if mirror is not None:
             if not mirror.is_dir():
                 raise UsageError(f"--weights-dir={mirror}: no such directory")
-            stage(mirror, ((w.file, w.path) for s in self.metrics.values() for w in s.weights))
+            stage_mirror(mirror)
         try:
             resolve_device(self.settings.device)
         except RuntimeError as exc:

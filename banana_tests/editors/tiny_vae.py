@@ -3,7 +3,7 @@
 Written from the network's description (docs/datasets.md, "The learned editor"), not from
 upstream code: a sequential stack whose indices are the state dict's keys, so the published
 weights load with `strict=True`. The weights ship beside this module (`taef2/`, MIT, with their
-notice) and are checked by sha256 before `torch.load(weights_only=True)` reads them.
+notice) and are checked by sha256; `torch.load(weights_only=True)` reads the bytes checked.
 
 A round trip (encode, decode) is what a latent editing model's decoder does to an image it was
 asked to copy: the decoder makes fine detail up from the latent, and fed back on itself it drifts.
@@ -13,6 +13,7 @@ This module imports torch; the artifact family that uses it imports it only when
 from __future__ import annotations
 
 import hashlib
+import io
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ import torch
 from torch import nn
 
 from banana_tests.editors.base import EditorError
+from banana_tests.regular_files import NotReadable, read_regular
 
 THREADS = 1
 """torch's intra-op threads for a round trip: a convolution split over more threads sums in
@@ -48,6 +50,8 @@ class WeightFile:
 
 ENCODER = WeightFile("taef2_encoder.pth", "10a4e1021e89d7551eaf161352da8dbd0b1aa83872ae28b150c1df1ce2f147b6")
 DECODER = WeightFile("taef2_decoder.pth", "0a44a31e1ae59eb9dbf9359d24942fd3ef5928162c1800d97a28c61d51be0ab5")
+MAX_BYTES = 16 * 2**20
+"""The largest weight file read: the published ones are 2.7 MB each."""
 
 
 class WeightFileError(EditorError):
@@ -59,14 +63,14 @@ def weights_dir() -> Path:
 
 
 def checked_state(file: WeightFile, folder: Path | None = None) -> dict[str, Any]:
-    """The state dict in `file`, read only after its bytes match the published sha256."""
+    """The state dict in `file`, read from its bytes once they match the published sha256."""
 
     path = (folder or weights_dir()) / file.name
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
+    try:  # a regular file within the limit: a FIFO in its place would block the read forever
+        data = read_regular(path, MAX_BYTES)
+    except NotReadable as exc:
         raise WeightFileError(
-            f"{path}: cannot read TAEF2 weights ({exc.strerror or exc}); expected sha256 {file.sha256}"
+            f"{path}: cannot read TAEF2 weights ({exc}); expected sha256 {file.sha256}"
         ) from None
     found = hashlib.sha256(data).hexdigest()
     if found != file.sha256:
@@ -74,8 +78,8 @@ def checked_state(file: WeightFile, folder: Path | None = None) -> dict[str, Any
             f"{path}: not the published TAEF2 weights (sha256 {found}, {len(data):,} bytes); "
             f"expected sha256 {file.sha256}"
         )
-    with path.open("rb") as handle:
-        state: dict[str, Any] = torch.load(handle, map_location="cpu", weights_only=True)
+    # the bytes that were checked, not the path opened again: its file may be swapped in between
+    state: dict[str, Any] = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     return state
 
 

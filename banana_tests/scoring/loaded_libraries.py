@@ -223,16 +223,15 @@ def _child(request: Mapping[str, object]) -> None:
     """In the fresh interpreter: build the metric, score its probe, print what loaded."""
     from banana_tests.scoring.loading import built_metric
     from metrics_under_test.probe import probe
-    from metrics_under_test.registry import resolve
-    from metrics_under_test.weights import stage
+    from metrics_under_test.registry import resolve, stage_mirror
 
     weights = request["weights_dir"]
     sys.path[:0] = [str(d) for d in request["import_dirs"]]  # type: ignore[attr-defined]
     before = set(sys.modules)
-    specs = resolve(str(request["text"]), Path(str(weights)) if weights else None)
+    mirror = Path(str(weights)) if weights else None
+    stage_mirror(mirror)  # before a custom metric's module or factory may build a pyiqa metric
+    specs = resolve(str(request["text"]), mirror)
     spec = next(s for s in specs if s.name == request["name"])
-    if weights:
-        stage(Path(str(weights)), ((w.file, w.path) for w in spec.weights))
     probe(spec.name, built_metric(spec, str(request["device"])))
     print(json.dumps(distributions_of(sys.modules.keys() - before)))
 

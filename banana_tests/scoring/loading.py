@@ -8,13 +8,13 @@ from dataclasses import dataclass
 
 from metrics_under_test.protocol import Metric, MetricError
 from metrics_under_test.spec import Backend, MetricSpec
-from metrics_under_test.weights import MissingWeights, UnwritableCache
+from metrics_under_test.weights import MissingWeights, NotPublished, UnwritableCache
 
 Loader = Callable[[MetricSpec, str], Metric]
 Prober = Callable[[MetricSpec, Metric], None]
 # Load failures the suite's rules tell apart, and what a metric raises about itself rather than
 # an image: the whole metric's cases error.
-KEPT = (MissingWeights, UnwritableCache, MetricError)
+KEPT = (MissingWeights, UnwritableCache, NotPublished, MetricError)
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class LoadFailure:
 
     def again(self) -> Exception:
         """A new exception for the next case: of the same type when the suite's rules read it
-        (a skip for MissingWeights, one line for UnwritableCache and MetricError), else a
+        (a skip for MissingWeights, one line for UnwritableCache, NotPublished and MetricError), else a
         MetricError in one line; the first case showed the whole traceback."""
         if self.kind in KEPT:
             return self.kind(self.message)

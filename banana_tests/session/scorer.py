@@ -28,7 +28,7 @@ from banana_tests.verdicts.gaps import Gap, gap
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.scale import Scale
 from metrics_under_test.spec import MetricSpec
-from metrics_under_test.weights import MissingWeights, UnwritableCache
+from metrics_under_test.weights import MissingWeights, NotPublished, UnwritableCache
 
 if TYPE_CHECKING:
     from banana_tests.scoring.score_book import ScoreBook, WatchedModel
@@ -55,7 +55,8 @@ def load_or_skip(
     """`load()`, or, when the metric's parameters are missing, a skip for a metric that only
     `offline` or `all` chose and a failure for one `named` (by the user or as a default metric):
     a gate whose metric never ran must not pass. A cache folder that refused the metric's files
-    fails it, naming the folder, and so does a metric that breaks the protocol (MetricError: a
+    fails it, naming the folder, and so does a parameter file that is not the published one
+    (naming the file and both sha256), and a metric that breaks the protocol (MetricError: a
     failed probe), in one line: its traceback is the suite's, not the user's.
     A metric that calls sys.exit stops the run (exit 2), as Ctrl-C does: pytest would otherwise
     report a SystemExit as one failed case and go on. In an xdist worker the reason is also
@@ -68,7 +69,7 @@ def load_or_skip(
         if not named:
             pytest.skip(str(exc))
         failure = f"{name} is on trial but cannot load: {exc}; {OFFLINE_HINT}"
-    except (UnwritableCache, MetricError) as exc:
+    except (UnwritableCache, NotPublished, MetricError) as exc:
         failure = str(exc)
     except SystemExit as exc:
         reason = f"{name} called sys.exit({exc.code!r}) while scoring; the run stops"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ import pytest
 from PIL import Image
 
 from metrics_under_test.probe import PROBE
-from tests.conftest import suite_folder
+from tests.conftest import suite_folder, weights_mirror
 
 MISBEHAVING = """
 import math, os, signal, sys, time
@@ -317,9 +318,12 @@ def test_an_unwritable_cache_folder_errors_only_the_metrics_that_need_files(
     raw PermissionError (exit 2, no case ran); now brisque's cases error and piqe's run."""
     from tests.bad_inputs.test_cache_images import read_only_folder
 
+    published = weights_mirror()
+    if published is None:
+        pytest.skip("no pyiqa weights mirror: staging checks the file's sha256 before it writes")
     mirror = suite.path / "mirror"
     mirror.mkdir()
-    (mirror / "brisque_svm_weights.pth").write_bytes(b"never read: staging fails first")
+    shutil.copyfile(published / "brisque_svm_weights.pth", mirror / "brisque_svm_weights.pth")
     refusing = read_only_folder(suite.path) / "torch"
     monkeypatch.setenv("TORCH_HOME", str(refusing))
     monkeypatch.setenv("BANANA_WEIGHTS_DIR", str(mirror))
