@@ -197,7 +197,7 @@ def test_replicate_runs_of_the_default_editor_differ(
     latent noise per (seed image, run, step), so runs differ and no twin warning is needed."""
     runs = _runs_of(tmp_path)
     assert runs[0] != runs[1]
-    assert "byte-identical" not in capsys.readouterr().err
+    assert "byte-identical" not in capsys.readouterr().out
     editor = create("flux2-tiny-vae", EditorConfig())
     image = Image.fromarray(_eight_bit(_crop()))
     again = [editor.edit(EditRequest(image, "copy it", step=1, run=r, key="coffee")).image for r in (0, 0)]
@@ -209,4 +209,4 @@ def test_runs_without_latent_noise_are_said_to_be_copies(
 ) -> None:
     runs = _runs_of(tmp_path, "latent_noise=0")
     assert runs[0] == runs[1]
-    assert "'flux2-tiny-vae' is deterministic: its 2 runs will be byte-identical" in capsys.readouterr().err
+    assert "'flux2-tiny-vae' is deterministic: its 2 runs will be byte-identical" in capsys.readouterr().out
