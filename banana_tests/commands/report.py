@@ -87,7 +87,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def run(args: argparse.Namespace) -> int:
     from banana_tests.reports.compare import compare, comparison_markdown
-    from banana_tests.reports.invariance_table import invariance_markdown
+    from banana_tests.reports.invariance_table import InvarianceOutcome, invariance_markdown
     from banana_tests.reports.paper import PAPER_CSV, paper_cells
     from banana_tests.reports.write import staged, summary_sections, write_report
 
@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     trends: list[TrendSeries] = []
     failing_others: list[Other] = []
     checked = ""  # the invariance table, when the run had invariance cases
+    invariances: list[InvarianceOutcome] = []
     controls: list[ControlOutcome] = []
     searches: list[SearchOutcome] = []
     incomplete = False
@@ -125,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
             return MIXED_EXIT
         matrix, title, trends = reading.matrix, "banana-tests failure matrix", reading.trends
         failing_others = reading.failing_others()
-        checked = invariance_markdown(reading.invariance)
+        invariances = list(reading.invariance)
+        checked = invariance_markdown(invariances)
         controls = reading.controls
         searches = [o.checked(input_folders(args.junit)) for o in reading.searches]
         for line in refused_lines(searches):
@@ -179,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
                 args.figure_steps,
                 controls,
                 searches,
+                invariances,
             )
             written = [args.out / p.name for p in written]
             if args.write_baseline:
