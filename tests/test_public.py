@@ -8,6 +8,8 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 import banana_tests
 from banana_tests import plugin
 
@@ -41,3 +43,12 @@ def test_the_wheel_lists_every_package_of_the_tree() -> None:
         for init in (ROOT / top).rglob("__init__.py")
     }
     assert listed == tree
+
+
+def test_the_timeout_the_user_docs_tell_users_to_add_comes_with_the_wheel() -> None:
+    """docs/wrap.md says to add `--timeout=600`: without pytest-timeout installed with the wheel
+    that run stops at once with `unrecognized arguments` (exit 4)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    required = {Requirement(dep).name for dep in project["dependencies"]}
+    assert "--timeout=" in (ROOT / "docs" / "wrap.md").read_text(encoding="utf-8")
+    assert "pytest-timeout" in required

@@ -85,7 +85,7 @@ def test_a_steps_all_report_draws_a_step_summary_and_the_papers_steps(steps_all:
 
 def test_figure_steps_chooses_the_heatmaps(tmp_path: Path) -> None:
     xml = many_steps_xml(tmp_path / "junit.xml")
-    assert main(["report", str(xml), "--out", str(tmp_path / "out"), "--figure-steps", "7,50,500"]) == 0
+    assert main(["report", str(xml), "--out", str(tmp_path / "out"), "--figure-steps", "7,50"]) == 0
     heatmaps = sorted(p.name for p in (tmp_path / "out").glob("gaps_step*.png"))
     assert heatmaps == ["gaps_step50.png", "gaps_step7.png"]
 
@@ -404,3 +404,30 @@ def test_a_search_only_report_has_no_empty_table_or_section(tmp_path: Path) -> N
     for i, line in enumerate(summary):  # every Markdown table has a row below its header
         if line.startswith("|---"):
             assert i + 1 < len(summary) and summary[i + 1].startswith("|"), summary[i - 1]
+
+
+def _invariance_case(metric: str, check: str, change: str, tolerance: str, child: str = "") -> str:
+    props = {"banana_record": "invariance/2", "metric": metric, "invariance": check}
+    props |= {"change": change, "tolerance": tolerance}
+    body = "".join(f'<property name="{k}" value="{v}" />' for k, v in props.items())
+    name = f"test_score_is_invariant[{metric}-{check}]"
+    head = f'<testcase classname="banana_tests.test_invariance" name="{name}">'
+    return f"{head}<properties>{body}</properties>{child}</testcase>"
+
+
+def test_the_page_shows_the_invariance_results_summary_md_has(tmp_path: Path) -> None:
+    """Invariance results were in summary.md only: the page has the same table, its cells the
+    change against the tolerance."""
+    failure = "<failure message='AssertionError: moved' />"
+    xml = junit(
+        tmp_path / "j.xml",
+        _invariance_case("piqe", "shift", "0.17", "0.3"),
+        _invariance_case("piqe", "resize", "4.1", "3.9", failure),
+    )
+    assert main(["report", str(xml), "--out", str(tmp_path / "out")]) == 0
+    page = (tmp_path / "out" / "report.html").read_text()
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    section = page.split("<h2>Invariance</h2>", 1)[1].split("<h2>", 1)[0]
+    for cell in ("pass 0.17 ≤ 0.3", "FAIL 4.1 &gt; 3.9"):
+        assert cell in section
+    assert "pass 0.17 ≤ 0.3" in summary and "FAIL 4.1 > 3.9" in summary

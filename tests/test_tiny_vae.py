@@ -177,3 +177,36 @@ def test_the_family_is_an_artifact_and_gets_its_row_in_the_metric_by_artifact_ta
     rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
     assert rows == {"static": ["0/1"], "vae_roundtrip": ["1/2"]}  # the composite's order
     assert "| vae_roundtrip | 1/2 |" in artifact_markdown(matrix)
+
+
+def _runs_of(tmp_path: Path, *options: str) -> list[bytes]:
+    """Step 1 of two runs of the coffee crop made by `generate` with `options`."""
+    seeds, out = tmp_path / "seeds", tmp_path / "out"
+    seeds.mkdir()
+    Image.fromarray(_eight_bit(_crop())).save(seeds / "coffee.png")
+    argv = ["generate", "--editor=flux2-tiny-vae", f"--seed-images={seeds}", f"--out={out}", "--steps=1",
+            "--runs=2", *(f"--option={o}" for o in options)]  # fmt: skip
+    assert main(argv) == 0
+    return [(out / f"images/coffee/run{r}/step001.png").read_bytes() for r in (0, 1)]
+
+
+def test_replicate_runs_of_the_default_editor_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--runs 5` made five byte-identical copies (latent_noise 0 by default): the default draws
+    latent noise per (seed image, run, step), so runs differ and no twin warning is needed."""
+    runs = _runs_of(tmp_path)
+    assert runs[0] != runs[1]
+    assert "byte-identical" not in capsys.readouterr().out
+    editor = create("flux2-tiny-vae", EditorConfig())
+    image = Image.fromarray(_eight_bit(_crop()))
+    again = [editor.edit(EditRequest(image, "copy it", step=1, run=r, key="coffee")).image for r in (0, 0)]
+    assert again[0].tobytes() == again[1].tobytes()  # the same chain key draws the same noise
+
+
+def test_runs_without_latent_noise_are_said_to_be_copies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = _runs_of(tmp_path, "latent_noise=0")
+    assert runs[0] == runs[1]
+    assert "'flux2-tiny-vae' is deterministic: its 2 runs will be byte-identical" in capsys.readouterr().out

@@ -17,6 +17,7 @@ from banana_tests.reports.run_agreement import MIXED_EXIT, disagreements
 from banana_tests.reports.search_table import SearchOutcome, refused_lines, search_markdown
 from banana_tests.reports.sourced import describe_replacements
 from banana_tests.reports.trends import TrendSeries
+from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.verdicts.baseline import Other, write_baseline
 from banana_tests.verdicts.matrix import Matrix
 
@@ -86,7 +87,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def run(args: argparse.Namespace) -> int:
     from banana_tests.reports.compare import compare, comparison_markdown
-    from banana_tests.reports.invariance_table import invariance_markdown
+    from banana_tests.reports.invariance_table import InvarianceOutcome, invariance_markdown
     from banana_tests.reports.paper import PAPER_CSV, paper_cells
     from banana_tests.reports.write import staged, summary_sections, write_report
 
@@ -100,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     trends: list[TrendSeries] = []
     failing_others: list[Other] = []
     checked = ""  # the invariance table, when the run had invariance cases
+    invariances: list[InvarianceOutcome] = []
     controls: list[ControlOutcome] = []
     searches: list[SearchOutcome] = []
     incomplete = False
@@ -124,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
             return MIXED_EXIT
         matrix, title, trends = reading.matrix, "banana-tests failure matrix", reading.trends
         failing_others = reading.failing_others()
-        checked = invariance_markdown(reading.invariance)
+        invariances = list(reading.invariance)
+        checked = invariance_markdown(invariances)
         controls = reading.controls
         searches = [o.checked(input_folders(args.junit)) for o in reading.searches]
         for line in refused_lines(searches):
@@ -140,6 +143,10 @@ def run(args: argparse.Namespace) -> int:
             notes.append(("Cases seen twice (newest kept)", "\n".join(lines)))
         incomplete = _completeness(reading.ledger, notes)
         metadata["merge"] = _merge_fact(reading.ledger)
+    lacked = _lacked_steps(args.figure_steps, matrix)
+    if lacked is not None:
+        print(f"banana-tests report: {lacked}", file=sys.stderr)
+        return 2
     metadata = {**metadata, **_shape(matrix), "report tool": package_versions((SUITE, "matplotlib"))}
     for section in summary_sections(matrix):  # separability and the oracle, also in summary.md
         print(section)
@@ -174,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
                 args.figure_steps,
                 controls,
                 searches,
+                invariances,
             )
             written = [args.out / p.name for p in written]
             if args.write_baseline:
@@ -264,11 +272,22 @@ def _judgments(path: Path) -> str | None:
 
 
 def _steps(text: str) -> list[int]:
-    """--figure-steps: comma-separated step numbers."""
+    """--figure-steps: comma-separated step numbers, as the data set reader takes a step."""
     try:
-        return [int(s) for s in text.split(",") if s.strip()]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of steps: {text!r}") from exc
+        return [check_index("step", s.strip(), columnar=True) for s in text.split(",")]
+    except DataError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{exc} (in {text!r}; steps are digits 0-9, comma-separated)"
+        ) from None
+
+
+def _lacked_steps(chosen: list[int] | None, matrix: Matrix) -> str | None:
+    """Why --figure-steps asks for a heat map the run cannot draw (a step it lacks), or None."""
+    missing = sorted(set(chosen or ()) - set(matrix.steps))
+    if not missing:
+        return None
+    held = ", ".join(map(str, matrix.steps)) or "none"
+    return f"--figure-steps: the run has no step {', '.join(map(str, missing))} (its steps: {held})"
 
 
 def _metadata(reading: Reading) -> dict[str, str]:

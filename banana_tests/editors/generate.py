@@ -32,6 +32,7 @@ from banana_tests.editors.generate_settings import check_settings
 from banana_tests.editors.progress import Progress
 from banana_tests.editors.prompts import Prompt
 from banana_tests.editors.resume import read_resume, remove_temp_files
+from banana_tests.editors.seed_images import open_image
 from banana_tests.editors.twin_runs import Twins
 from banana_tests.trajectories.records import METADATA, DataError
 
@@ -140,7 +141,7 @@ def generate(
                     start, file_name = resume.last.get((name, run), (0, ""))
                     if start >= job.steps:
                         continue
-                    image = _open(path) if start == 0 else _open(out / file_name)
+                    image = open_image(path) if start == 0 else open_image(out / file_name)
                     for step in range(start + 1, job.steps + 1):
                         try:
                             image, row = _edit(job, editor, image, name, run, step)
@@ -209,14 +210,6 @@ def aspect_changed(before: tuple[int, int], after: tuple[int, int], transform: s
     `rotate` prompt asks for the turned one)."""
     width, height = reversed(before) if transform == "rotate" else before
     return abs((after[0] / after[1]) / (width / height) - 1) > ASPECT_TOLERANCE
-
-
-def _open(path: Path) -> Image.Image:
-    try:
-        with Image.open(path) as image:
-            return image.convert("RGB")
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: cannot read this image ({exc})") from exc
 
 
 def _png(image: Image.Image) -> bytes:

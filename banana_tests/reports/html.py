@@ -15,8 +15,14 @@ from typing import TYPE_CHECKING
 from banana_tests.reports.artifact_table import artifact_html
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_rows
+from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.page_markup import Html, figure, table, table_chunks
-from banana_tests.reports.page_sections import comparison_html, oracle_html, separability_html
+from banana_tests.reports.page_sections import (
+    comparison_html,
+    invariance_html,
+    oracle_html,
+    separability_html,
+)
 from banana_tests.reports.page_tables import CASE_HEADERS, case_rows, summary_table
 from banana_tests.reports.run_facts import run_facts
 from banana_tests.reports.search_table import HEADER as SEARCH_HEADER
@@ -78,11 +84,13 @@ def html_chunks(
     separability_figure: Path | None = None,
     controls: Sequence[ControlOutcome] = (),
     searches: Sequence[SearchOutcome] = (),
+    invariances: Sequence[InvarianceOutcome] = (),
 ) -> Iterator[Html]:
     """The page, piece by piece for writing as it is made: the run's facts, per-metric summary
     (with the oracle's reference row), separability and the oracle when the cells recorded them,
-    the comparison with the paper when given, `notes` (heading, preformatted text, e.g. replaced
-    cases), figures, the trend figures if any, then every cell, a row a piece."""
+    the control, invariance and search families when the run had them, the comparison with the
+    paper when given, `notes` (heading, preformatted text, e.g. replaced cases), figures, the
+    trend figures if any, then every cell, a row a piece."""
     summary = summary_table(matrix)
     facts = table(["fact", "value"], ([k, v] for k, v in run_facts(metadata)), kind="facts")
     parts = [
@@ -110,6 +118,9 @@ def html_chunks(
             "crop? A failure gives the first failing crop's normalised scores (controls.csv too).</p>",
             table(header, rows),
         ]
+    section = invariance_html(invariances)
+    if section:
+        parts.append(section)
     if searches:
         parts += [
             "<h2>Worst escape</h2>",

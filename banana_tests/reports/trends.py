@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from banana_tests.reports.figure_style import pyplot, save
+from banana_tests.trajectories.records import DataError, check_index
 
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")  # what a seed image name may not bring into a file name
 MAX_NAME = 80  # characters of a seed image name kept in a file name (file systems allow 255 bytes)
@@ -39,10 +40,16 @@ class TrendSeries:
         """From a trend case's properties; ValueError (naming the property) when malformed."""
         text = props["trend_series"]
         try:
-            rows = tuple((int(s), float(mean), float(lo), float(hi)) for s, mean, lo, hi in json.loads(text))
-        except (TypeError, ValueError) as exc:
+            rows = tuple(
+                (check_index("step", s), float(mean), float(lo), float(hi))
+                for s, mean, lo, hi in json.loads(text)
+            )
+        except (TypeError, ValueError, DataError) as exc:
             raise ValueError(f"trend_series {text!r} is not a JSON list of [step, mean, min, max]") from exc
-        reference_step = int(props["reference_step"])
+        try:
+            reference_step = check_index("reference_step", props["reference_step"], columnar=True)
+        except DataError as exc:
+            raise ValueError(str(exc)) from None
         if reference_step not in {r[0] for r in rows}:
             raise ValueError(f"trend_series has no row for the reference step {reference_step}")
         return cls(props["metric"], props["seed_image"], reference_step, tuple(sorted(rows)))

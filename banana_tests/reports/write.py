@@ -13,6 +13,7 @@ from banana_tests.reports.artifact_table import artifact_markdown
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_markdown, write_control_csv
 from banana_tests.reports.html import html_chunks
+from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.oracle_table import oracle_markdown
 from banana_tests.reports.search_table import SearchOutcome, search_markdown
 from banana_tests.reports.separability_table import separabilities, separability_markdown
@@ -33,6 +34,7 @@ def write_report(
     figure_steps: Sequence[int] | None = None,
     controls: Sequence[ControlOutcome] = (),
     searches: Sequence[SearchOutcome] = (),
+    invariances: Sequence[InvarianceOutcome] = (),
 ) -> list[Path]:
     """matrix.csv, summary.md (`summary_sections`, then `summary_extra`), the figures (heatmaps
     for `figure_steps`, see `heatmap_steps`; separability.png/.svg when the cells carry per-run
@@ -40,7 +42,8 @@ def write_report(
     `notes`: a heading and preformatted text each, and the comparison with the paper when
     `comparisons` is given), and controls.csv with the control cases' outcomes when there are any
     (also in summary.md and the page), and the worst-escape searches' rows (and images on the
-    page). Returns the files written, each once."""
+    page), and the invariance table on the page (summary.md has it from `summary_extra`).
+    Returns the files written, each once."""
     from banana_tests.reports.figures import render_figures
     from banana_tests.reports.step_plots import separability_figure
 
@@ -75,6 +78,7 @@ def write_report(
                 separable_files[0] if separable_files else None,
                 controls,
                 searches,
+                invariances,
             )
         )
     trend_files = (p for f in trend_figures for p in f.files)

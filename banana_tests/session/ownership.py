@@ -78,7 +78,7 @@ def adopt(config: pytest.Config) -> SuiteState:
     shards = ShardSelection(state.settings.shard, tuple(state.metrics))
     plugins.register(MatrixReporter(state, config, shards), "banana-tests-matrix")
     install_miss_summary(config)
-    plugins.register(SnapshotSelection(state.metrics), SNAPSHOTS)
+    plugins.register(SnapshotSelection(state.metrics, config), SNAPSHOTS)
     plugins.register(shards, SHARDS)
     if state.settings.baseline is not None:
         from banana_tests.session.gating import BaselineGate

@@ -31,6 +31,7 @@ from banana_tests.session.junit_handoff import (
 from banana_tests.session.miss_summary import MISSED
 from banana_tests.session.scorer import HungOutcome
 from banana_tests.session.shard_selection import ShardSelection, is_empty_share
+from banana_tests.session.snapshot_selection import NOT_RECORDED
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.escape import SearchKey
@@ -65,6 +66,7 @@ class MatrixReporter:
         self.records = 0  # reports that carried a case record
         self.unreadable: list[str] = []  # "nodeid: why" of records that could not be read
         self.other_snapshots = 0  # snapshot cases of metrics not selected, deselected at collection
+        self.unrecorded: list[str] = []  # snapshot cases skipped for want of a snapshot, with the command
         self.verdict_lines: list[str] = []  # failing verdicts, printed one line each
         # under --tb=long or --full-trace, their reports: printed with their tracebacks instead
         self.verdict_reports: list[pytest.TestReport] = []
@@ -135,6 +137,10 @@ class MatrixReporter:
             self.other_snapshots += metric is not None and metric not in self.state.metrics
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.skipped and self.builds_matrix and isinstance(report.longrepr, tuple):
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            if reason.startswith(NOT_RECORDED):  # said once at the end: pytest lists skips only under -rs
+                self.unrecorded.append(f"{report.nodeid.rpartition('::')[2]}: {reason}")
         final = report.when == "call" or (report.when == "setup" and not report.passed)
         if not final or not self.builds_matrix or not report.user_properties:
             return
@@ -272,6 +278,13 @@ class MatrixReporter:
         if self.unreadable:
             write(f"banana-tests: {len(self.unreadable)} case record(s) unreadable, left out of the matrix:")
             for line in self.unreadable:
+                write(f"  {line}")
+        if self.unrecorded:
+            write(
+                f"banana-tests: {len(self.unrecorded)} score snapshot(s) not recorded yet, skipped:",
+                yellow=True,
+            )
+            for line in self.unrecorded:
                 write(f"  {line}")
         if self.other_snapshots:
             write(

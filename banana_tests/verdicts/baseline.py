@@ -16,6 +16,7 @@ from typing import Any
 
 from banana_tests.atomic import write_atomic
 from banana_tests.cases import CaseKey
+from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix
@@ -155,6 +156,13 @@ def _key(entry: dict[str, Any]) -> Known:
     if kind == "search":
         return SearchKey(str(entry["metric"]))
     run = entry.get("run")
-    return CaseKey(
-        str(entry["metric"]), str(entry["seed_image"]), int(entry["step"]), None if run is None else int(run)
-    )
+    try:  # JSON integers within the data set reader's bound: never 5.9, true, "٥" or 1e999
+        step = check_index("step", entry["step"])
+        return CaseKey(
+            str(entry["metric"]),
+            str(entry["seed_image"]),
+            step,
+            None if run is None else check_index("run", run),
+        )
+    except DataError as exc:
+        raise ValueError(str(exc)) from None

@@ -17,6 +17,7 @@ from functools import cached_property
 
 from banana_tests.cases import SCHEMA, CaseKey, CaseKind, Field
 from banana_tests.scoring.oracle import valid_trial
+from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
@@ -152,7 +153,7 @@ class CaseRecord:
     def step_number(self, name: Field) -> int | None:
         """A step figure (the first detection step); None when recorded as `none` or not at all."""
         text = self.figures.get(name, "none")
-        return None if text in ("none", "") else int(text)
+        return None if text in ("none", "") else _index(name.value, text)
 
     def numbers(self, name: Field) -> tuple[float, ...]:
         """A space-separated figure (one value per run); empty when not recorded."""
@@ -197,11 +198,17 @@ class CaseRecord:
                 key = SearchKey(metric)
             else:
                 run = props.get(Field.RUN)
+                step = _index(Field.STEP.value, props[Field.STEP])
                 key = CaseKey(
-                    metric, props[Field.SEED_IMAGE], int(props[Field.STEP]), None if run is None else int(run)
+                    metric,
+                    props[Field.SEED_IMAGE],
+                    step,
+                    None if run is None else _index(Field.RUN.value, run),
                 )
             reference = props.get(Field.REFERENCE_STEP)
-            reference_step = None if reference in (None, "") else int(reference)
+            reference_step = (
+                None if reference in (None, "") else _index(Field.REFERENCE_STEP.value, reference)
+            )
         except KeyError as exc:
             raise RecordError(f"a {kind.value} record without its {str(exc.args[0])!r} property") from None
         except ValueError as exc:
@@ -221,3 +228,12 @@ class CaseRecord:
             except ValueError as exc:
                 raise RecordError(f"a delta record with a malformed figure: {exc}") from None
         return record
+
+
+def _index(name: str, text: str) -> int:
+    """A step or run number as the data set reader takes one (ASCII digits, at most its
+    MAX_INDEX): `int()` took `٥`, `5_0` and 10**23, which broke the report's figures."""
+    try:
+        return check_index(name, text, columnar=True)
+    except DataError as exc:
+        raise ValueError(str(exc)) from None
