@@ -45,7 +45,7 @@ def fault():
     if kind == "offline":
         from huggingface_hub.errors import OfflineModeIsEnabled
 
-        return OfflineModeIsEnabled("Cannot reach https://huggingface.co/owner/second: offline mode is enabled.")
+        return OfflineModeIsEnabled("Cannot reach https://huggingface.co/owner/second: offline mode is on.")
     if kind == "url":
         from urllib.error import URLError
 
