@@ -67,7 +67,11 @@ def fault():
 @metric("router", lower_better=False, score_range=(0.0, 2000.0))
 def router(images):
     CALLS[0] += 1
-    if CALLS[0] > len(PROBE):  # past the probe, the second model is asked for
+    height, width = images[0].shape[:2]
+    if os.environ["ROUTER_FAULT"] == "size":  # no second model: it refuses small images
+        if min(height, width) < 180:
+            raise ValueError(f"router needs 180 px, got {width}x{height}")
+    elif CALLS[0] > len(PROBE):  # past the probe, the second model is asked for
         raise fault()
     return laplacian_variance(images)
 """
@@ -224,3 +228,28 @@ def test_a_metric_that_rejects_its_input_keeps_its_verdicts_and_the_hint_only_fo
         assert "raised ValueError: router cannot score this colour distribution" in line
         assert ("min_side" in line) == ("invariant" in name), line
     assert len(written_baseline(suite.path)) == len(found) == 8
+
+
+def test_a_metric_that_raises_in_a_control_check_shows_one_line_per_case(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It refuses crops under 180 px: on gaussian_noise the first crop (195x259) ranks wrong, a
+    later one (174x199) raises; hypothesis printed both in an exception group of ~100 lines. Now
+    the first failing example is the case's verdict, one line each; the refusal speaks of a size,
+    so it carries the min_side hint."""
+    monkeypatch.setenv("ROUTER_FAULT", "size")
+
+    result = run(suite, "-k", "control")
+
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    found = cases(suite.path / "j.xml")
+    assert len(found) == 3 and {outcome for outcome, _ in found.values()} == {"failure"}, found
+    for banned in ("ExceptionGroup", "distinct failures", "Falsifying", "Traceback", "+---"):
+        assert banned not in output, output
+    lines = [line for line in output.splitlines() if line.startswith("router ")]
+    assert len(lines) == 3, output
+    assert "did not rank gaussian_noise" in lines[0]
+    for line in lines[1:]:
+        assert "it raised ValueError: router needs 180 px, got 174x199" in line and "min_side" in line
+    assert len(output.splitlines()) <= 25, output
