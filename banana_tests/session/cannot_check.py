@@ -50,8 +50,8 @@ def cannot_check(
     """End the case of `metric`'s `check` (`gaussian_noise`, `batch-invariance`) after it raised
     `exc` on `where` (`the crop …`, `crops of 96 px`), whose images are of `shape`: an error for
     an environment's fault, else a failing verdict, each in one line."""
-    what = str(exc) if isinstance(exc, DataError) else f"it raised {raised(exc)}{raised_at(exc)}"
-    line = f"{metric} cannot be checked for {check} on {where}: {what}"
+    at = "" if isinstance(exc, DataError) else raised_at(exc)  # a DataError names its own
+    line = f"{metric} cannot be checked for {check} on {where}: it raised {raised(exc)}{at}"
     if environment_fault(exc):
         raise NoVerdict(f"{line}; a fault of its environment, not a verdict") from None
     hint = f"; {MIN_SIDE_HINT}" if size_rejected(exc, shape, min_side) else ""

@@ -29,8 +29,10 @@ class NoVerdict(Failed):
 
 
 def raised(exc: BaseException) -> str:
-    """`Type: message` of an exception, on one line."""
-    return " ".join(f"{type(exc).__name__}: {exc}".split())
+    """`Type: message` of an exception, on one line; any DataError is a `DataError` (its kinds
+    are the suite's own, its message says what happened)."""
+    kind = "DataError" if isinstance(exc, DataError) else type(exc).__name__
+    return " ".join(f"{kind}: {exc}".split())
 
 
 @contextmanager
