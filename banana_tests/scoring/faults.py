@@ -3,7 +3,8 @@
 A file that is missing or unreadable (OSError, FileNotFoundError; huggingface_hub's
 LocalEntryNotFoundError and OfflineModeIsEnabled are both), no network (ConnectionError, urllib's
 URLError), a library that does not import (ImportError, ModuleNotFoundError), no memory
-(MemoryError, torch's OutOfMemoryError): the case that meets one is an error in every family, never
+(MemoryError, torch's OutOfMemoryError), a batch past the run's --batch-timeout (BatchTimeout): the
+case that meets one is an error in every family (as the Δ cases' images are), never
 a failing verdict that a baseline could list. Anything else a metric raises (ValueError,
 RuntimeError, ...) is its answer to that input, and a verdict where the family judges one.
 """
@@ -12,10 +13,11 @@ from __future__ import annotations
 
 from typing import Final
 
+from banana_tests.scoring.batch_watch import BatchTimeout
 from banana_tests.scoring.batching import out_of_memory
 
-ENVIRONMENT: Final = (OSError, ImportError, MemoryError)
-"""The built-in families of an environment's fault; urllib's, requests' and the hub's errors are OSErrors."""
+ENVIRONMENT: Final = (OSError, ImportError, MemoryError, BatchTimeout)
+"""The families of an environment's fault; urllib's, requests' and the hub's errors are OSErrors."""
 
 
 class EnvironmentFault(Exception):
