@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _pytest.outcomes import Exit  # `pytest.exit.Exception`, an Exception: the scorer's answer to a sys.exit
 from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
@@ -164,6 +165,8 @@ def test_detects_control_degradation(
     pixels = crop.pixels
     try:
         scores = scorer.scores([distort(pixels, s, noise_seed) for s in levels])
+    except Exit:
+        raise  # the run stops (a metric's sys.exit): no verdict
     except Exception as exc:  # one line: an error for its environment's fault, else its verdict
         if scorer.book.models.load_failed(scorer.spec):
             raise  # it cannot load at all: no verdict, an error (session.scorer.load_or_skip)

@@ -249,6 +249,8 @@ def test_score_is_invariant(
         change, cached = banana_metric.remembered(
             name, lambda: measured_change(banana_metric, invariance, tmp_path)
         )
+    except pytest.exit.Exception:
+        raise  # the run stops (a metric's sys.exit): no verdict
     except Exception as exc:  # one line: an error for its environment's fault, else its verdict
         if banana_metric.book.models.load_failed(banana_metric.spec):
             raise  # it cannot load at all: no verdict, an error (session.scorer.load_or_skip)
