@@ -16,14 +16,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _pytest.outcomes import Exit  # `pytest.exit.Exception`: the scorer's answer to a sys.exit
+from _pytest.outcomes import Exit  # `pytest.exit.Exception`, an Exception: the scorer's answer to a sys.exit
 from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 from banana_tests.data import SEEDS
 from banana_tests.editors.distortions import DISTORTIONS, Array
+from banana_tests.session.cannot_check import cannot_check
+from banana_tests.session.no_verdict import NoVerdict
 from banana_tests.session.ownership import STATE
-from banana_tests.session.scorer import HungOutcome, Scorer
+from banana_tests.session.scorer import Scorer
 from banana_tests.verdicts.saturation import clipped_tie
 from banana_tests.verdicts.verdict import fail_verdict
 
@@ -118,50 +120,31 @@ def _with_examples(test: Callable[..., None]) -> Callable[..., None]:
     return test
 
 
-STOPS = (KeyboardInterrupt, Exit, HungOutcome)
+def _one_line(test: Callable[..., None]) -> Callable[..., None]:
+    """A case without a verdict (a hung metric, one that cannot load or whose environment is
+    broken) ends in its one line, as in the other families.
 
-
-def _stops_the_run(test: Callable[..., None]) -> Callable[..., None]:
-    """Let Ctrl-C and a metric's sys.exit stop the run (exit 2), and a hung metric its case (one
-    line), as in the other families.
-
-    hypothesis reports what an example raised together with the other examples' failures, a
-    KeyboardInterrupt included, and runs the next example after an `Exit` or pytest-timeout's
-    stop: the first stop found in its report is raised alone, which pytest obeys. (The examples
-    after a hang do not wait again: the metric is hung, they error at once.)"""
+    hypothesis stops at the first example that fails (`report_multiple_bugs=False`), so Ctrl-C,
+    a metric's sys.exit (`Exit`) and pytest-timeout's stop, which it would otherwise report among
+    the other examples' failures or follow with the next example, reach pytest alone; it notes
+    the example on what it raises, and a NoVerdict's line names its crop itself, or no example
+    matters (the examples after a hang do not wait again: the metric is hung, they error at once)."""
 
     @wraps(test)
     def run(*args: Any, **kwargs: Any) -> None:
         try:
             test(*args, **kwargs)
-        except HungOutcome as hung:
-            raise _alone(hung) from None
-        except BaseExceptionGroup as group:
-            stops = group.subgroup(lambda exc: isinstance(exc, STOPS))
-            if stops is None:
-                raise
-            first = _first_leaf(stops)
-            if isinstance(first, HungOutcome):
-                raise _alone(first) from None
-            raise first from group
+        except NoVerdict as stop:
+            vars(stop).pop("__notes__", None)
+            raise stop from None
 
     return run
 
 
-def _alone(stop: HungOutcome) -> HungOutcome:
-    """The hung metric's one line, without the example hypothesis noted on it: no example matters."""
-    vars(stop).pop("__notes__", None)
-    return stop
-
-
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    first = group.exceptions[0]
-    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
-
-
-@_stops_the_run
+@_one_line
 @_with_examples
-@settings(deadline=None, phases=(Phase.explicit,), database=None)  # the drawn examples only
+# the drawn examples only, up to the first that fails: its one line is the case's
+@settings(deadline=None, phases=(Phase.explicit,), database=None, report_multiple_bugs=False)
 @given(
     crop=st.sampled_from([d["crop"] for d in DRAWN]),
     levels=st.sampled_from([d["levels"] for d in DRAWN]),
@@ -182,18 +165,13 @@ def test_detects_control_degradation(
     pixels = crop.pixels
     try:
         scores = scorer.scores([distort(pixels, s, noise_seed) for s in levels])
-    except (MemoryError, Exit):
-        raise  # the machine's limit, or the run stops: no verdict
-    except Exception as exc:  # the metric cannot score the crop: its verdict, one line
+    except Exit:
+        raise  # the run stops (a metric's sys.exit): no verdict
+    except Exception as exc:  # one line: an error for its environment's fault, else its verdict
         if scorer.book.models.load_failed(scorer.spec):
             raise  # it cannot load at all: no verdict, an error (session.scorer.load_or_skip)
-        raised = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-        fail_verdict(
-            f"{control_metric} cannot be checked for {distortion} on the crop {crop!r}: it raised "
-            f"{raised}; a metric that needs larger images declares min_side (docs/metrics.md)",
-            f"cannot be checked on the crop {crop!r}: {raised}",
-            pytestconfig,
-        )
+        where, shape = f"the crop {crop!r}", (crop.height, crop.width)
+        cannot_check(control_metric, distortion, where, exc, shape, scorer.spec.min_side, pytestconfig)
     mild, strong = map(scorer.normalise, scores)
     if clipped_tie(mild, strong):
         fail_verdict(

@@ -10,7 +10,8 @@ Crops are 96 px, or the metric's declared `min_side` when larger (at most `large
 the seed images allow). A check the metric cannot run (it raises on the crops, or its `min_side`
 is past what the seed images allow) fails as its verdict, in one line naming the metric, the crop
 size and the exception: a baseline can expect it like any other, so an unchanged metric can gate
-green (docs/metrics.md, "Inputs a metric needs").
+green (docs/metrics.md, "Inputs a metric needs"). A fault of the metric's environment (a missing
+file, no network: banana_tests.scoring.faults) is an error instead, in one line too.
 
 Same pixels (batch, repeat, png) must give the same score within a tiny tolerance; a 1-pixel
 shift and a resize by a few percent are allowed a per-metric tolerance on the median change,
@@ -38,12 +39,12 @@ import pytest
 
 from banana_tests.cases import Field
 from banana_tests.data import SEEDS
+from banana_tests.session.cannot_check import MIN_SIDE_HINT, cannot_check
+from banana_tests.session.no_verdict import raised
 from banana_tests.session.scorer import Scorer
-from banana_tests.trajectories.records import DataError
 from banana_tests.verdicts.invariance import PARAM, Invariance
 from banana_tests.verdicts.record import figure_properties
 from banana_tests.verdicts.verdict import fail_verdict
-from metrics_under_test.protocol import raised_at
 from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
@@ -242,18 +243,18 @@ def test_score_is_invariant(
     side = crop_side(banana_metric.spec)
     figures = {Field.CROP_SIDE: str(side), Field.TOLERANCE: repr(limit)}
     if side > SIDE and side > largest_side():  # the default side fits: no seed image decoded
-        cannot_check(request, banana_metric.name, invariance, figures, None)
+        cannot_run(request, banana_metric, invariance, figures, None)
     name = cache_name(banana_metric, invariance)
     try:
         change, cached = banana_metric.remembered(
             name, lambda: measured_change(banana_metric, invariance, tmp_path)
         )
-    except (MemoryError, pytest.exit.Exception):
-        raise  # the machine's limit, or the run stops (a metric's sys.exit): no verdict
-    except Exception as exc:  # the metric cannot score the crops: its verdict, one line
+    except pytest.exit.Exception:
+        raise  # the run stops (a metric's sys.exit): no verdict
+    except Exception as exc:  # one line: an error for its environment's fault, else its verdict
         if banana_metric.book.models.load_failed(banana_metric.spec):
             raise  # it cannot load at all: no verdict, an error (session.scorer.load_or_skip)
-        cannot_check(request, banana_metric.name, invariance, figures, exc)
+        cannot_run(request, banana_metric, invariance, figures, exc)
     figures.update({Field.CHANGE: repr(change), Field.SCORE_CACHED: str(cached).lower()})
     request.node.user_properties.extend(figure_properties(figures))
     if not change <= limit:  # nan included
@@ -266,28 +267,27 @@ def test_score_is_invariant(
         )
 
 
-def cannot_check(
+def cannot_run(
     request: pytest.FixtureRequest,
-    metric: str,
+    scorer: Scorer,
     invariance: Invariance,
     figures: dict[Field, str],
     exc: Exception | None,
 ) -> NoReturn:
-    """Fail the case in one line, naming the metric, the crop size and what the metric raised
-    (`exc`), or, with None, the `min_side` that no crop of the seed images reaches."""
+    """End the case in one line, naming the metric, the crop size and what the metric raised
+    (`exc`: see session.cannot_check), or, with None, the `min_side` that no crop of the seed
+    images reaches: a failing verdict."""
     side = int(figures[Field.CROP_SIDE])
-    if exc is None:
-        raised = f"its min_side {side} px is larger than the seed images allow ({largest_side()} px)"
-        what = raised
-    else:
-        raised = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-        where = "" if isinstance(exc, DataError) else raised_at(exc)  # a DataError names its own
-        what = f"it raised {raised}{where}"
-    figures[Field.RAISED] = raised
+    check, where = f"{invariance.value}-invariance", f"crops of {side} px"
+    if exc is not None:
+        figures[Field.RAISED] = raised(exc)
+        request.node.user_properties.extend(figure_properties(figures))
+        cannot_check(scorer.name, check, where, exc, (side, side), scorer.spec.min_side, request.config)
+    too_large = f"its min_side {side} px is larger than the seed images allow ({largest_side()} px)"
+    figures[Field.RAISED] = too_large
     request.node.user_properties.extend(figure_properties(figures))
     fail_verdict(
-        f"{metric} cannot be checked for {invariance.value}-invariance on crops of {side} px: {what}; "
-        "a metric that needs larger images declares min_side (docs/metrics.md)",
-        f"cannot be checked on crops of {side} px: {raised}",
+        f"{scorer.name} cannot be checked for {check} on {where}: {too_large}; {MIN_SIDE_HINT}",
+        f"cannot be checked on {where}: {too_large}",
         request.config,
     )

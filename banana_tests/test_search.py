@@ -35,6 +35,9 @@ from _pytest.outcomes import Failed
 
 from banana_tests.atomic import write_atomic
 from banana_tests.regular_files import NotReadable, read_regular, require_regular
+from banana_tests.scoring.faults import environment_fault
+from banana_tests.session.no_verdict import NoVerdict
+from banana_tests.session.no_verdict import raised as one_line
 from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import Scorer
 from banana_tests.test_control import CROP, Crop, clean_images
@@ -42,6 +45,7 @@ from banana_tests.test_invariance import write
 from banana_tests.verdicts.escape import SEARCH_FIXTURE, SearchLog, Seen
 from banana_tests.verdicts.record import figure_properties
 from banana_tests.verdicts.verdict import fail_verdict
+from metrics_under_test.protocol import raised_at
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -201,6 +205,16 @@ def search(scorer: Scorer, chosen: Search, log: SearchLog) -> None:
             moved = change(clean, degraded)
         except (Failed, SystemExit) as exc:
             stop.append(exc)
+            raise Stopped from exc
+        except Exception as exc:
+            if not environment_fault(exc):
+                raise  # a failing example, as hypothesis reports it
+            stop.append(
+                NoVerdict(
+                    f"{scorer.name} cannot be searched on the crop {crop!r}: it raised "
+                    f"{one_line(exc)}{raised_at(exc)}; a fault of its environment, not a verdict"
+                )
+            )
             raise Stopped from exc
         seen = Seen(crop, degradation, moved.psnr, moved.ssim, norm_clean, norm_degraded)
         log.add(seen)

@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from banana_tests.scoring.faults import EnvironmentFault
 from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.score_value import SCORE_BOUND, NotAScore, as_list, as_score, in_bound
@@ -19,10 +20,14 @@ class UnscoredImage(DataError):
     an exception the metric raised on that image alone."""
 
 
+class UnscoredByEnvironment(UnscoredImage, EnvironmentFault):
+    """A record the metric could not score because its environment is broken (banana_tests.scoring.faults)."""
+
+
 def unscored(records: Sequence[Record], errors: dict[Path, DataError]) -> DataError | None:
     """One error listing every record of `records` that has one (each once), or None: a case over
     several runs names all its bad records, not only the first; records with the same reason
-    share it."""
+    share it. It is an environment's fault when one of them is."""
     bad = {r.path: (r, errors[r.path]) for r in records if r.path in errors}
     if len(bad) <= 1:
         return next(iter(bad.values()))[1] if bad else None
@@ -33,7 +38,9 @@ def unscored(records: Sequence[Record], errors: dict[Path, DataError]) -> DataEr
         by_reason.setdefault(reason, []).append(name)
     listed = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
     what = "image files" if all(r.is_file for r, _ in bad.values()) else "records"
-    return DataError(f"{len(bad)} {what} cannot be scored: {listed}")
+    environment = any(isinstance(error, EnvironmentFault) for _, error in bad.values())
+    kind = UnscoredByEnvironment if environment else DataError
+    return kind(f"{len(bad)} {what} cannot be scored: {listed}")
 
 
 def record_scores(name: str, records: Sequence[Record], scores: Sequence[float]) -> list[float | DataError]:

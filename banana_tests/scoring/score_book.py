@@ -14,11 +14,17 @@ from pathlib import Path
 from banana_tests.scoring.batch_watch import Abandoned, BatchTimeout, BatchWatch, Phase
 from banana_tests.scoring.batching import WINDOW_BYTES, OutOfMemory, batches, out_of_memory, smaller
 from banana_tests.scoring.cache import ScoreCache, identity, identity_key
+from banana_tests.scoring.faults import environment_fault
 from banana_tests.scoring.held_model import HeldModel
 from banana_tests.scoring.hung import Hung
 from banana_tests.scoring.loading import KEPT, Loader, Prober, load_metric
 from banana_tests.scoring.pixels import PixelScores
-from banana_tests.scoring.returned_scores import UnscoredImage, record_scores, unscored
+from banana_tests.scoring.returned_scores import (
+    UnscoredByEnvironment,
+    UnscoredImage,
+    record_scores,
+    unscored,
+)
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.protocol import Image, raised_at
@@ -230,7 +236,8 @@ class ScoreBook:
                 parts = smaller(chunk, exc)
             else:
                 (record, _), what = chunk[0], " ".join(f"{type(exc).__name__}: {exc}".split())
-                values = [UnscoredImage(f"{record.named}: {spec.name} raised {what}{raised_at(exc)}")]
+                kind = UnscoredByEnvironment if environment_fault(exc) else UnscoredImage
+                values = [kind(f"{record.named}: {spec.name} raised {what}{raised_at(exc)}")]
         else:
             values = record_scores(spec.name, records, raw)
         if exhausted:  # out of the handler: its frames, which hold the model, are gone

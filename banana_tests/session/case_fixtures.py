@@ -13,6 +13,7 @@ from banana_tests.cases import CaseKey, Field
 from banana_tests.core.suite import SuiteState
 from banana_tests.scoring import oracle
 from banana_tests.scoring.batching import group_records
+from banana_tests.session.no_verdict import data_errors_in_one_line
 from banana_tests.session.run_state import scorer_of
 from banana_tests.session.scorer import Scorer
 from banana_tests.trajectories.records import DataError
@@ -27,10 +28,12 @@ Measured = TypeVar("Measured", Verdict, Trend)
 
 def measured(request: pytest.FixtureRequest, record: CaseRecord, measure: Callable[[], Measured]) -> Measured:
     """Record the case's identity first (so a skip or error still names it), then measure it
-    (the scorer skips or fails a metric that cannot load) and record its figures."""
+    (the scorer skips or errors a metric that cannot load; a bad record or image errors the case
+    in one line) and record its figures."""
     properties = request.node.user_properties
     properties.extend(record.identity())
-    result = measure()
+    with data_errors_in_one_line():
+        result = measure()
     properties.extend(figure_properties(result.properties()))
     return result
 
@@ -55,7 +58,8 @@ def case_verdict(state: SuiteState, request: pytest.FixtureRequest, key: CaseKey
         lambda: Verdict(key, plan.reference_step, gap(state, key, scorer), strict),
     )
     record_figure(request, Field.SCORE_CACHED, state.score_cached(key))
-    trial = oracle.Trial(tuple(state.changes(key)))
+    with data_errors_in_one_line():  # an image the oracle cannot decode
+        trial = oracle.Trial(tuple(state.changes(key)))
     for name, value in trial.properties().items():
         record_figure(request, name, value)
     if not trial.valid:

@@ -21,6 +21,7 @@ from banana_tests.reports.artifact_table import artifact_lines
 from banana_tests.reports.completeness import Narrowing
 from banana_tests.reports.search_table import SearchOutcome, search_lines
 from banana_tests.reports.separability_table import separability_lines
+from banana_tests.scoring.faults import environment_fault
 from banana_tests.session.gating import item_key
 from banana_tests.session.junit_handoff import (
     WORKER_DEVICE,
@@ -29,6 +30,7 @@ from banana_tests.session.junit_handoff import (
     junit_suite_property,
 )
 from banana_tests.session.miss_summary import MISSED
+from banana_tests.session.no_verdict import NoVerdict
 from banana_tests.session.scorer import HungOutcome
 from banana_tests.session.shard_selection import ShardSelection, is_empty_share
 from banana_tests.session.snapshot_selection import NOT_RECORDED
@@ -51,6 +53,15 @@ PYTEST_OUTCOMES = frozenset({"passed", "failed", "skipped"})  # a report's final
 
 INVALID = "invalid"
 """The terminal's category for a Δ case whose step did not change (scoring.oracle)."""
+
+
+def no_verdict(item: pytest.Item, exc: BaseException) -> bool:
+    """Whether what `item` raised leaves it without a verdict (see the makereport hook)."""
+    if isinstance(exc, HungOutcome):
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    suite_case = item_key(item) is not None or SNAPSHOT_PARAM in params
+    return suite_case and (isinstance(exc, NoVerdict) or environment_fault(exc))
 
 
 class MatrixReporter:
@@ -94,17 +105,20 @@ class MatrixReporter:
         if session.items and not session.config.option.collectonly:
             self.state.scoring.loaded_libraries()
 
-    @pytest.hookimpl(wrapper=True)
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(
-        self, call: pytest.CallInfo[None]
+        self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         """A failing verdict's report carries its one line (travels with the report under xdist).
-        A hung metric's case is an error wherever it hung, in the terminal, JUnit and the
-        reports, as when a fixture meets the hang: its call report is filed as a failed setup."""
+        A case without a verdict is an error in the terminal, JUnit and the reports, as when a
+        fixture meets it: its call report is filed as a failed setup, and a baseline's xfail
+        (pytest's wrapper, inside this one) is taken back. So is a hung metric's case wherever
+        it hung, and a suite case that met a NoVerdict or an environment's fault."""
         report = yield
         excinfo = call.excinfo
-        if report.when == "call" and excinfo is not None and isinstance(excinfo.value, HungOutcome):
-            report.when = "setup"
+        if report.when == "call" and excinfo is not None and no_verdict(item, excinfo.value):
+            report.when, report.outcome = "setup", "failed"
+            vars(report).pop("wasxfail", None)
         line = None if excinfo is None else getattr(excinfo.value, VERDICT_LINE, None)
         if isinstance(line, str) and report.failed:
             setattr(report, VERDICT_LINE, line)

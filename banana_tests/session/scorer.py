@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import pytest
-from _pytest.outcomes import Failed  # `pytest.fail.Exception`, subclassed for HungOutcome
+from _pytest.outcomes import Failed  # `pytest.fail.Exception`
 
 from banana_tests.scoring.batching import case_records
 from banana_tests.scoring.hung import MetricHung
+from banana_tests.session.no_verdict import NoVerdict
 from banana_tests.trajectories.records import Record
 from banana_tests.verdicts.gaps import Gap, gap
 from metrics_under_test.protocol import MetricError
@@ -41,10 +42,9 @@ T = TypeVar("T")
 OFFLINE_HINT = "--metric=offline tries only the metrics whose files are here"
 
 
-class HungOutcome(Failed):
+class HungOutcome(NoVerdict):
     """A case of a metric hung for the run, in one line naming it and the phase
-    (banana_tests.scoring.hung). Its own type, so that the control family, which runs under
-    hypothesis, ends the case at it instead of reporting it among its examples' failures."""
+    (banana_tests.scoring.hung): an error wherever it is met, in the suite's cases and in yours."""
 
     __module__ = "builtins"  # shown as `HungOutcome: ...`, as pytest shows its own `Failed: ...`
 
@@ -60,11 +60,12 @@ def load_or_skip(
     failed probe), in one line: its traceback is the suite's, not the user's.
     A metric that calls sys.exit stops the run (exit 2), as Ctrl-C does: pytest would otherwise
     report a SystemExit as one failed case and go on. In an xdist worker the reason is also
-    `say`-ed, since the controller shows only "received keyboard-interrupt"."""
+    `say`-ed, since the controller shows only "received keyboard-interrupt".
+    A failure is a NoVerdict: the suite's cases error, never a verdict a baseline could list."""
     try:
         return load()
     except MetricHung as exc:
-        raise HungOutcome(str(exc), pytrace=False) from None
+        raise HungOutcome(str(exc)) from None
     except MissingWeights as exc:
         if not named:
             pytest.skip(str(exc))
@@ -76,7 +77,7 @@ def load_or_skip(
         if say is not None and os.environ.get("PYTEST_XDIST_WORKER"):
             say(f"banana-tests: {reason}")
         pytest.exit(reason, returncode=pytest.ExitCode.INTERRUPTED)
-    pytest.fail(failure, pytrace=False)  # outside the handler, so no chained exception is shown
+    raise NoVerdict(failure)  # outside the handler, so no chained exception is shown
 
 
 class Scorer:
@@ -140,7 +141,7 @@ class Scorer:
             hung = self.book.models.hung.get(self.name)
             if hung_before or hung is None:
                 raise
-            raise HungOutcome(hung.line(), pytrace=False) from None
+            raise HungOutcome(hung.line()) from None
 
     def score(self, item: Scoreable) -> float:
         """The raw score of one record, image file or RGB array."""

@@ -97,11 +97,12 @@ def records_from_rows(
             if not selection.matches(seed, variant, extra):
                 left_out += selection.leaves_out_as_not_for_iqa(seed, variant, extra)
                 continue
-            keys.append((seed, run, step))
             if not selection.wants_step(step):
+                keys.append((seed, run, step))
                 continue
             path, digest = _materialise(shown, data, source.root, cache_dir)
             digest = digest or check_sha256(row.get("sha256"))
+            keys.append((seed, run, step))  # a step the run holds: its record is usable
             records.append(Record(seed, variant, run, step, path, where, digest, extra))
         except DataError as exc:
             problems.append(Problem(where, str(exc), **known, extra=extra))

@@ -376,6 +376,26 @@ def test_a_csv_cell(tmp_path: Path, column: str, cell: str, says: str) -> None:
     assert says in errors["a-5"] and f"set.csv row {row}" in errors["a-5"]
 
 
+def test_a_bad_row_at_the_reference_step_is_not_a_step_its_run_holds(tmp_path: Path) -> None:
+    """A CSV row of a run 1 step 1 whose sha256 is no digest: the cases of that run lack step 1,
+    and say the run holds steps 5 and 10. It said "has no step 1 (the data set holds steps
+    [1, 5, 10] of that run)": a row's key was counted before its record was found usable."""
+    pytest.importorskip("datasets")
+    columns = ["file_name", "seed_image", "run", "step", "sha256"]
+    rows = [{**json.loads(line), "sha256": "0" * 64} for line in base_lines()]
+    rows[3]["sha256"] = "xyz"  # a run 1 step 1
+    table = tmp_path / "set.csv"
+    table.write_text(
+        ",".join(columns) + "\n" + "".join(",".join(str(r[c]) for c in columns) + "\n" for r in rows)
+    )
+    plans, _ = planned(table, Selection(steps=TESTED))
+    errors = {name(p): p.error or "" for p in plans if p.error}
+    assert set(errors) == {"a-5", "a-10"}
+    for error in errors.values():
+        assert error.startswith("a run 1 has no step 1 (the data set holds steps [5, 10] of that run); ")
+        assert f"{table} row 4 (a/run1/step001.png): sha256 must be 64 hexadecimal digits" in error
+
+
 # Foreign layouts (no `variant` field, read row by row from their files): a bad line or row is an
 # error naming it on the cases it could touch, here a-5, whose record it held; it used to stop the read.
 def foreign(kind: str, bad: str) -> Callable[[Path], Path]:
@@ -610,3 +630,45 @@ def test_a_foreign_imagefolder_given_by_a_relative_path_is_read(tmp_path: Path) 
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=ENTRY_LIMIT_S)
     assert done.returncode == 0, done.stderr
     assert re.search(r"^laplacian_variance +12 ", done.stdout, re.M), done.stdout
+
+
+# One line per failure (issue 56, item 11): a case whose data cannot be used errors with its
+# message alone. Before, the terminal showed the fixture's traceback with every frame's locals
+# (`state = SuiteState(...)`, the batch's `Record(...)`s), and for a truncated PNG in a set
+# without sha256 PIL's chained traceback too (~250 lines) before the clear line.
+def truncated(lines: Lines, root: Path) -> Lines:
+    """a run 1 step 5 cut to half its bytes, every sha256 dropped (the user's tool wrote none)."""
+    image = root / "a" / "run1" / "step005.png"
+    image.write_bytes(image.read_bytes()[: image.stat().st_size // 2])
+    return [
+        json.dumps({k: v for k, v in json.loads(line).items() if k != "sha256"}).encode() + b"\n"
+        for line in lines
+    ]
+
+
+ONE_LINE: dict[str, tuple[Spoil, str]] = {  # spoil, what a-5's one line says
+    "truncated PNG, no sha256": (truncated, "metadata.jsonl:5 ({image}): unreadable or truncated image: "),
+    "null line in place of a record": (replace(5, b"null\n"), MISSING_A5),
+}
+
+
+@pytest.mark.parametrize("spoil, says", ONE_LINE.values(), ids=list(ONE_LINE))
+def test_a_case_whose_data_cannot_be_used_shows_one_line(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, spoil: Spoil, says: str
+) -> None:
+    suite_folder(pytester, monkeypatch, seeds=SEEDS, runs=RUNS, steps=STEPS)
+    root = pytester.path / "data"
+    meta = root / "metadata.jsonl"
+    meta.write_bytes(b"".join(spoil(meta.read_bytes().splitlines(keepends=True), root)))
+    args = ["--dataset=data", "--metric=laplacian_variance", "--steps=5,10", "--no-cache", "--junitxml=j.xml"]
+    result = pytester.runpytest_inprocess(*args, "-p", "no:cacheprovider")
+
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, output
+    said = says.format(image=root / "a" / "run1" / "step005.png")
+    header = next(i for i, line in enumerate(output.splitlines()) if "ERROR at setup of" in line)
+    assert said in output.splitlines()[header + 1], output  # the line right under its header
+    assert output.count("ERROR at setup of") == 1
+    for banned in ("SuiteState", "Record(", "direct cause", "During handling", "PIL", "def "):
+        assert banned not in output, output
+    assert len(output.splitlines()) <= 40, output  # the run's fixed lines, its 3 misses, its error
