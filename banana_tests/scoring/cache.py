@@ -92,12 +92,19 @@ def metric_name(db: sqlite3.Connection, metric: str, schema: str = "main") -> st
         return "?"
 
 
-class ScoreCache:
-    """Scores by (image hash, metric identity), in `directory/scores.sqlite`."""
+def open_lock(directory: Path) -> Path:
+    """The lock a cache is opened (created, checked, set aside) under: `cache merge` holds it throughout."""
+    return (Path(directory) / FILE).with_suffix(".lock")
 
-    def __init__(self, directory: Path) -> None:
+
+class ScoreCache:
+    """Scores by (image hash, metric identity), in `directory/scores.sqlite`. `held`: the caller
+    holds `open_lock(directory)` already (`cache merge`)."""
+
+    def __init__(self, directory: Path, *, held: bool = False) -> None:
         self.path = Path(directory) / FILE
         self.set_aside: Path | None = None
+        self._held = held
         self._db: sqlite3.Connection | None = self._open()
 
     def get(self, metric: str, images: Iterable[str]) -> dict[str, float]:
@@ -204,7 +211,7 @@ class ScoreCache:
             if folder.exists() and not folder.is_dir():
                 raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(folder))
             folder.mkdir(parents=True, exist_ok=True)
-            with exclusive_lock(self.path.with_suffix(".lock")):
+            with contextlib.nullcontext() if self._held else exclusive_lock(open_lock(folder)):
                 try:
                     return self._connect()
                 except sqlite3.OperationalError:
