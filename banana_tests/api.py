@@ -194,9 +194,7 @@ def score_selection(
 
         return score_state(state, progress, start)
     finally:  # its WAL is folded into the file: a task can ship or merge the file as it is
-        cache = state.scoring.book.cache
-        if cache is not None:
-            cache.close()
+        state.scoring.close()
 
 
 def records_to_score(settings: Settings) -> dict[Group, list[Record]]:

@@ -184,7 +184,11 @@ class ScoreCache:
         return digest
 
     def close(self) -> None:
+        """The WAL folded into the file first, so a copy of scores.sqlite alone holds every score
+        (`cache merge` of a copy, a CI artifact); a checkpoint other processes block is left to them."""
         if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.close()
             self._db = None
 

@@ -569,3 +569,20 @@ def test_two_merges_into_one_new_folder_keep_the_one_that_succeeded(tmp_path: Pa
         assert merged.is_file(), f"race {race}: the merge that succeeded lost {merged}"
         with contextlib.closing(sqlite3.connect(merged)) as db:
             assert db.execute("SELECT COUNT(*) FROM scores").fetchone() == (3,), f"race {race}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_copy_of_the_cache_file_after_a_run_holds_its_scores(suite: pytest.Pytester, workers: str) -> None:
+    """Before: every score sat in scores.sqlite-wal, and a merge of the copied file said
+    'not a score cache'."""
+    args = ("--dataset=data", EXAMPLE, "-n", workers, "-p", "xdist")
+    assert suite.runpytest_subprocess(*args).ret == 1  # noise sharpens the Laplacian: misses
+    (suite.path / "copy").mkdir()
+    shutil.copyfile(suite.path / ".banana_cache" / FILE, suite.path / "copy" / FILE)
+
+    merged = merge(suite.path, "copy")
+
+    assert merged.returncode == 0 and not merged.stdout.startswith("0 new"), merged
+    again = merge(suite.path, ".banana_cache")  # the live cache holds no score the copy lacks
+    assert again.returncode == 0 and again.stdout.startswith("0 new scores into merged"), again
