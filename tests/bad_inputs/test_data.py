@@ -610,3 +610,27 @@ def test_a_foreign_imagefolder_given_by_a_relative_path_is_read(tmp_path: Path) 
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=ENTRY_LIMIT_S)
     assert done.returncode == 0, done.stderr
     assert re.search(r"^laplacian_variance +12 ", done.stdout, re.M), done.stdout
+
+
+@pytest.mark.parametrize("command", ["plan", "score"])
+def test_plan_and_score_on_a_set_whose_every_record_escapes_the_root_exit_1_naming_each(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: "0 images", exit 0. pytest errors these cases; the commands say so and exit 1."""
+    from banana_tests.cli import main
+
+    (tmp_path / "set").mkdir()
+    rows = [f"../outside/s{i}.png,alpha,replicate,0,{i}" for i in STEPS]
+    (tmp_path / "set" / "data.csv").write_text(
+        "file_name,seed_image,variant,run,step\n" + "\n".join(rows) + "\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    metric = "--metric=metrics_under_test.examples:laplacian_variance"
+
+    assert main([command, "--dataset=set/data.csv", metric]) == 1
+
+    said = [line for line in capsys.readouterr().err.splitlines() if "unusable record" in line]
+    assert len(said) == len(STEPS), said
+    for line, step in zip(said, STEPS, strict=True):
+        assert line.startswith(f"banana-tests {command}: unusable record: set/data.csv row ")
+        assert f"'../outside/s{step}.png' escapes the data set root" in line
