@@ -282,6 +282,20 @@ def baseline_missing(root: Path, mp: pytest.MonkeyPatch) -> Act:
     return gate(root / "b.json")
 
 
+def baseline_a_fifo(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    os.mkfifo(root / "b.json")  # read, it would block the run for ever
+    return gate(root / "b.json")
+
+
+def baseline_a_device(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return gate(Path("/dev/zero"))  # read, it would fill the memory
+
+
+def junit_a_fifo(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    os.mkfifo(root / "j.xml")
+    return report(root / "j.xml", "--out", root / "out")
+
+
 def baseline_unknown_top_key(root: Path, mp: pytest.MonkeyPatch) -> Act:
     return gate(file_with(root, "b.json", json.dumps({"format": "banana-tests-baseline/2", "failure": []})))
 
@@ -696,6 +710,24 @@ ROWS = [
     ),
     Row(
         "baseline not UTF-8", baseline_not_utf8, pytest.UsageError, r"baseline {root}/b\.json: 'utf-8' codec"
+    ),
+    Row(
+        "baseline a FIFO",
+        baseline_a_fifo,
+        pytest.UsageError,
+        r"baseline {root}/b\.json: not a regular file but a FIFO \(named pipe\)",
+    ),
+    Row(
+        "baseline /dev/zero",
+        baseline_a_device,
+        pytest.UsageError,
+        r"baseline /dev/zero: not a regular file but a character device",
+    ),
+    Row(
+        "junit a FIFO",
+        junit_a_fifo,
+        2,
+        r"{root}/j\.xml: cannot read this file \(not a regular file but a FIFO",
     ),
     Row("baseline missing", baseline_missing, pytest.UsageError, r"baseline {root}/b\.json: .*No such file"),
     Row(
