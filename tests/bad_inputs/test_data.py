@@ -634,3 +634,24 @@ def test_plan_and_score_on_a_set_whose_every_record_escapes_the_root_exit_1_nami
     for line, step in zip(said, STEPS, strict=True):
         assert line.startswith(f"banana-tests {command}: unusable record: set/data.csv row ")
         assert f"'../outside/s{step}.png' escapes the data set root" in line
+
+
+def test_reading_an_image_leaves_pils_pixel_limit_as_the_process_had_it(tmp_path: Path) -> None:
+    """Before: the first image read set PIL.Image.MAX_IMAGE_PIXELS to None for the whole process,
+    so the host project's own image reads lost their decompression-bomb guard."""
+    from PIL import Image
+
+    from banana_tests.trajectories.imagefolder import read_imagefolder
+    from banana_tests.trajectories.images import decode, header_pixels
+
+    record = read_imagefolder(write_set(tmp_path / "set", seeds=("a",), runs=(0,), steps=(1,))).select(
+        "replicate"
+    )[0]
+    before = Image.MAX_IMAGE_PIXELS
+    try:
+        Image.MAX_IMAGE_PIXELS = 10**6  # the host process's own limit
+        assert header_pixels(record) == 96 * 128
+        assert decode(record)[0].shape == (96, 128, 3)
+        assert Image.MAX_IMAGE_PIXELS == 10**6
+    finally:
+        Image.MAX_IMAGE_PIXELS = before
