@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.atomic import exclusive_lock
+from banana_tests.regular_files import NotReadable, require_regular
 from banana_tests.scoring.oracle import ORACLE_KEY
 from metrics_under_test.file_hash import file_sha256
 from metrics_under_test.score_value import SCORE_BOUND, in_bound, short
@@ -216,6 +217,8 @@ class ScoreCache:
                 raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(folder))
             folder.mkdir(parents=True, exist_ok=True)
             with contextlib.nullcontext() if self._held else exclusive_lock(open_lock(folder)):
+                if self.path.exists():
+                    require_regular(self.path)  # sqlite opens a path: a FIFO there would block it
                 try:
                     return self._connect()
                 except sqlite3.OperationalError:
@@ -223,7 +226,7 @@ class ScoreCache:
                 except sqlite3.DatabaseError as exc:
                     self.set_aside = self._set_aside(exc)
                 return self._connect()
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, sqlite3.Error, NotReadable) as exc:
             why = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.strerror else exc
             message = f"score cache {self.path} cannot be used ({why}); scoring without it"
             warnings.warn(message, CacheWarning, stacklevel=3)

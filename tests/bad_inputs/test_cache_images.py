@@ -167,6 +167,12 @@ def read_only(scene: Scene) -> dict[str, Any]:
     return {"cache_dir": read_only_folder(scene.root.parent)}
 
 
+def fifo_as_cache_file(scene: Scene) -> dict[str, Any]:
+    scene.cache_dir.mkdir(parents=True)
+    os.mkfifo(scene.cache_dir / FILE)  # opened by sqlite, it would block the run for ever
+    return {}
+
+
 def corrupt_sqlite(scene: Scene) -> dict[str, Any]:
     warm(scene)
     (scene.cache_dir / FILE).write_bytes(b"this is not a database" * 100)
@@ -243,6 +249,9 @@ SCORING_ROWS = {
     "read-only cache folder": Row(read_only, {}, set(), "cannot be used (Permission denied: "),
     "cache folder is a file": Row(file_as_cache, {}, set(), "cannot be used (not a folder: "),
     "cache folder inside a file": Row(under_a_file, {}, set(), "cannot be used (Not a directory: "),
+    "cache file is a FIFO": Row(
+        fifo_as_cache_file, {}, set(), "cannot be used (not a regular file but a FIFO (named pipe)); "
+    ),
     "corrupt sqlite file": Row(
         corrupt_sqlite, {}, set(), "moved it to scores.sqlite.corrupt-", "started afresh"
     ),
