@@ -52,6 +52,7 @@ __all__ = [
     "MetricRequest",
     "MetricSpec",
     "MetricSummary",
+    "Problem",
     "Progress",
     "Record",
     "ScoreSetupError",
