@@ -32,7 +32,7 @@ from banana_tests.scoring.cache_merge import Merged
 from banana_tests.scoring.cache_merge import merge as merge_caches
 from banana_tests.scoring.pass_summary import Group, MetricSummary, Progress, ScoreSummary
 from banana_tests.trajectories.plan import parse_steps
-from banana_tests.trajectories.records import DataError, Record
+from banana_tests.trajectories.records import DataError, Problem, Record
 from metrics_under_test.metric_requests import DEFAULT_METRICS, MetricRequest
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric
@@ -52,6 +52,7 @@ __all__ = [
     "MetricRequest",
     "MetricSpec",
     "MetricSummary",
+    "Problem",
     "Progress",
     "Record",
     "ScoreSetupError",
@@ -65,6 +66,7 @@ __all__ = [
     "score_selection",
     "scoring_settings",
     "seed_images",
+    "selection_to_score",
     "settings_from_options",
 ]
 
@@ -194,19 +196,23 @@ def score_selection(
 
         return score_state(state, progress, start)
     finally:  # its WAL is folded into the file: a task can ship or merge the file as it is
-        cache = state.scoring.book.cache
-        if cache is not None:
-            cache.close()
+        state.scoring.close()
 
 
 def records_to_score(settings: Settings) -> dict[Group, list[Record]]:
     """Each (metric, seed image) group's records that `score` would score for `settings`, found
     without building a metric, importing torch or opening a cache."""
-    from banana_tests.core.selection_scoring import selected_plans
+    return selection_to_score(settings)[0]
+
+
+def selection_to_score(settings: Settings) -> tuple[dict[Group, list[Record]], tuple[Problem, ...]]:
+    """`records_to_score`, and the selection's records that cannot be used (their cases error)."""
+    from banana_tests.core.selection_scoring import selected_plans, unusable
 
     state = _suite_state(settings, to_stderr)
-    selected_plans(state)
-    return {group: list(dict.fromkeys(found)) for group, found in state.planning.needs.items()}
+    plans = selected_plans(state)
+    groups = {group: list(dict.fromkeys(found)) for group, found in state.planning.needs.items()}
+    return groups, unusable(state, plans)
 
 
 def _suite_state(settings: Settings, say: Callable[[str], None]) -> SuiteState:

@@ -310,8 +310,12 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """What the run changed in its process (collector, allocator, torch's threads) is put back
     (banana_tests.scoring.saved_state), except in an xdist worker, whose process ends with the
-    session: unfreezing there would hand its exit a full collection (cost in docs/speed.md)."""
-    if adopted(config) is None or hasattr(config, "workerinput"):
+    session: unfreezing there would hand its exit a full collection (cost in docs/speed.md). The
+    score cache is closed in every process, so the file alone holds the run's scores."""
+    state = adopted(config)
+    if state is not None:
+        state.scoring.close()
+    if state is None or hasattr(config, "workerinput"):
         return
     from banana_tests.scoring.saved_state import SAVED
 

@@ -65,9 +65,8 @@ def test_scores_match_snapshot(  # type: ignore[no-untyped-def]
         )
     scorer = banana_metrics[snapshot_metric]
     name = f"{request.node.originalname}[{snapshot_metric}].json"
-    folder = snapshot_folder(
-        state.settings.snapshot_dir, request.node.path, dataset_label(state), name, updating
-    )
+    label = dataset_label(state.planning.source.source, bool(state.settings.artifacts), config.rootpath)
+    folder = snapshot_folder(state.settings.snapshot_dir, request.node.path, label, name, updating)
     module = request.node.path
     tests = ("--pyargs", "banana_tests") if installed(module) else (_relative(module, config),)
     rerecord = Rerecord(tests, run_options(config.invocation_params.args), selector(scorer.spec))

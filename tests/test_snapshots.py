@@ -31,8 +31,17 @@ def snapped(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     return suite_folder(pytester, monkeypatch, MODULE, seeds=("alpha", "beta"), runs=(0,), steps=(1, 5))
 
 
+def label(pytester: pytest.Pytester, folder: str) -> str:
+    """The snapshot label of the set in `folder` of the pytester run (its rootdir)."""
+    from banana_tests.session.snapshots import dataset_label
+
+    found = dataset_label(str(pytester.path / folder), False, pytester.path)
+    assert found is not None and found.startswith(f"{folder}-")
+    return found
+
+
 def snapshot_file(pytester: pytest.Pytester, metric: str) -> Path:
-    folder = pytester.path / "__snapshots__" / "data" / "test_suite"  # the set in data/
+    folder = pytester.path / "__snapshots__" / label(pytester, "data") / "test_suite"  # the set in data/
     return folder / f"test_scores_match_snapshot[{metric}].json"
 
 
@@ -300,8 +309,8 @@ def test_another_data_set_keeps_its_snapshots_apart(snapped: pytest.Pytester) ->
     snapped.runpytest_subprocess("--dataset=other", "--metric=laplacian_variance", "--snapshot-update")
     base = snapped.path / "__snapshots__"
     name = "test_scores_match_snapshot[laplacian_variance].json"
-    assert (base / "data" / "test_suite" / name).is_file() and (
-        base / "other" / "test_suite" / name
+    assert (base / label(snapped, "data") / "test_suite" / name).is_file() and (
+        base / label(snapped, "other") / "test_suite" / name
     ).is_file()
     snapped.runpytest_subprocess("--dataset=other", "--metric=laplacian_variance").assert_outcomes(passed=1)
 

@@ -32,8 +32,9 @@ def add_parser(subparsers: Any) -> None:
         description="Each metric's images to score for the suite's Δ cases of this selection, their "
         "CPU-hours from the per-image costs `banana-tests metrics` shows (scaled by each image's "
         "pixels), and the fewest --shard=K/N jobs of --job-cores cores whose slowest fits --job-hours. "
-        "Exit 0; 1: an image cannot be read (named, one line each; its cases would error, and the plan "
-        "counts the others); 2: bad options or data set.",
+        "Exit 0; 1: an image cannot be read, or a record cannot be used (a path that escapes the set, a bad "
+        "line) (named, one line each; its cases would error, and the plan counts the others); 2: bad "
+        "options or data set.",
     )
     for option in selection_options():
         p.add_argument(option.short, dest=option.dest, **option.attrs)
@@ -58,7 +59,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from banana_tests.api import ScoreSetupError, records_to_score, settings_from_options
+    from banana_tests.api import ScoreSetupError, selection_to_score, settings_from_options
     from banana_tests.scheduler.cost_plan import Unit, plan_cost
     from metrics_under_test.measured import cpu_seconds_2k
 
@@ -66,10 +67,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         size = _size(args.assume_size)
         settings = settings_from_options({**values, "no-cache": True}, Path.cwd())
-        groups = records_to_score(settings)
+        groups, problems = selection_to_score(settings)
     except ScoreSetupError as exc:
         print(f"banana-tests plan: error: {exc}", file=sys.stderr)
         return 2
+    for problem in problems:  # their cases would error: named, one line each, as an unreadable image
+        print(f"banana-tests plan: unusable record: {problem}", file=sys.stderr)
     pixels = _Pixels(settings.max_pixels, size)
     units = [Unit(metric, seed, pixels.readable(records)) for (metric, seed), records in groups.items()]
     plan = plan_cost(units, cpu_seconds_2k(), args.job_hours, args.job_cores)
@@ -77,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"banana-tests plan: {len(plan.metrics)} metric(s), {seeds} seed image(s), {len(units)} units")
     for line in plan.lines():
         print(line)
-    return 1 if pixels.unreadable else 0
+    return 1 if pixels.unreadable or problems else 0
 
 
 def _size(text: str | None) -> int | None:

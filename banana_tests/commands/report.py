@@ -260,7 +260,7 @@ def _judgments(path: Path) -> str | None:
     from banana_tests.trajectories.records import DataError
 
     try:
-        if not path.is_file():
+        if not path.exists():
             raise DataError(f"{path}: no such judgments file (write one with `banana-tests judge`)")
         judgments = read_judgments(path)
         if not judgments:

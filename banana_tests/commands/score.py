@@ -31,8 +31,8 @@ def add_parser(subparsers: Any) -> None:
         description="Score every image the suite's Δ cases of this selection need, with each metric, "
         "into --cache-dir, plus the oracle's PSNR/SSIM figures. A later `pytest --pyargs banana_tests` "
         "with the same options and --cache-dir builds no model for them. Exit 0: every image scored "
-        "(or cached); 1: an image or a named metric could not be scored (listed); 2: bad options or "
-        "data set.",
+        "(or cached); 1: an image or a named metric could not be scored, or a record cannot be used "
+        "(a path that escapes the set, a bad line) (listed); 2: bad options or data set.",
     )
     for option in scoring_options():
         p.add_argument(option.short, dest=option.dest, **option.attrs)
@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     except ScoreSetupError as exc:
         print(f"banana-tests score: error: {exc}", file=sys.stderr)
         return 2
+    for problem in summary.problems:  # their cases would error, as in pytest
+        print(f"banana-tests score: unusable record: {problem}", file=sys.stderr)
     for line in summary.lines():
         print(line)
     print(f"{summary.cache} in {summary.seconds:.1f} s")

@@ -103,6 +103,11 @@ class Scoring:
             )
         return self._book
 
+    def close(self) -> None:
+        """The score cache closed (its WAL folded into the file) when the process's run ends."""
+        if self._book is not None and self._book.cache is not None:
+            self._book.cache.close()
+
     @property
     def oracle(self) -> OracleFigures:
         """The degradation oracle's figures, over the book's images and cache."""

@@ -13,7 +13,7 @@ from banana_tests.scoring.batching import case_records, group_records
 from banana_tests.scoring.pass_summary import Group, MetricSummary, Progress, ScoreSummary
 from banana_tests.scoring.returned_scores import unscored
 from banana_tests.trajectories.plan import CasePlan
-from banana_tests.trajectories.records import DataError, Record
+from banana_tests.trajectories.records import DataError, Problem, Record
 from metrics_under_test.weights import MissingWeights
 
 
@@ -31,6 +31,14 @@ def selected_plans(state: SuiteState) -> list[CasePlan]:
         plans = [plan for plan in plans if Unit(plan.key.metric, plan.key.seed_image) in mine]
     state.planning.select(plan.key for plan in plans)
     return plans
+
+
+def unusable(state: SuiteState, plans: Sequence[CasePlan]) -> tuple[Problem, ...]:
+    """The selection's records that cannot be used (a path that escapes the set, a bad line), of
+    the seed images of `plans` or of none known: their cases error in a suite run, so `plan` and
+    `score` name each and exit 1, as pytest does."""
+    seeds = {plan.key.seed_image for plan in plans}
+    return tuple(p for p in state.planning.problems if p.seed_image is None or p.seed_image in seeds)
 
 
 def score_state(state: SuiteState, progress: Callable[[Progress], None] | None, start: float) -> ScoreSummary:
@@ -53,7 +61,8 @@ def score_state(state: SuiteState, progress: Callable[[Progress], None] | None, 
     score_oracle(state, plans)
     cache = state.scoring.book.cache
     assert cache is not None  # score_selection refuses --no-cache
-    return ScoreSummary(tuple(summaries), cache.path, time.perf_counter() - start)
+    problems = tuple(map(str, unusable(state, plans)))
+    return ScoreSummary(tuple(summaries), cache.path, time.perf_counter() - start, problems)
 
 
 def first_cases(plans: Sequence[CasePlan]) -> dict[Group, CasePlan]:

@@ -28,9 +28,11 @@ from banana_tests.atomic import write_atomic
 from banana_tests.data import EMBEDDED
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
 from banana_tests.editors.trial_names import COMPOSITE, Artifact, trial_id
+from banana_tests.regular_files import NotReadable, read_regular
 
 DEFAULT_DIR = EMBEDDED
 RECIPE = "recipe.json"
+MAX_RECIPE_BYTES = 2**20  # a few kilobytes written
 METADATA = "metadata.jsonl"
 PROMPT = "Produce an exact replica of the provided image, with no alterations."
 # All bundled with scikit-image 0.26 (no download). Eight, not more, to keep the set under 25 MB
@@ -86,7 +88,10 @@ class Recipe:
 
 def load_recipe(path: Path) -> Recipe:
     """Read and check `recipe.json`; a recipe that cannot be built exactly is refused here."""
-    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    try:
+        raw = json.loads(read_regular(path, MAX_RECIPE_BYTES).decode("utf-8"))
+    except NotReadable as exc:
+        raise ValueError(f"{path}: {exc}") from None
     try:
         params = EmulatorParams.from_json(dict(raw["emulator"]))
     except (TypeError, ValueError) as exc:

@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.atomic import write_atomic
+from banana_tests.regular_files import NotReadable, read_regular
 from banana_tests.trajectories.records import METADATA, DataError
 
 SETTINGS = "generate.json"
+MAX_SETTINGS_BYTES = 2**20  # a few hundred bytes written
+MAX_METADATA_BYTES = 2**30  # a few hundred bytes a step: millions of steps
 
 
 class SettingsMismatch(DataError):
@@ -32,12 +35,12 @@ def check_settings(out: Path, settings: dict[str, Any], log: Callable[[str], Non
         _write_settings(path, settings)
         return
     if not recorded:
-        if path.read_bytes() != _settings_bytes(settings):
+        if _read(path, MAX_SETTINGS_BYTES) != _settings_bytes(settings):
             log(f"{out}: no step was made with the settings in {SETTINGS}; this command's replace them")
             _write_settings(path, settings)
         return
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))
+        old = json.loads(_read(path, MAX_SETTINGS_BYTES).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataError(f"{path}: not JSON ({exc}); restore it or choose a new --out folder") from exc
     if old != settings:
@@ -65,5 +68,13 @@ def _has_records(meta: Path) -> bool:
     """Whether `meta` holds a complete line (a torn last line is no record: it is trimmed)."""
     if not meta.exists():
         return False
-    data = meta.read_bytes()
+    data = _read(meta, MAX_METADATA_BYTES)
     return bool(data[: data.rfind(b"\n") + 1].strip())
+
+
+def _read(path: Path, limit: int) -> bytes:
+    """A file of the set through the regular-file reader: a FIFO or device there is refused."""
+    try:
+        return read_regular(path, limit)
+    except NotReadable as exc:
+        raise DataError(f"{path}: {exc}; choose a new --out folder") from exc

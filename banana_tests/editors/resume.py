@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from banana_tests.atomic import write_atomic
+from banana_tests.editors.generate_settings import MAX_METADATA_BYTES
+from banana_tests.regular_files import NotReadable, read_regular
 from banana_tests.trajectories.records import METADATA, DataError
 
 
@@ -37,7 +39,10 @@ def read_resume(out: Path, log: Callable[[str], None]) -> Resume:
     meta = out / METADATA
     if not meta.exists():
         return Resume({}, {})
-    data = meta.read_bytes()
+    try:
+        data = read_regular(meta, MAX_METADATA_BYTES)
+    except NotReadable as exc:
+        raise DataError(f"{meta}: {exc}; choose a new --out folder") from exc
     if data and not data.endswith(b"\n"):
         data = data[: data.rfind(b"\n") + 1]
         os.truncate(meta, len(data))  # a write cut short by a kill: its image is made again

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +22,12 @@ from banana_tests.atomic import append_json_line, exclusive_lock, fsync_dir
 from banana_tests.editors.progress import Progress
 from banana_tests.judging.judges import Judge
 from banana_tests.judging.prompt import PROMPT_ID, Verdict, read_answer
+from banana_tests.regular_files import NotReadable, read_regular, require_regular
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.records import DataError, Record
 
 JUDGMENTS = "judgments.jsonl"
+MAX_JUDGMENTS_BYTES = 256 * 2**20  # ~1 million judgments of a few hundred bytes
 
 
 @dataclass(frozen=True)
@@ -76,15 +79,25 @@ def runs_of(root: Path, variant: str | None = None) -> dict[tuple[str, int], lis
 
 
 def read_judgments(path: Path) -> list[Judgment]:
-    """The file's judgments; a torn last line (a kill mid-write) is cut off the file."""
+    """The file's judgments, read without changing it (`report` reads a file it does not own): a
+    torn last line (a kill mid-write: no newline and no judgment) is left out, a complete one
+    without its newline counts. Only `judge_set`, the file's writer, trims a torn line."""
     if not path.exists():
         return []
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        data = data[: data.rfind(b"\n") + 1]
-        os.truncate(path, len(data))
+    try:
+        data = read_regular(path, MAX_JUDGMENTS_BYTES)
+    except NotReadable as exc:
+        raise DataError(f"{path}: {exc}") from exc
+    return _parsed(path, data)[0]
+
+
+def _parsed(path: Path, data: bytes) -> tuple[list[Judgment], int]:
+    """The judgments in `data` and how many of its bytes they fill (less than all: a torn last line)."""
     out = []
-    for number, line in enumerate(data.splitlines(), start=1):
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines, start=1):
+        if not line and number == len(lines):
+            break
         try:
             row = json.loads(line)
             fields = ("seed_image", "run", "step", "verdict", "answer", "judge", "model", "prompt")
@@ -102,8 +115,40 @@ def read_judgments(path: Path) -> list[Judgment]:
                 )
             )
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            if number == len(lines):  # no newline after it: a write cut short
+                return out, len(data) - len(line)
             raise DataError(f"{path}:{number}: not a judgment ({exc}); fix or remove this line") from exc
-    return out
+    return out, len(data)
+
+
+def _append_to(out: Path) -> int:
+    """`out` open for appending, made if missing; a FIFO or device there is refused, not opened
+    (opening a FIFO to write waits for a reader forever)."""
+    try:
+        if out.exists():
+            require_regular(out)
+    except NotReadable as exc:
+        raise DataError(f"{out}: {exc}; choose another --out") from exc
+    fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o666)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in since the check
+        os.close(fd)
+        raise DataError(f"{out}: not a regular file; choose another --out")
+    return fd
+
+
+def _resumed(out: Path, fd: int) -> list[Judgment]:
+    """The judgments `out` holds, its end made a line end for the next append (`fd`, O_APPEND): a
+    torn last line is cut off, a complete one without its newline gets it."""
+    try:
+        data = read_regular(out, MAX_JUDGMENTS_BYTES)
+    except NotReadable as exc:
+        raise DataError(f"{out}: {exc}") from exc
+    done, kept = _parsed(out, data)
+    if kept < len(data):
+        os.truncate(out, kept)
+    elif data and not data.endswith(b"\n"):
+        os.write(fd, b"\n")
+    return done
 
 
 def judge_set(
@@ -125,10 +170,10 @@ def judge_set(
     lock_file = out.with_name(out.name + ".lock")  # beside it: filelock truncates the file it locks
     with exclusive_lock(lock_file, busy=busy, remove=True):
         existed = out.exists()
-        fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        fd = _append_to(out)
         judged = requests = 0
         try:
-            done = read_judgments(out)
+            done = _resumed(out, fd)
             _check_same_judge(out, done, judge)
             fsync_dir(out.parent)
             known = {(j.seed_image, j.run, j.step): j for j in done}

@@ -17,8 +17,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from banana_tests.cases import CaseKey, Field, id_of_testcase
+from banana_tests.regular_files import NotReadable, open_regular
 from banana_tests.reports.completeness import PLAN_PROPERTIES, Ledger
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.invariance_table import InvarianceOutcome
@@ -166,12 +168,22 @@ def _read_file(
             f"{path}: {size / 2**20:.1f} MiB is over the {max_mb:g} MiB limit for one JUnit XML file;"
             " if it really is one suite run, raise the limit with --max-input-mb"
         )
+    try:
+        with open_regular(path, int(max_mb * 2**20)) as handle:  # a FIFO or device: refused, not read
+            yield from _parse(path, handle, index, ledger)
+    except NotReadable as exc:
+        raise JUnitError(f"{path}: cannot read this file ({exc})") from exc
+
+
+def _parse(
+    path: Path, handle: BinaryIO, index: int, ledger: Ledger
+) -> Iterator[tuple[Item, dict[str, str], bool]]:
     stack: list[ET.Element] = []
     stamp, position = OLDEST, 0
     suite_props: dict[str, str] = {}
     planned = False
     try:
-        for event, node in ET.iterparse(path, events=("start", "end")):
+        for event, node in ET.iterparse(handle, events=("start", "end")):
             if event == "start":
                 if not stack and node.tag not in ("testsuites", "testsuite"):
                     raise JUnitError(

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.atomic import exclusive_lock
+from banana_tests.regular_files import NotReadable, require_regular
 from banana_tests.scoring.oracle import ORACLE_KEY
 from metrics_under_test.file_hash import file_sha256
 from metrics_under_test.score_value import SCORE_BOUND, in_bound, short
@@ -92,12 +93,19 @@ def metric_name(db: sqlite3.Connection, metric: str, schema: str = "main") -> st
         return "?"
 
 
-class ScoreCache:
-    """Scores by (image hash, metric identity), in `directory/scores.sqlite`."""
+def open_lock(directory: Path) -> Path:
+    """The lock a cache is opened (created, checked, set aside) under: `cache merge` holds it throughout."""
+    return (Path(directory) / FILE).with_suffix(".lock")
 
-    def __init__(self, directory: Path) -> None:
+
+class ScoreCache:
+    """Scores by (image hash, metric identity), in `directory/scores.sqlite`. `held`: the caller
+    holds `open_lock(directory)` already (`cache merge`)."""
+
+    def __init__(self, directory: Path, *, held: bool = False) -> None:
         self.path = Path(directory) / FILE
         self.set_aside: Path | None = None
+        self._held = held
         self._db: sqlite3.Connection | None = self._open()
 
     def get(self, metric: str, images: Iterable[str]) -> dict[str, float]:
@@ -177,7 +185,11 @@ class ScoreCache:
         return digest
 
     def close(self) -> None:
+        """The WAL folded into the file first, so a copy of scores.sqlite alone holds every score
+        (`cache merge` of a copy, a CI artifact); a checkpoint other processes block is left to them."""
         if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.close()
             self._db = None
 
@@ -204,7 +216,9 @@ class ScoreCache:
             if folder.exists() and not folder.is_dir():
                 raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(folder))
             folder.mkdir(parents=True, exist_ok=True)
-            with exclusive_lock(self.path.with_suffix(".lock")):
+            with contextlib.nullcontext() if self._held else exclusive_lock(open_lock(folder)):
+                if self.path.exists():
+                    require_regular(self.path)  # sqlite opens a path: a FIFO there would block it
                 try:
                     return self._connect()
                 except sqlite3.OperationalError:
@@ -212,7 +226,7 @@ class ScoreCache:
                 except sqlite3.DatabaseError as exc:
                     self.set_aside = self._set_aside(exc)
                 return self._connect()
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, sqlite3.Error, NotReadable) as exc:
             why = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.strerror else exc
             message = f"score cache {self.path} cannot be used ({why}); scoring without it"
             warnings.warn(message, CacheWarning, stacklevel=3)

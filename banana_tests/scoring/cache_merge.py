@@ -8,12 +8,15 @@ look at its metrics again (banana_tests.scoring.loaded_libraries)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import sqlite3
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from banana_tests.atomic import exclusive_lock
 from banana_tests.scoring.cache import (
     BUSY_MS,
     FILE,
@@ -21,6 +24,7 @@ from banana_tests.scoring.cache import (
     CacheWarning,
     ScoreCache,
     metric_name,
+    open_lock,
     storable,
     unstorable,
 )
@@ -55,23 +59,66 @@ def cache_file(path: Path) -> Path:
 def merge(sources: Sequence[Path], into: Path) -> Merged:
     """Copy every score of `sources` (cache folders or files) into the cache folder `into`
     (created if missing), in one transaction: a conflict or an unreadable source leaves `into`
-    as it was. Running it again adds nothing."""
+    as it was, and a folder it made is gone. Running it again adds nothing. The cache's open
+    lock is held throughout, so a merge deletes only what it made itself."""
     files = [cache_file(s) for s in sources]
     for f in files:
         if not f.is_file():
             raise MergeError(f"{f}: no such score cache")
-    target = into / FILE
+    with _locked(into) as made:
+        return _merge_held(files, into, made)
+
+
+@contextlib.contextmanager
+def _locked(into: Path) -> Iterator[list[Path]]:
+    """`into`'s open lock held; yields the folders this call made for `into` (outermost first). A
+    folder removed while this call waited for the lock (a failing merge that made it) is made again."""
+    with contextlib.ExitStack() as stack:
+        while True:
+            made = _make(into)
+            try:
+                stack.enter_context(exclusive_lock(open_lock(into)))
+                break
+            except FileNotFoundError:
+                if into.is_dir():
+                    raise
+        yield made
+
+
+def _make(into: Path) -> list[Path]:
+    missing = [p for p in (into, *into.parents) if not p.exists()][::-1]
     try:
-        memos = [read_memo(f.parent / MEMO) for f in [target, *files]]
-    except MemoError as exc:
-        raise MergeError(f"{exc}; nothing was merged") from exc
-    created = not target.exists()
+        if into.exists() and not into.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(into))
+        into.parent.mkdir(parents=True, exist_ok=True)
+        into.mkdir()
+    except FileExistsError:
+        return missing[:-1]  # another merge made `into` itself, just now
+    except OSError as exc:
+        raise MergeError(f"{into}: {exc.strerror or exc}; nothing was merged") from exc
+    return missing
+
+
+def _merge_held(files: Sequence[Path], into: Path, made: list[Path]) -> Merged:
+    """`merge` under the open lock: a failure removes the files this merge created, only those, and
+    the folders it `made` (the lock file too, while still held: a waiter opens it anew)."""
+    target, memo_file = into / FILE, into / MEMO
+    created = [p for p in (target, memo_file) if not p.exists()]
     try:
+        try:
+            memos = [read_memo(f.parent / MEMO) for f in [target, *files]]
+        except MemoError as exc:
+            raise MergeError(f"{exc}; nothing was merged") from exc
         return _merge(files, target, merged_memo(memos))
     except BaseException:
-        if created:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{target}{suffix}").unlink(missing_ok=True)
+        if target in created:
+            for path in [*created, Path(f"{target}-wal"), Path(f"{target}-shm")]:
+                path.unlink(missing_ok=True)
+        if into in made:
+            open_lock(into).unlink(missing_ok=True)
+            for folder in reversed(made):
+                with contextlib.suppress(OSError):  # not empty: a file of another's is in it
+                    folder.rmdir()
         raise
 
 
@@ -79,7 +126,7 @@ def _merge(files: Sequence[Path], target: Path, memo: Memo) -> Merged:
     with warnings.catch_warnings():
         warnings.simplefilter("error", CacheWarning)  # a cache set aside or off is an error here
         try:
-            ScoreCache(target.parent).close()  # created, checked or migrated as a run would
+            ScoreCache(target.parent, held=True).close()  # created, checked or migrated as a run would
         except CacheWarning as exc:
             raise MergeError(str(exc)) from exc
     db = sqlite3.connect(target.resolve().as_uri(), timeout=BUSY_MS / 1000, isolation_level=None, uri=True)

@@ -53,11 +53,13 @@ class ScoreSummary:
     metrics: tuple[MetricSummary, ...]
     cache: Path
     seconds: float
+    problems: tuple[str, ...] = ()  # the selection's records that cannot be used, each named
 
     @property
     def complete(self) -> bool:
-        """Every selected image has a score of every metric that could load (or was skipped)."""
-        return all(m.complete for m in self.metrics)
+        """Every selected image has a score of every metric that could load (or was skipped), and
+        every selected record could be used."""
+        return not self.problems and all(m.complete for m in self.metrics)
 
     def lines(self) -> list[str]:
         return [m.line() for m in self.metrics]

@@ -11,6 +11,7 @@ shipped ones are read-only.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -25,7 +26,8 @@ from typing import Any, ClassVar
 
 from syrupy.extensions.json import JSONSnapshotExtension
 
-from banana_tests.core.suite import SuiteState
+from banana_tests.data import EMBEDDED
+from banana_tests.trajectories.hub_rows import HUB
 from banana_tests.trajectories.records import Record
 from metrics_under_test.spec import MetricSpec
 
@@ -155,13 +157,26 @@ def installed(path: Path) -> bool:
     return any(path.resolve().is_relative_to(Path(root).resolve()) for root in roots)
 
 
-def dataset_label(state: SuiteState) -> str | None:
-    """None for the embedded set; else a folder-safe name of the set, so that its snapshots
-    never meet another set's scores."""
-    if state.settings.embedded:
+def dataset_label(source: str, artifacts: bool, rootdir: Path) -> str | None:
+    """None for the embedded set (its snapshots stay where they always were); else a folder-safe
+    name of the set's location, so that two sets' snapshots never meet and none is `.` or `..`: a
+    hub set by its id, the trial sets (`artifacts`) by their folder's content-keyed name, a local
+    set by its resolved path's name and a digest of that path, taken relative to the `rootdir`
+    when inside it (a checkout or CI runner anywhere finds the same label)."""
+    if source.startswith(HUB):
+        return "hf-" + _folder_safe(source.removeprefix(HUB).strip("/").replace("/", "--"))
+    where = Path(source).resolve()
+    if where == EMBEDDED.resolve():
         return None
-    name = state.planning.source.source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "dataset"
+    if artifacts:
+        return _folder_safe(where.name)
+    root = rootdir.resolve()
+    place = where.relative_to(root).as_posix() if where.is_relative_to(root) else where.as_posix()
+    return f"{_folder_safe(where.name)}-{hashlib.sha256(place.encode()).hexdigest()[:8]}"
+
+
+def _folder_safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).lstrip(".") or "dataset"
 
 
 def snapshot_folder(user_dir: Path, module: Path, label: str | None, name: str, updating: bool) -> Path:

@@ -50,7 +50,11 @@ def header_pixels(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> int:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with open_regular(record.path, max_file_bytes(max_pixels)) as handle, Image.open(handle) as image:
+        with (
+            open_regular(record.path, max_file_bytes(max_pixels)) as handle,
+            own_pixel_limit(),
+            Image.open(handle) as image,
+        ):
             width, height = image.size
     except NotReadable as exc:
         raise _unreadable(record, exc) from None  # the message says it all
@@ -59,6 +63,22 @@ def header_pixels(record: Record, max_pixels: int = DEFAULT_MAX_PIXELS) -> int:
     except (OSError, SyntaxError, ValueError) as exc:
         raise DataError(f"{record.named}: cannot read the image's size: {exc}") from exc
     return width * height
+
+
+@contextlib.contextmanager
+def own_pixel_limit() -> Iterator[None]:
+    """PIL's decompression-bomb check off for one open, whose caller checks the header against its
+    own limit (`--max-pixels`, above or below PIL's) before any pixel is decoded; then
+    `PIL.Image.MAX_IMAGE_PIXELS` as the process had it: the suite runs inside another project's
+    process, whose own image reads keep their guard."""
+    from PIL import Image
+
+    before = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = None
+    try:
+        yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = before
 
 
 def _unreadable(record: Record, why: NotReadable) -> DataError:
@@ -94,9 +114,8 @@ def _opened(record: Record, max_pixels: int) -> Iterator[tuple[ImageFile, str]]:
     digest = hashlib.sha256(data).hexdigest()
     if record.sha256 and digest != record.sha256:
         raise DataError(f"{where}: sha256 does not match the metadata; the file changed or is corrupt")
-    Image.MAX_IMAGE_PIXELS = None  # max_pixels is the limit, checked on the header below
     try:
-        with Image.open(io.BytesIO(data)) as im:
+        with own_pixel_limit(), Image.open(io.BytesIO(data)) as im:
             w, h = im.size
             if w * h > max_pixels:
                 raise DataError(f"{where}: {w}x{h} is over the {max_pixels:,}-pixel limit")

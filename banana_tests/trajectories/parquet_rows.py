@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from banana_tests.regular_files import read_regular
 from banana_tests.trajectories.records import DataError
 
 INDEX_FOLDER = "parquet-index"  # inside the image cache, beside the two-hex-digit folders
 INDEX_VERSION = 1
+MAX_INDEX_BYTES = 256 * 2**20  # row offsets, a few dozen bytes a row
 PARQUET_BATCH = 256  # rows decoded at a time: a 64 px image is ~12 KB, a 1024 px one ~2 MB
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
@@ -185,7 +187,7 @@ def _current_index(path: Path, index_dir: Path | None) -> dict[str, Any] | None:
     if index_dir is None:
         return None
     try:
-        index = json.loads(_index_path(path, index_dir).read_bytes())
+        index = json.loads(read_regular(_index_path(path, index_dir), MAX_INDEX_BYTES))  # NotReadable: none
         current = (
             index["version"] == INDEX_VERSION
             and index["file"] == os.path.realpath(path)

@@ -17,6 +17,7 @@ from typing import Any
 from banana_tests.atomic import write_atomic
 from banana_tests.cases import CaseKey
 from banana_tests.trajectories.records import DataError, check_index
+from banana_tests.regular_files import NotReadable, read_regular
 from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix
@@ -25,6 +26,7 @@ from banana_tests.verdicts.trend import TrendKey
 
 FORMAT = "banana-tests-baseline/2"
 READABLE = frozenset({"banana-tests-baseline/1", FORMAT})  # /1 files (Δ cells only) still load
+MAX_BASELINE_BYTES = 64 * 2**20  # a baseline lists failing cases, a few dozen bytes each
 TOP_KEYS = frozenset({"format", "failures"})
 
 
@@ -119,8 +121,8 @@ def write_baseline(matrix: Matrix, path: Path, others: Iterable[Other] = ()) -> 
 def load_baseline(path: Path) -> frozenset[Known]:
     """The failing cases a baseline file lists; a BaselineError names the file and entry."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(read_regular(path, MAX_BASELINE_BYTES).decode("utf-8"))
+    except (NotReadable, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BaselineError(f"baseline {path}: {exc}") from exc
     if not isinstance(data, dict) or data.get("format") not in READABLE:
         raise BaselineError(f"baseline {path}: not a {FORMAT} file (missing or wrong 'format')")

@@ -30,6 +30,8 @@ from typing import Any
 import pytest
 
 from banana_tests.scoring.cache import FILE, CacheWarning, ScoreCache, identity, identity_key
+from banana_tests.scoring.cache_merge import BadEntry
+from banana_tests.scoring.cache_merge import merge as merge_caches
 from banana_tests.scoring.loaded_libraries import MEMO, MEMO_BYTES
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.imagefolder import read_imagefolder
@@ -165,6 +167,12 @@ def read_only(scene: Scene) -> dict[str, Any]:
     return {"cache_dir": read_only_folder(scene.root.parent)}
 
 
+def fifo_as_cache_file(scene: Scene) -> dict[str, Any]:
+    scene.cache_dir.mkdir(parents=True)
+    os.mkfifo(scene.cache_dir / FILE)  # opened by sqlite, it would block the run for ever
+    return {}
+
+
 def corrupt_sqlite(scene: Scene) -> dict[str, Any]:
     warm(scene)
     (scene.cache_dir / FILE).write_bytes(b"this is not a database" * 100)
@@ -241,6 +249,9 @@ SCORING_ROWS = {
     "read-only cache folder": Row(read_only, {}, set(), "cannot be used (Permission denied: "),
     "cache folder is a file": Row(file_as_cache, {}, set(), "cannot be used (not a folder: "),
     "cache folder inside a file": Row(under_a_file, {}, set(), "cannot be used (Not a directory: "),
+    "cache file is a FIFO": Row(
+        fifo_as_cache_file, {}, set(), "cannot be used (not a regular file but a FIFO (named pipe)); "
+    ),
     "corrupt sqlite file": Row(
         corrupt_sqlite, {}, set(), "moved it to scores.sqlite.corrupt-", "started afresh"
     ),
@@ -528,3 +539,59 @@ def test_cache_merge_refuses_a_damaged_loaded_libraries_memo_naming_the_file(
     assert merged.returncode == 0 and merged.stdout.startswith("3 new scores into merged"), merged
     assert integrity(tmp_path / "merged" / FILE) == "ok"
     assert json.loads((tmp_path / "merged" / MEMO).read_text()) == answers
+
+
+def test_a_failing_merge_into_a_new_folder_leaves_nothing(tmp_path: Path) -> None:
+    scene = Scene(write_set(tmp_path / "data", seeds=("alpha",), runs=(0,), steps=STEPS), tmp_path / "good")
+    warm(scene)
+    shutil.copytree(scene.cache_dir, tmp_path / "bad")
+    poison_metric(tmp_path / "bad" / FILE, "laplacian_variance", ("abc",))
+
+    with pytest.raises(BadEntry, match=r"bad/scores\.sqlite: image .* holds 'abc', text, no score"):
+        merge_caches([tmp_path / "good", tmp_path / "bad"], tmp_path / "new" / "merged")
+
+    assert not (tmp_path / "new").exists()
+
+
+RACES = 20  # the unlocked merge lost the winner's file in 7 of 20 such races
+
+
+@pytest.mark.slow
+def test_two_merges_into_one_new_folder_keep_the_one_that_succeeded(tmp_path: Path) -> None:
+    """Two `cache merge` processes started together into one new folder, one of them failing (a
+    poisoned source): the one that says it merged has its scores on disk, every time."""
+    scene = Scene(write_set(tmp_path / "data", seeds=("alpha",), runs=(0,), steps=STEPS), tmp_path / "good")
+    warm(scene)
+    shutil.copytree(scene.cache_dir, tmp_path / "bad")
+    poison_metric(tmp_path / "bad" / FILE, "laplacian_variance", ("abc",))
+    base = [sys.executable, "-m", "banana_tests.cli", "cache", "merge"]
+    for race in range(RACES):
+        into = f"--into=race{race}/merged"
+        runs = [
+            subprocess.Popen([*base, *sources, into], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+            for sources in (["good"], ["good", "bad"])
+        ]
+        (said, _), (_, _) = (run.communicate(timeout=120) for run in runs)
+        assert [run.returncode for run in runs] == [0, 2], f"race {race}"
+        assert said.startswith(f"3 new scores into {Path(f'race{race}/merged')}"), said
+        merged = tmp_path / f"race{race}" / "merged" / FILE
+        assert merged.is_file(), f"race {race}: the merge that succeeded lost {merged}"
+        with contextlib.closing(sqlite3.connect(merged)) as db:
+            assert db.execute("SELECT COUNT(*) FROM scores").fetchone() == (3,), f"race {race}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_copy_of_the_cache_file_after_a_run_holds_its_scores(suite: pytest.Pytester, workers: str) -> None:
+    """Before: every score sat in scores.sqlite-wal, and a merge of the copied file said
+    'not a score cache'."""
+    args = ("--dataset=data", EXAMPLE, "-n", workers, "-p", "xdist")
+    assert suite.runpytest_subprocess(*args).ret == 1  # noise sharpens the Laplacian: misses
+    (suite.path / "copy").mkdir()
+    shutil.copyfile(suite.path / ".banana_cache" / FILE, suite.path / "copy" / FILE)
+
+    merged = merge(suite.path, "copy")
+
+    assert merged.returncode == 0 and not merged.stdout.startswith("0 new"), merged
+    again = merge(suite.path, ".banana_cache")  # the live cache holds no score the copy lacks
+    assert again.returncode == 0 and again.stdout.startswith("0 new scores into merged"), again

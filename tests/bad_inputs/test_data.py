@@ -672,3 +672,48 @@ def test_a_case_whose_data_cannot_be_used_shows_one_line(
     for banned in ("SuiteState", "Record(", "direct cause", "During handling", "PIL", "def "):
         assert banned not in output, output
     assert len(output.splitlines()) <= 40, output  # the run's fixed lines, its 3 misses, its error
+
+
+@pytest.mark.parametrize("command", ["plan", "score"])
+def test_plan_and_score_on_a_set_whose_every_record_escapes_the_root_exit_1_naming_each(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: "0 images", exit 0. pytest errors these cases; the commands say so and exit 1."""
+    from banana_tests.cli import main
+
+    (tmp_path / "set").mkdir()
+    rows = [f"../outside/s{i}.png,alpha,replicate,0,{i}" for i in STEPS]
+    (tmp_path / "set" / "data.csv").write_text(
+        "file_name,seed_image,variant,run,step\n" + "\n".join(rows) + "\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    metric = "--metric=metrics_under_test.examples:laplacian_variance"
+
+    assert main([command, "--dataset=set/data.csv", metric]) == 1
+
+    said = [line for line in capsys.readouterr().err.splitlines() if "unusable record" in line]
+    assert len(said) == len(STEPS), said
+    for line, step in zip(said, STEPS, strict=True):
+        assert line.startswith(f"banana-tests {command}: unusable record: set/data.csv row ")
+        assert f"'../outside/s{step}.png' escapes the data set root" in line
+
+
+def test_reading_an_image_leaves_pils_pixel_limit_as_the_process_had_it(tmp_path: Path) -> None:
+    """Before: the first image read set PIL.Image.MAX_IMAGE_PIXELS to None for the whole process,
+    so the host project's own image reads lost their decompression-bomb guard."""
+    from PIL import Image
+
+    from banana_tests.trajectories.imagefolder import read_imagefolder
+    from banana_tests.trajectories.images import decode, header_pixels
+
+    record = read_imagefolder(write_set(tmp_path / "set", seeds=("a",), runs=(0,), steps=(1,))).select(
+        "replicate"
+    )[0]
+    before = Image.MAX_IMAGE_PIXELS
+    try:
+        Image.MAX_IMAGE_PIXELS = 10**6  # the host process's own limit
+        assert header_pixels(record) == 96 * 128
+        assert decode(record)[0].shape == (96, 128, 3)
+        assert Image.MAX_IMAGE_PIXELS == 10**6
+    finally:
+        Image.MAX_IMAGE_PIXELS = before

@@ -282,6 +282,20 @@ def baseline_missing(root: Path, mp: pytest.MonkeyPatch) -> Act:
     return gate(root / "b.json")
 
 
+def baseline_a_fifo(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    os.mkfifo(root / "b.json")  # read, it would block the run for ever
+    return gate(root / "b.json")
+
+
+def baseline_a_device(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    return gate(Path("/dev/zero"))  # read, it would fill the memory
+
+
+def junit_a_fifo(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    os.mkfifo(root / "j.xml")
+    return report(root / "j.xml", "--out", root / "out")
+
+
 def baseline_unknown_top_key(root: Path, mp: pytest.MonkeyPatch) -> Act:
     return gate(file_with(root, "b.json", json.dumps({"format": "banana-tests-baseline/2", "failure": []})))
 
@@ -462,6 +476,42 @@ def judgments_with_a_torn_last_line(root: Path, mp: pytest.MonkeyPatch) -> Act:
     with (root / "set/j.jsonl").open("ab") as f:
         f.write(b'{"seed_image": "alp')
     return judge(root)
+
+
+def judgments_without_a_final_newline(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    assert judge(root)() == 0
+    data = (root / "set/j.jsonl").read_bytes()
+    (root / "set/j.jsonl").write_bytes(data.removesuffix(b"\n"))
+    return judge(root)
+
+
+def judged(runs: int, tail: bytes = b"") -> bytes:
+    """`runs` judgments of alpha, each run acknowledging at step 1, no newline after the last."""
+    rows = [{"seed_image": "alpha", "run": r, "step": 1, "verdict": "acknowledges", "answer": "YES",
+             "judge": "keywords", "model": "keywords", "prompt": "x"} for r in range(runs)]  # fmt: skip
+    return b"\n".join(json.dumps(r).encode() for r in rows) + tail
+
+
+def report_judgments(data: bytes) -> Callable[[Path, pytest.MonkeyPatch], Act]:
+    """`report --judgments` on a file holding `data`, the report written beside `root`."""
+
+    def arrange(root: Path, mp: pytest.MonkeyPatch) -> Act:
+        file_with(root, "j.jsonl", data)
+        return report("--paper-only", "--out", root.parent / "out", "--judgments", root / "j.jsonl")
+
+    return arrange
+
+
+def judgments_out_a_fifo(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    made_set(root)
+    os.mkfifo(root / "set/j.jsonl")
+    return judge(root)
+
+
+def report_judgments_a_fifo(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    os.mkfifo(root / "j.jsonl")
+    return report("--paper-only", "--out", root.parent / "out", "--judgments", root / "j.jsonl")
 
 
 def judge_a_folder_without_a_set(root: Path, mp: pytest.MonkeyPatch) -> Act:
@@ -661,6 +711,24 @@ ROWS = [
     Row(
         "baseline not UTF-8", baseline_not_utf8, pytest.UsageError, r"baseline {root}/b\.json: 'utf-8' codec"
     ),
+    Row(
+        "baseline a FIFO",
+        baseline_a_fifo,
+        pytest.UsageError,
+        r"baseline {root}/b\.json: not a regular file but a FIFO \(named pipe\)",
+    ),
+    Row(
+        "baseline /dev/zero",
+        baseline_a_device,
+        pytest.UsageError,
+        r"baseline /dev/zero: not a regular file but a character device",
+    ),
+    Row(
+        "junit a FIFO",
+        junit_a_fifo,
+        2,
+        r"{root}/j\.xml: cannot read this file \(not a regular file but a FIFO",
+    ),
     Row("baseline missing", baseline_missing, pytest.UsageError, r"baseline {root}/b\.json: .*No such file"),
     Row(
         "baseline unknown top key",
@@ -788,6 +856,38 @@ ROWS = [
         0,
         r"0 step\(s\) judged now \(0 request\(s\)\), 3 before",
         rewrites=frozenset({"set/j.jsonl"}),
+    ),
+    Row(
+        "judge: last judgment without its newline",
+        judgments_without_a_final_newline,
+        0,
+        r"0 step\(s\) judged now \(0 request\(s\)\), 3 before",
+        rewrites=frozenset({"set/j.jsonl"}),
+        check=lambda root: (root / "set/j.jsonl").read_bytes().count(b"\n") == 3,
+    ),
+    Row(
+        "report: last judgment without its newline",
+        report_judgments(judged(3)),
+        0,
+        r"\| alpha \| 1\.0 ± 0\.0 \| 3 of 3 \|",
+    ),
+    Row(
+        "report: torn last judgment",
+        report_judgments(judged(3, b'\n{"seed_image": "alp')),
+        0,
+        r"\| alpha \| 1\.0 ± 0\.0 \| 3 of 3 \|",
+    ),
+    Row(
+        "judge: --out a FIFO",
+        judgments_out_a_fifo,
+        1,
+        r"{root}/set/j\.jsonl: not a regular file but a FIFO \(named pipe\); choose another --out",
+    ),
+    Row(
+        "report: judgments a FIFO",
+        report_judgments_a_fifo,
+        2,
+        r"{root}/j\.jsonl: not a regular file but a FIFO",
     ),
     Row("judge: not a trajectory set", judge_a_folder_without_a_set, 1, r"{root}/seeds: no metadata\.jsonl"),
     Row(
