@@ -265,7 +265,11 @@ def test_a_metric_that_cannot_load_errors_each_case_in_a_few_lines(
     assert len(output) < 200, "\n".join(output[-200:])
     # the first case to load a metric that cannot be built shows the build's own exception, once
     first = says[-1] if "could not load" in says else None
-    short = [text for outcome, text in cases.values() if outcome in ("error", "failure") and all(s in text for s in says)]
+    short = [
+        text
+        for outcome, text in cases.values()
+        if outcome in ("error", "failure") and all(s in text for s in says)
+    ]
     shown = [
         text
         for outcome, text in cases.values()

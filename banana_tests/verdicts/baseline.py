@@ -16,8 +16,8 @@ from typing import Any
 
 from banana_tests.atomic import write_atomic
 from banana_tests.cases import CaseKey
-from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.regular_files import NotReadable, read_regular
+from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix
