@@ -427,3 +427,166 @@ def test_what_a_metric_failed_to_import_is_in_its_score_key(tmp_path: Path) -> N
         False,
         True,
     ]
+
+
+def deltas(junit: Path) -> list[tuple[float, str]]:
+    """Each Δ case's (Δ, score_cached)."""
+    out = []
+    for case in ET.parse(junit).iter("testcase"):
+        props = {p.get("name"): p.get("value", "") for p in case.iter("property")}
+        out.append((float(props["delta"]), props["score_cached"]))
+    return out
+
+
+@pytest.mark.slow
+def test_an_edit_of_the_pyiqa_adapter_rescores(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The suite's own code is part of a score's identity: the same run with `100 - score` in the
+    pyiqa adapter (a copy of the tree first on PYTHONPATH, as an upgrade of banana-tests would
+    install it) scores again and gets the edited adapter's Δ, which is PIQE's negated; on
+    f6361d6 the old scores were served and the Δ kept its sign (14 misses cached, 10 with
+    --no-cache in the issue)."""
+    root = Path(__file__).parents[1]
+    tree = tmp_path / "tree"
+    for package in ("banana_tests", "metrics_under_test"):
+        shutil.copytree(root / package, tree / package, ignore=shutil.ignore_patterns("__pycache__"))
+    (tree / "banana_tests" / "data").symlink_to(root / "fixtures")
+    adapter = tree / "metrics_under_test" / "pyiqa_backend.py"
+    source = adapter.read_text()
+    assert source.count("scores[i] = float(s)") == 1
+    adapter.write_text(source.replace("scores[i] = float(s)", "scores[i] = 100.0 - float(s)"))
+    suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5))
+
+    def run(junit: str, *path: Path) -> list[tuple[float, str]]:
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(map(str, path)))
+        args = ("--dataset=data", "--steps=5", "--metric=piqe", f"--junitxml={junit}", "--cache-dir=scores")
+        result = pytester.runpytest_subprocess(*args)
+        assert result.ret in (0, 1), result.stdout.str()[-2000:]
+        return deltas(pytester.path / junit)
+
+    [(delta, first)] = run("first.xml")
+    assert (first, run("again.xml")) == ("false", [(delta, "true")])
+    assert run("edited.xml", tree) == [(pytest.approx(-delta), "false")]
+    assert run("edited_again.xml", tree) == [(pytest.approx(-delta), "true")]
+
+
+FAST_PATH_LIBRARY = """\
+try:
+    from fast_path_56 import FACTOR
+except ImportError:
+    FACTOR = 1.0
+
+
+def score(pixels):
+    return float(pixels.std()) * FACTOR
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("installed", ["wheel", "plain-module"])
+def test_a_module_a_library_could_not_import_then_installed_rescores(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, installed: str
+) -> None:
+    """`slow_lib_56` does `try: from fast_path_56 import FACTOR`, which negates the scores. Once
+    fast_path_56 is installed (a wheel, or a plain module with no distribution) the metric is
+    looked at again and scored again; on f6361d6 its cached scores were served (9 misses cached,
+    15 uncached in the issue)."""
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    wheels.mkdir()
+    pip_install(site, wheel(wheels, "slow_lib_56", "1.0", FAST_PATH_LIBRARY))
+    suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5))
+    (pytester.path / "contrast.py").write_text(METRIC.replace("tdep_a", "slow_lib_56"))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+
+    def run(junit: str) -> list[tuple[float, str]]:
+        args = ("--dataset=data", "--steps=5", "--metric=contrast:Contrast", f"--junitxml={junit}")
+        result = pytester.runpytest_subprocess(*args, "--cache-dir=scores")
+        assert result.ret in (0, 1), result.stdout.str()[-2000:]
+        return deltas(pytester.path / junit)
+
+    [(delta, first)] = run("first.xml")
+    assert (first, run("again.xml")) == ("false", [(delta, "true")])
+    memo = json.loads((pytester.path / "scores" / MEMO).read_text())
+    assert "fast_path_56" in memo["contrast"][0]["missing"]
+    if installed == "wheel":
+        pip_install(site, wheel(wheels, "fast_path_56", "1.0", "FACTOR = -1.0\n"))
+    else:
+        (site / "fast_path_56.py").write_text("FACTOR = -1.0\n")
+    assert run("installed.xml") == [(pytest.approx(-delta), "false")]
+    assert run("installed_again.xml") == [(pytest.approx(-delta), "true")]
+
+
+AT_EXIT = """\
+import atexit
+import os
+import sys
+
+import numpy as np
+
+if getattr(sys.modules["__main__"].__spec__, "name", "") == "banana_tests.scoring.loaded_libraries":
+    with open(os.environ["LOOKS"], "a") as looks:  # the look at what the metric loads
+        looks.write("looked\\n")
+    if os.environ.get("END_THE_LOOK"):
+        os._exit(0)  # ends its process before any answer, exit status 0
+atexit.register(print, "goodbye from the metric")
+
+
+class Contrast:
+    name, lower_better, score_range, cost = "contrast", True, (0.0, 100.0), "fast"
+
+    def __call__(self, images):
+        return [float(np.asarray(img, dtype=np.float64).std()) for img in images]
+"""
+
+
+@pytest.mark.slow
+def test_a_metric_that_prints_at_exit_keeps_its_loaded_libraries(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look's answer was the child's last stdout line: a metric that prints at exit left no
+    memo and no `loaded` key, and was looked at again every run (f6361d6). The answer is a file."""
+    import sqlite3
+
+    suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5))
+    (pytester.path / "contrast.py").write_text(AT_EXIT)
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    monkeypatch.setenv("LOOKS", str(pytester.path / "looks.log"))
+    for junit in ("first.xml", "again.xml"):
+        args = ("--dataset=data", "--steps=5", "--metric=contrast:Contrast", f"--junitxml={junit}")
+        result = pytester.runpytest_subprocess(*args, "--cache-dir=scores")
+        result.assert_outcomes(passed=1)
+        assert "which libraries it loads is unknown" not in result.stdout.str() + result.stderr.str()
+    assert (pytester.path / "looks.log").read_text().splitlines() == ["looked"]  # once, then remembered
+    assert [cached for _, cached in deltas(pytester.path / "again.xml")] == ["true"]
+    memo = json.loads((pytester.path / "scores" / MEMO).read_text())
+    assert memo["contrast"][0]["distributions"]["numpy"]
+    with sqlite3.connect(pytester.path / "scores" / "scores.sqlite") as db:
+        descriptions = [json.loads(d) for (d,) in db.execute("SELECT description FROM identities")]
+    [identity] = [d for d in descriptions if d.get("name") == "contrast"]
+    assert "numpy" in identity["loaded"] and isinstance(identity["missing"], list)
+
+
+@pytest.mark.slow
+def test_a_look_that_ends_without_an_answer_is_one_warning(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child that exits 0 before it writes an answer (the metric ended it) was silence: no
+    memo, no `loaded` key, a look every run. It is one warning line naming the metric; the run
+    scores on."""
+    suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5))
+    (pytester.path / "contrast.py").write_text(AT_EXIT)
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    monkeypatch.setenv("LOOKS", str(pytester.path / "looks.log"))
+    monkeypatch.setenv("END_THE_LOOK", "1")
+    args = ("--dataset=data", "--steps=5", "--metric=contrast:Contrast", "--cache-dir=scores")
+    result = pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(passed=1, warnings=1)
+    said = [
+        line
+        for line in (result.stdout.str() + result.stderr.str()).splitlines()
+        if "which libraries it loads is unknown" in line
+    ]
+    assert len(said) == 1, said
+    assert "contrast: " in said[0] and "exited 0 before it wrote an answer" in said[0]
+    assert not (pytester.path / "scores" / MEMO).exists()

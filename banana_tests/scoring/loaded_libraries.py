@@ -217,9 +217,7 @@ def discover(
             answer = json.loads(read_regular(answer_file, MEMO_BYTES))
         except NotReadable:
             if done.returncode == 0:
-                _warn(
-                    spec, "its look in a fresh interpreter exited 0 without an answer (the metric ended it)"
-                )
+                _warn(spec, "its look in a fresh interpreter exited 0 before it wrote an answer")
             return None  # a non-zero exit: it cannot be built or probed, which its cases say
         except ValueError:
             answer = None
