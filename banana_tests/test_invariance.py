@@ -26,6 +26,7 @@ is kept in the score cache (`Scorer.remembered`) under the metric's identity and
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import statistics
 from collections.abc import Callable, Sequence
@@ -45,6 +46,8 @@ from banana_tests.session.scorer import Scorer
 from banana_tests.verdicts.invariance import PARAM, Invariance
 from banana_tests.verdicts.record import figure_properties
 from banana_tests.verdicts.verdict import fail_verdict
+from metrics_under_test.file_hash import file_sha256
+from metrics_under_test.scale import Scale
 from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
@@ -209,13 +212,20 @@ def crop_set() -> str:
 
 
 def cache_name(scorer: Scorer, invariance: Invariance) -> str:
-    """The check's name in the score cache, beside the metric's identity; the normalisation and
-    the crop side are in it as the change is measured in normalised points on those crops."""
+    """The check's name in the score cache, beside the metric's identity; the normalisation (its
+    figures and its code) and the crop side are in it as the change is measured in normalised
+    points on those crops (the cache stores raw scores otherwise: banana_tests.scoring.suite_code)."""
     figures = [scorer.scale.low, scorer.scale.high, scorer.scale.lower_better]
     side = crop_side(scorer.spec)
     scale = json.dumps(figures if side == SIDE else [*figures, side])
-    digest = hashlib.sha256(f"{crop_set()}\0{scale}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{crop_set()}\0{scale}\0{normalisation_code()}".encode()).hexdigest()
     return f"invariance/{invariance.value}/{digest}"
+
+
+@cache
+def normalisation_code() -> str:
+    """The sha256 of the normalisation's code (metrics_under_test.scale)."""
+    return file_sha256(Path(inspect.getfile(Scale)))
 
 
 def measured_change(scorer: Scorer, invariance: Invariance, folder: Path) -> float:

@@ -114,7 +114,7 @@ def closure(module_name: str) -> Closure:
         if path is not None and (name == module_name or owned(path)):
             found[name] = path
             if path.suffix == ".py":
-                imported = list(_imported_names(path, name))
+                imported = list(imported_names(path, name))
                 named.update(imported)
                 todo.extend(imported)
         if name in named and (path is None or not owned(path)) and not _user_package(name):
@@ -251,7 +251,7 @@ def _search_path(package: str) -> list[str] | None:
     return [str(path.parent)] if path is not None and path.name == "__init__.py" else None
 
 
-def _imported_names(path: Path, module_name: str) -> Iterator[str]:
+def imported_names(path: Path, module_name: str) -> Iterator[str]:
     """Every module name `path`'s import statements and literal import calls may load."""
     try:
         tree = ast.parse(path.read_bytes())

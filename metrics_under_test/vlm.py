@@ -18,7 +18,6 @@ import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from metrics_under_test.protocol import Image, MetricError
@@ -201,11 +200,3 @@ def build(spec: MetricSpec, device: str) -> Any:
 def revision(spec: MetricSpec) -> str:
     """The hub revision a VLM metric's score cache key holds (`VlmModel.identity`)."""
     return BY_METRIC[spec.name].identity()
-
-
-def source_files() -> tuple[Path, ...]:
-    """The adapters' own code: a change to any of them rescores the VLM metrics (the score cache
-    keys them by it)."""
-    from metrics_under_test import qalign_compat, rali, vlm_catalog
-
-    return (Path(__file__), *(Path(str(m.__file__)) for m in (vlm_catalog, rali, qalign_compat)))

@@ -18,6 +18,7 @@ import pytest
 
 from banana_tests.scoring.cache import FILE, SCHEMA, CacheWarning, ScoreCache, identity, identity_key
 from banana_tests.scoring.score_book import ScoreBook
+from banana_tests.scoring.suite_code import code_hashes
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from metrics_under_test import examples
 from metrics_under_test.spec import Backend, MetricSpec, WeightFile
@@ -65,6 +66,7 @@ def test_the_key_changes_with_weights_device_and_code(
         "weights": {"w.pth": hashlib.sha256(b"weights v2").hexdigest()},
         "device": "cpu",
         "precision": "float32",
+        "suite": code_hashes(Backend.PYIQA),  # the suite's own code on the scoring path
     }
     spec.weights[0].path.unlink()
     assert identity(spec, "cpu")["weights"] == {}
@@ -83,6 +85,7 @@ def test_a_custom_metrics_key_covers_its_version_precision_and_source() -> None:
         "weights": {},
         "device": "cpu",
         "precision": "",
+        "suite": code_hashes(Backend.CUSTOM),
     }
     assert isinstance(sources, dict)
     assert (

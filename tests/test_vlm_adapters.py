@@ -787,16 +787,25 @@ def test_a_vlm_is_keyed_and_loaded_by_the_hub_commit_of_its_pin(
 def test_the_score_cache_keys_a_vlm_metric_by_its_adapter_code() -> None:
     """A VLM metric is no installed package: its identity is the adapters' source, every module
     of it, and the libraries that run the model (metadata.version("vlm") would raise)."""
-    import hashlib
-
     from banana_tests.scoring.cache import identity
+    from banana_tests.scoring.suite_code import module_file
+    from metrics_under_test.file_hash import file_sha256
 
-    version = str(identity(lookup("visualquality_r1"), "cpu")["version"])
-    assert version.startswith("vlm+src.") and "transformers " in version and "torch " in version
-    sources = vlm.source_files()
-    assert {p.name for p in sources} == {"vlm.py", "vlm_catalog.py", "rali.py", "qalign_compat.py"}
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
-    assert version.startswith(f"vlm+src.{digest};"), "an adapter module's code is not in the key"
+    description = identity(lookup("visualquality_r1"), "cpu")
+    version = str(description["version"])
+    assert version.startswith("vlm; ") and "transformers " in version and "torch " in version
+    suite = description["suite"]
+    assert isinstance(suite, dict)
+    adapters = {m: h for m, h in suite.items() if m.startswith("metrics_under_test.")}
+    assert {m.rpartition(".")[2] for m in adapters} == {
+        "vlm",
+        "vlm_catalog",
+        "rali",
+        "qalign_compat",
+        "score_value",
+    }
+    for module, digest in adapters.items():
+        assert digest == file_sha256(module_file(module)), "an adapter module's code is not in the key"
 
 
 if __name__ == "__main__":

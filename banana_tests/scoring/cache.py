@@ -2,10 +2,10 @@
 
 One SQLite file in WAL mode, shared by every xdist worker: short transactions, a busy timeout
 and INSERT OR REPLACE make concurrent writers safe. A score is keyed by the sha256 of the image
-file's bytes and the metric's identity (name, backend and its version, parameter file hashes,
-device, precision; for a custom metric, every file of the user's own code it runs, the version
-of every installed library that code imports or those libraries require, and the data files it
-declares), so any change to
+file's bytes and the metric's identity (name, backend and its version, the suite's own code on
+the scoring path, parameter file hashes, device, precision; for a custom metric, every file of the
+user's own code it runs, the version of every installed library that code imports or those
+libraries require, and the data files it declares), so any change to
 what produces a score misses. A file that fails its integrity or schema check is moved aside
 and rebuilt, never read. A folder that cannot hold the file (read-only, or not a folder) turns
 the cache off with one warning: scores are computed. A stored value that is no score (`storable`:
@@ -285,14 +285,18 @@ def _migrate(db: sqlite3.Connection, tables: Mapping[str, str]) -> None:
 def identity(
     spec: MetricSpec, device: str, weight_hash: Callable[[Path], str] = file_sha256
 ) -> dict[str, object]:
-    """What produces a metric's scores; a change to any part is a cache miss. A custom metric's
-    part is all the code of its own it runs, the installed distributions (name and version) that
-    code imports with every distribution they require, and the files it declares (`own_code`);
-    a VLM's, the adapters' code and the hub commit its files come from. The device is its kind
+    """What produces a metric's scores; a change to any part is a cache miss. Every metric's
+    holds the suite's own code on its scoring path (`suite_code`). A custom metric's part is all
+    the code of its own it runs, the installed distributions (name and version) that code imports
+    with every distribution they require, and the files it declares (`own_code`); a VLM's, the
+    libraries that run the model and the hub commit its files come from. The device is its kind
     (`cuda`, not `cuda:1`), so xdist workers on different GPUs share their scores."""
     from importlib import metadata
 
+    from banana_tests.scoring.suite_code import code_hashes
+
     description: dict[str, object] = {"name": spec.name, "backend": spec.backend}
+    description["suite"] = code_hashes(spec.backend)
     if spec.backend is Backend.CUSTOM:
         from metrics_under_test import custom, own_code
 
@@ -301,12 +305,11 @@ def identity(
         description["sources"] = custom.sources(spec)
         description["libraries"] = custom.libraries(spec)
         description["files"] = own_code.declared_files(spec.files, weight_hash)
-    elif spec.backend is Backend.VLM:  # the adapter's code and the libraries that run the model
+    elif spec.backend is Backend.VLM:  # the libraries that run the model (its adapters: "suite")
         from metrics_under_test import vlm
 
-        source = hashlib.sha256(b"".join(p.read_bytes() for p in vlm.source_files())).hexdigest()[:16]
         libraries = "; ".join(f"{n} {metadata.version(n)}" for n in ("transformers", "torch", "pyiqa"))
-        description["version"] = f"vlm+src.{source}; {libraries}"
+        description["version"] = f"vlm; {libraries}"
         description["revision"] = vlm.revision(spec)  # the hub commit its files come from
         description["precision"] = "model default"
     else:

@@ -6,21 +6,28 @@ Found by building the metric and scoring its probe in a fresh interpreter, so th
 depend on what the run had imported before, and the model is never held by the process that asks
 (xdist's controller). Every module added to `sys.modules` meanwhile is mapped by its top-level
 name to the distributions that install it (`importlib.metadata.packages_distributions()`: no
-`__file__` is read, so `torch.classes`' fake one and modules with none do no harm). Found once
-a run, in the controller (its workers are handed the answer), and remembered beside the score
-cache by the metric's declared identity and the versions found: a cached run builds nothing, and
-a changed version of any distribution found makes it look again.
+`__file__` is read, so `torch.classes`' fake one and modules with none do no harm). The modules
+it tried to import and could not (`try: import fast_path`) are recorded too, by a finder last on
+`sys.meta_path`. Found once a run, in the controller (its workers are handed the answer), and
+remembered beside the score cache by the metric's declared identity: a cached run builds nothing,
+and a changed version of any distribution found, or a module missing then and importable now,
+makes it look again. The child writes its answer to a file of its own, so a metric that prints
+(at exit, say) cannot hide it; a child that exits without one is one LoadedLibrariesWarning.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import json
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+import tempfile
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import NotRequired, TypedDict, cast
 
 from banana_tests.atomic import write_atomic
 from banana_tests.regular_files import NotReadable, read_regular
@@ -36,15 +43,30 @@ MEMO_BYTES = 4 * 2**20
 larger one, a FIFO or a device in a shard's cache folder is not a memo."""
 SUITE = "banana-tests"  # the suite's own code is versioned as the gate, not as a metric's library
 
-Loaded = dict[str, dict[str, str]]
-"""{metric name: {distribution: version}}."""
+
+class Found(TypedDict):
+    """What a metric's build and probe loaded, {distribution: version}, and the modules they tried
+    to import and could not, sorted: both are part of its score cache identity."""
+
+    distributions: dict[str, str]
+    missing: list[str]
+
+
+Loaded = dict[str, Found]
+"""{metric name: what it loads}."""
 
 
 class Answer(TypedDict):
-    """What one look found: the declared identity's key, and {distribution: version}."""
+    """What one look found, under the declared identity's key. An earlier version's answer has
+    no `missing`: it is never current, so the metric is looked at again."""
 
     key: str
     distributions: dict[str, str]
+    missing: NotRequired[list[str]]
+
+
+class LoadedLibrariesWarning(UserWarning):
+    """A metric's look at what it loads gave no answer: its scores are cached without it."""
 
 
 Memo = dict[str, list[Answer]]
@@ -83,18 +105,15 @@ def loaded_libraries(
             key = identity_key(identity(spec, device, _unhashed))
         except (MetricError, metadata.PackageNotFoundError, OSError):  # its cases say why
             continue
-        current = next(
-            (a for a in memo.get(spec.name, []) if a["key"] == key and _current(a["distributions"])),
-            None,
-        )
+        current = next((a for a in memo.get(spec.name, []) if a["key"] == key and _current(a)), None)
         if current is not None:
-            found[spec.name] = dict(current["distributions"])
+            found[spec.name] = {"distributions": current["distributions"], "missing": current["missing"]}
             continue
-        distributions = discover(spec, device, weights_dir, import_dirs, timeout)
-        if distributions is None:
+        answer = discover(spec, device, weights_dir, import_dirs, timeout)
+        if answer is None:
             continue
-        found[spec.name] = distributions
-        memo[spec.name] = joined([{"key": key, "distributions": distributions}], memo.get(spec.name, []))
+        found[spec.name] = answer
+        memo[spec.name] = joined([{"key": key, **answer}], memo.get(spec.name, []))
         changed = True
     if changed:
         try:
@@ -145,13 +164,19 @@ def merged_memo(memos: Iterable[Memo]) -> Memo:
 
 
 def _is_answer(answer: object) -> bool:
-    if not isinstance(answer, dict) or set(answer) != {"key", "distributions"}:
+    if not isinstance(answer, dict) or set(answer) - {"missing"} != {"key", "distributions"}:
         return False
-    distributions = answer["distributions"]
+    return isinstance(answer["key"], str) and _is_found({"missing": [], **answer})
+
+
+def _is_found(found: dict[str, object]) -> bool:
+    """{distributions: {str: str}, missing: [str]}, whatever else it holds."""
+    distributions, missing = found.get("distributions"), found.get("missing")
     return (
-        isinstance(answer["key"], str)
-        and isinstance(distributions, dict)
+        isinstance(distributions, dict)
         and all(isinstance(k, str) and isinstance(v, str) for k, v in distributions.items())
+        and isinstance(missing, list)
+        and all(isinstance(m, str) for m in missing)
     )
 
 
@@ -161,33 +186,54 @@ def discover(
     weights_dir: Path | None = None,
     import_dirs: Iterable[Path] = (),
     timeout: float = 600.0,
-) -> dict[str, str] | None:
-    """{distribution: version} of every module a fresh interpreter loads while it builds `spec`'s
-    metric and scores its probe; None when it cannot (its cases say why)."""
-    request = {
-        "text": spec.target or spec.name,
-        "name": spec.name,
-        "device": device,
-        "weights_dir": None if weights_dir is None else str(weights_dir),
-        "import_dirs": [str(d) for d in import_dirs],
-    }
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", __name__, json.dumps(request)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+) -> Found | None:
+    """What a fresh interpreter loads, and fails to import, while it builds `spec`'s metric and
+    scores its probe. None when it cannot build or probe it (its cases say why), or exits without
+    an answer (a LoadedLibrariesWarning says so)."""
+    with tempfile.TemporaryDirectory(prefix="banana-loaded-") as folder:
+        answer_file = Path(folder) / "answer.json"
+        request = {
+            "text": spec.target or spec.name,
+            "name": spec.name,
+            "device": device,
+            "weights_dir": None if weights_dir is None else str(weights_dir),
+            "import_dirs": [str(d) for d in import_dirs],
+            "answer": str(answer_file),
+        }
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", __name__, json.dumps(request)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # the metric's own output: the answer is in its file
+                stderr=subprocess.DEVNULL,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            return None  # its cases time out building it too
+        except OSError as exc:
+            _warn(spec, f"could not start a fresh interpreter ({exc})")
+            return None
+        try:
+            answer = json.loads(read_regular(answer_file, MEMO_BYTES))
+        except NotReadable:
+            if done.returncode == 0:
+                _warn(spec, "its look in a fresh interpreter exited 0 before it wrote an answer")
+            return None  # a non-zero exit: it cannot be built or probed, which its cases say
+        except ValueError:
+            answer = None
+    if not isinstance(answer, dict) or not _is_found(answer):
+        _warn(spec, "its look in a fresh interpreter wrote no answer of the form {distributions, missing}")
         return None
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        return None
-    try:  # the answer is the child's last line, unless the metric printed after it (at exit)
-        answer = json.loads(lines[-1])
-    except ValueError:
-        return None
-    return {str(k): str(v) for k, v in answer.items()} if isinstance(answer, dict) else None
+    return {"distributions": answer["distributions"], "missing": answer["missing"]}
+
+
+def _warn(spec: MetricSpec, why: str) -> None:
+    warnings.warn(
+        f"{spec.name}: which libraries it loads is unknown: {why}; its scores are cached without "
+        "them, and it is looked at again next run",
+        LoadedLibrariesWarning,
+        stacklevel=3,
+    )
 
 
 def distributions_of(modules: Iterable[str]) -> dict[str, str]:
@@ -206,12 +252,72 @@ def distributions_of(modules: Iterable[str]) -> dict[str, str]:
     return versions
 
 
-def _current(distributions: Mapping[str, str]) -> bool:
-    """Every distribution of a remembered answer is installed at the version it had then."""
+def _current(answer: Answer) -> bool:
+    """Every distribution of a remembered answer is installed at the version it had then, and
+    every module it could not import still cannot be found. An answer of an earlier version,
+    which did not record those modules, is not current."""
+    if "missing" not in answer:
+        return False
     try:
-        return all(metadata.version(name) == version for name, version in distributions.items())
+        versions = all(metadata.version(name) == version for name, version in answer["distributions"].items())
     except metadata.PackageNotFoundError:
         return False
+    return versions and not any(importable(name) for name in answer["missing"])
+
+
+def importable(name: str) -> bool:
+    """Whether module `name` would be found now, by the finders on `sys.meta_path`, without
+    importing it or its parents (`importlib.util.find_spec` imports a dotted name's parents: a
+    missing `scipy._fast` would import scipy)."""
+    parts = name.split(".")
+    path: Sequence[str] | None = None
+    for i in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:i])
+        module = sys.modules.get(prefix)
+        if module is not None:
+            search = getattr(module, "__path__", None)
+        else:
+            spec = _find(prefix, path)
+            if spec is None:
+                return False
+            search = spec.submodule_search_locations
+        if i < len(parts):
+            if search is None:
+                return False  # a module, not a package: it has no submodules
+            path = list(search)
+    return True
+
+
+def _find(name: str, path: Sequence[str] | None) -> importlib.machinery.ModuleSpec | None:
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            spec = find(name, path)
+        except (ImportError, ValueError, OSError):  # a finder that refuses the name: not found by it
+            continue
+        if spec is not None:
+            return cast(importlib.machinery.ModuleSpec, spec)
+    return None
+
+
+class _Misses(importlib.abc.MetaPathFinder):
+    """Last on `sys.meta_path`: the names no finder before it found, each an import that failed
+    (or an availability check, `importlib.util.find_spec`, that said no)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        self.names.add(fullname)
+        return None
+
+    def missing(self) -> list[str]:
+        """The names still missing: a finder added after this one may have found some."""
+        return sorted(n for n in self.names if n not in sys.modules and not importable(n))
 
 
 def _unhashed(path: Path) -> str:
@@ -220,20 +326,27 @@ def _unhashed(path: Path) -> str:
 
 
 def _child(request: Mapping[str, object]) -> None:
-    """In the fresh interpreter: build the metric, score its probe, print what loaded."""
+    """In the fresh interpreter: build the metric, score its probe, write what loaded and what
+    could not be imported to the request's answer file."""
     from banana_tests.scoring.loading import built_metric
     from metrics_under_test.probe import probe
     from metrics_under_test.registry import resolve, stage_mirror
 
     weights = request["weights_dir"]
     sys.path[:0] = [str(d) for d in request["import_dirs"]]  # type: ignore[attr-defined]
+    misses = _Misses()
+    sys.meta_path.append(misses)
     before = set(sys.modules)
     mirror = Path(str(weights)) if weights else None
     stage_mirror(mirror)  # before a custom metric's module or factory may build a pyiqa metric
     specs = resolve(str(request["text"]), mirror)
     spec = next(s for s in specs if s.name == request["name"])
     probe(spec.name, built_metric(spec, str(request["device"])))
-    print(json.dumps(distributions_of(sys.modules.keys() - before)))
+    found: Found = {
+        "distributions": distributions_of(sys.modules.keys() - before),
+        "missing": misses.missing(),
+    }
+    write_atomic(Path(str(request["answer"])), json.dumps(found).encode())
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from banana_tests.scoring.batch_watch import Abandoned, BatchTimeout, BatchWatch, Phase
 from banana_tests.scoring.batching import WINDOW_BYTES, OutOfMemory, batches, out_of_memory, smaller
@@ -30,6 +31,9 @@ from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.protocol import Image, raised_at
 from metrics_under_test.spec import MetricSpec
 
+if TYPE_CHECKING:
+    from banana_tests.scoring.loaded_libraries import Loaded
+
 
 class ScoreBook:
     """One worker's scores. Asked for a few records, it scores every record the metric will
@@ -44,12 +48,12 @@ class ScoreBook:
         watch: BatchWatch | None = None,
         prober: Prober | None = None,
         hung: Mapping[str, Hung] | None = None,
-        loaded: Mapping[str, Mapping[str, str]] | None = None,
+        loaded: Loaded | None = None,
     ) -> None:
         """`loader` builds a metric and `prober` checks it once built (None: `loader` does); each
         runs under the watch's load limit. `hung`: metrics that hung before scoring (their import).
-        `loaded`: the distributions each metric loads (banana_tests.scoring.loaded_libraries),
-        part of its cache identity."""
+        `loaded`: the distributions each metric loads and the modules it could not import
+        (banana_tests.scoring.loaded_libraries), part of its cache identity."""
         self.device = device
         self.loaded = loaded or {}
         self.cache = cache
@@ -180,7 +184,9 @@ class ScoreBook:
             assert self.cache is not None
             description = identity(spec, self.device, self.cache.file_hash)
             if spec.name in self.loaded:
-                description["loaded"] = dict(self.loaded[spec.name])
+                found = self.loaded[spec.name]
+                description["loaded"] = dict(found["distributions"])
+                description["missing"] = list(found["missing"])
             self._keys[spec.name] = (identity_key(description), description)
         return self._keys[spec.name]
 
