@@ -103,6 +103,7 @@ def matrix_of(xml: Path) -> Matrix:
 ARGS = ("--dataset=data", "--metric=piqe", "--steps=1,20", "--reference-step=5")
 
 
+@pytest.mark.slow
 def test_baseline_gates_new_failures_and_fixed_cells(gated: pytest.Pytester) -> None:
     first = gated.runpytest_subprocess(*ARGS, "--junitxml=j.xml")
     assert_outcomes(first, missed=2, passed=2)
@@ -140,6 +141,7 @@ def test_baseline_gates_new_failures_and_fixed_cells(gated: pytest.Pytester) -> 
     strict.stdout.fnmatch_lines(["*XPASS(strict)*fails in baseline stale.json*"])
 
 
+@pytest.mark.slow
 def test_an_unreadable_baseline_is_a_usage_error(gated: pytest.Pytester) -> None:
     result = gated.runpytest_subprocess(*ARGS, "--baseline=nope.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -215,6 +217,7 @@ WHOLE_SUITE = (
 )
 
 
+@pytest.mark.slow
 def test_a_baseline_written_from_a_run_makes_that_run_pass(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

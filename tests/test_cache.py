@@ -70,6 +70,7 @@ def test_the_key_changes_with_weights_device_and_code(
     assert identity(spec, "cpu")["weights"] == {}
 
 
+@pytest.mark.slow
 def test_a_custom_metrics_key_covers_its_version_precision_and_source() -> None:
     example = MetricSpec("n", Backend.CUSTOM, 0, 20, True, target="metrics_under_test.examples:NoiseSigma")
     description = identity(example, "cpu")
@@ -325,6 +326,7 @@ def _write(directory: str, worker: int, rounds: int) -> None:
     cache.close()
 
 
+@pytest.mark.slow
 def test_two_processes_write_at_once(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_write, args=(str(tmp_path), w, 100)) for w in (0, 1)]
@@ -377,6 +379,7 @@ SNAPSHOT_MODULE = (
 )
 
 
+@pytest.mark.slow
 def test_an_edited_helper_module_rescores_and_fails_the_snapshot(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -150,6 +150,7 @@ def test_the_link_check_finds_a_broken_link(tmp_path: Path) -> None:
 # ---- the generated option page ----
 
 
+@pytest.mark.slow
 def test_the_options_page_is_what_the_generator_prints_now() -> None:
     """docs/options.md is generated from pytest's parser; after changing an option, regenerate it
     with `banana-tests options > docs/options.md`."""
@@ -198,6 +199,7 @@ def user_folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", all_blocks(Role.RUN), ids=block_id)
 def test_the_documented_block_runs(block: Block, user_folder: Path) -> None:
     if block.language == "bash":
@@ -212,6 +214,7 @@ def test_the_documented_block_runs(block: Block, user_folder: Path) -> None:
     assert run.returncode == 0, f"{block.where}\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", [p for p in pages() if any(b.role is Role.TRIAL for b in marked_blocks(p))])
 def test_the_documented_trial_passes(page: Path, tmp_path: Path) -> None:
     """A page's trial blocks, in order, are one test module of a user's project; on PIQE (no

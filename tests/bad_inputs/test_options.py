@@ -15,6 +15,8 @@ import pytest
 from banana_tests.core.options import MAX_SEARCH, MAX_SHARDS
 from tests.conftest import assert_outcomes, suite_folder
 
+pytestmark = pytest.mark.slow  # each row runs pytest or banana-tests in a child process: the slow tier
+
 SHARD_TAKES = (
     f"--shard takes K/N, shard K of N jobs with 1 <= K <= N <= {MAX_SHARDS} in digits 0-9 (e.g. 1/3), "
 )
