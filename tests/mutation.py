@@ -48,7 +48,13 @@ TARGETS: dict[str, tuple[frozenset[str] | None, tuple[str, ...]]] = {
     "banana_tests/verdicts/verdict.py": (None, ("tests/test_verdict_core.py",)),
     "banana_tests/verdicts/record.py": (
         None,
-        ("tests/test_verdict_core.py", "tests/test_cases.py", "tests/test_engine_properties.py"),
+        (
+            "tests/test_verdict_core.py",
+            "tests/test_cases.py",
+            "tests/test_engine_properties.py",
+            "tests/test_junit.py",
+            "tests/bad_inputs/test_report_generate.py",
+        ),
     ),
     "banana_tests/verdicts/matrix.py": (None, ("tests/test_verdict_core.py", "tests/test_baseline.py")),
     "banana_tests/verdicts/baseline.py": (None, ("tests/test_baseline.py", "tests/test_verdict_core.py")),

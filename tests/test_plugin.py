@@ -15,9 +15,17 @@ from tests.conftest import CASE_PROPERTIES, SHARED_MIRROR, assert_outcomes, juni
 NOISE, REVERSED = "known_metrics:noise_level", "known_metrics:noise_level_reversed"
 
 
-@pytest.mark.slow
-def test_one_case_per_metric_seed_and_step(suite: pytest.Pytester) -> None:
-    result = suite.runpytest_subprocess("--dataset=data", f"--metric={NOISE}", "--junitxml=j.xml", "-v")
+# The fast tier's one end-to-end run of the suite: in pytester's own process, with a numpy metric.
+RUNNERS = [pytest.param("in-process"), pytest.param("child", marks=pytest.mark.slow)]
+
+
+def run(suite: pytest.Pytester, where: str, *args: str) -> pytest.RunResult:
+    return suite.runpytest(*args) if where == "in-process" else suite.runpytest_subprocess(*args)
+
+
+@pytest.mark.parametrize("where", RUNNERS)
+def test_one_case_per_metric_seed_and_step(suite: pytest.Pytester, where: str) -> None:
+    result = run(suite, where, "--dataset=data", f"--metric={NOISE}", "--junitxml=j.xml", "-v")
     got = junit_cases(suite.path / "j.xml")
     assert sorted(got) == sorted(
         f"test_detects_degradation[noise_level-{s}-step{i}]" for s in ("alpha", "beta") for i in (5, 10, 20)
@@ -54,11 +62,11 @@ def test_junit_properties_rebuild_the_case(suite: pytest.Pytester) -> None:
         assert float(props["delta"]) == pytest.approx(delta, abs=1e-9)
 
 
-@pytest.mark.slow
-def test_failure_message_shows_both_scores(suite: pytest.Pytester) -> None:
+@pytest.mark.parametrize("where", RUNNERS)
+def test_failure_message_shows_both_scores(suite: pytest.Pytester, where: str) -> None:
     # The test images' noise grows with the step, and noise raises the Laplacian's variance, a
     # higher-is-better score: every case fails.
-    result = suite.runpytest_subprocess("--dataset=data", "--metric=laplacian_variance", "--steps=20")
+    result = run(suite, where, "--dataset=data", "--metric=laplacian_variance", "--steps=20")
     assert_outcomes(result, missed=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     for seed in ("alpha", "beta"):  # one line each: Δ, both raw and both normalised scores

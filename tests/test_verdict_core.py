@@ -597,3 +597,19 @@ def test_verdict_records_each_runs_scores_and_the_strict_verdict() -> None:
     assert "strict" not in props and Verdict(KEY, 1, g).detected  # the run mean, -2/3, decides
     strict = Verdict(KEY, 1, g, strict=True)
     assert (strict.detected, strict.unresolved, strict.properties()["strict"]) == (True, True, "unresolved")
+
+
+def test_a_strict_verdict_says_each_runs_delta_and_their_range() -> None:
+    """--banana-strict-runs: the summary, the one line and an unresolved cell's skip reason carry
+    every run's Δ and the range they span; the mean's line names the runs it averaged."""
+    missed = Verdict(KEY, 1, gap(Scale(0.0, 100.0, False), [10.0] * 3, [12.0, 11.0, 13.0]), strict=True)
+    runs = "runs Δ +2.00, +1.00, +3.00 in [+1.00, +3.00]"
+    assert missed.runs_text() == runs and not missed.detected
+    assert missed.summary() == f"Δ5 ≥ 0 in every run ({runs})"
+    assert f"Δ5 = +2.000 ≥ 0 (the mean of 3 run(s); {runs}); " in missed.message()
+    mean = Verdict(KEY, 1, gap(Scale(0.0, 100.0, False), [10.0] * 3, [12.0, 11.0, 13.0]))
+    assert "(the mean of 3 run(s)); " in mean.message() and "runs Δ" not in mean.message()
+    split = Verdict(KEY, 1, gap(Scale(0.0, 100.0, False), [10.0] * 3, [8.0, 11.0, 9.0]), strict=True)
+    reason = split.unresolved_reason()
+    assert reason.startswith("unresolved: piqe on alpha at step 5") and split.unresolved
+    assert "runs Δ -2.00, +1.00, -1.00 in [-2.00, +1.00]" in reason
