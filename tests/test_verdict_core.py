@@ -31,6 +31,7 @@ from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts, TrendTally
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord
 from banana_tests.verdicts.trend import TrendKey
+from banana_tests.verdicts.uncertainty import StrictOutcome
 from banana_tests.verdicts.verdict import VERDICT_LINE, Verdict, fail_verdict
 from metrics_under_test.scale import Scale
 from tests.conftest import parse_matrix, write_set
@@ -140,6 +141,9 @@ def test_as_verdict_follows_the_delta(outcome: Outcome, delta: float | None, ver
         (OutcomeCounts(Counter({Outcome.ERROR: 2})), "E2"),
         (OutcomeCounts(Counter({Outcome.SKIPPED: 1, Outcome.ERROR: 1})), "s E1"),
         (OutcomeCounts(Counter({Outcome.PASSED: 1, Outcome.FAILED: 2, Outcome.ERROR: 3})), "2/3 E3"),
+        (OutcomeCounts(Counter({Outcome.FAILED: 1, Outcome.UNRESOLVED: 2})), "1/1 U2"),
+        (OutcomeCounts(Counter({Outcome.INVALID: 3, Outcome.ERROR: 1})), "I3 E1"),
+        (OutcomeCounts(Counter({Outcome.PASSED: 1, Outcome.UNRESOLVED: 1, Outcome.INVALID: 1})), "0/1 U1 I1"),
     ],
 )
 def test_outcome_labels(counts: OutcomeCounts, label: str) -> None:
@@ -613,3 +617,9 @@ def test_a_strict_verdict_says_each_runs_delta_and_their_range() -> None:
     reason = split.unresolved_reason()
     assert reason.startswith("unresolved: piqe on alpha at step 5") and split.unresolved
     assert "runs Δ -2.00, +1.00, -1.00 in [-2.00, +1.00]" in reason
+
+
+def test_a_cells_strict_verdict_is_typed() -> None:
+    assert Cell(KEY, Outcome.PASSED, -1.0, strict=StrictOutcome.UNRESOLVED).strict is StrictOutcome.UNRESOLVED
+    with pytest.raises(TypeError, match="a cell's strict verdict is a StrictOutcome, not 'unresolved'"):
+        Cell(KEY, Outcome.PASSED, -1.0, strict="unresolved")  # type: ignore[arg-type]
