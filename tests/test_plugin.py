@@ -20,7 +20,10 @@ RUNNERS = [pytest.param("in-process"), pytest.param("child", marks=pytest.mark.s
 
 
 def run(suite: pytest.Pytester, where: str, *args: str) -> pytest.RunResult:
-    return suite.runpytest(*args) if where == "in-process" else suite.runpytest_subprocess(*args)
+    """In-process without a score cache: its key finds a metric's libraries in a child process."""
+    if where == "in-process":
+        return suite.runpytest("--no-cache", *args)
+    return suite.runpytest_subprocess(*args)
 
 
 @pytest.mark.parametrize("where", RUNNERS)
