@@ -178,7 +178,7 @@ def test_a_metrics_entries_run_cells_trends_controls_invariance_then_search(tmp_
     keys: set[Known] = {
         SearchKey("m"),
         InvarianceKey("m", "shift"),
-        InvarianceKey("m", "resize"),
+        InvarianceKey("m", "batch"),  # before the control by name: the rank decides
         ControlKey("m", "jpeg"),
         TrendKey("m", "zeta"),
         CaseKey("m", "zeta", 5, run=0),
@@ -195,7 +195,7 @@ def test_a_metrics_entries_run_cells_trends_controls_invariance_then_search(tmp_
         '    {"metric": "m", "seed_image": "zeta", "step": 5, "run": 0},',
         '    {"kind": "trend", "metric": "m", "seed_image": "zeta"},',
         '    {"kind": "control", "metric": "m", "distortion": "jpeg"},',
-        '    {"kind": "invariance", "metric": "m", "check": "resize"},',
+        '    {"kind": "invariance", "metric": "m", "check": "batch"},',
         '    {"kind": "invariance", "metric": "m", "check": "shift"},',
         '    {"kind": "search", "metric": "m"}',
     ]
