@@ -70,7 +70,6 @@ def test_the_key_changes_with_weights_device_and_code(
     assert identity(spec, "cpu")["weights"] == {}
 
 
-@pytest.mark.slow
 def test_a_custom_metrics_key_covers_its_version_precision_and_source() -> None:
     example = MetricSpec("n", Backend.CUSTOM, 0, 20, True, target="metrics_under_test.examples:NoiseSigma")
     description = identity(example, "cpu")
