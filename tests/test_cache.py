@@ -68,6 +68,8 @@ def test_the_key_changes_with_weights_device_and_code(
     }
     spec.weights[0].path.unlink()
     assert identity(spec, "cpu")["weights"] == {}
+    # the device is its kind: workers on different GPUs share their scores
+    assert identity(spec, "cuda:1")["device"] == "cuda" and identity(spec, "cuda:1") == identity(spec, "cuda")
 
 
 def test_a_custom_metrics_key_covers_its_version_precision_and_source() -> None:
