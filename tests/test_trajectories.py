@@ -55,6 +55,10 @@ def test_file_names_may_not_escape_the_root(tmp_path: Path) -> None:
         resolve_inside(tmp_path, "../etc/passwd")
     with pytest.raises(DataError, match="escapes"):
         resolve_inside(tmp_path, "/etc/passwd")
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(DataError, match="escapes"):  # a name ending in `..` is the folder above
+        resolve_inside(tmp_path, "sub/..")
+    assert resolve_inside(tmp_path, "sub/.") == tmp_path.resolve() / "sub"
 
 
 def test_a_folder_without_metadata_is_a_clear_error(tmp_path: Path) -> None:
