@@ -27,12 +27,14 @@ from banana_tests.scoring.batching import case_records, group_records
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_importing_the_api_imports_no_pytest() -> None:
     check = "import sys, banana_tests.api; assert 'pytest' not in sys.modules, sorted(sys.modules)"
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("typed", ["banana_tests/api.py", "banana_tests/core/", "banana_tests/verdicts/"])
 def test_the_facade_the_core_and_the_verdicts_pass_mypy_strict(typed: str) -> None:
     done = subprocess.run(

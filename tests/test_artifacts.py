@@ -164,7 +164,13 @@ def test_trial_ids_and_the_option_value() -> None:
         parse_artifacts("dust")
 
 
-@pytest.mark.parametrize("artifact", ARTIFACTS)
+# The learned round trip runs TAEF2 on torch (over 2 min here) and the composite takes ~8 s: the slow tier.
+HEAVY_SETS = (Artifact.VAE_ROUNDTRIP, Artifact.REPLICATE)
+
+
+@pytest.mark.parametrize(
+    "artifact", [pytest.param(a, marks=[pytest.mark.slow] if a in HEAVY_SETS else []) for a in ARTIFACTS]
+)
 def test_a_trial_set_rebuilds_byte_identical_to_the_shipped_sha256s(
     artifact: Artifact, tmp_path: Path
 ) -> None:
@@ -183,6 +189,7 @@ def test_a_trial_set_rebuilds_byte_identical_to_the_shipped_sha256s(
         }
 
 
+@pytest.mark.slow
 def test_the_artifact_option_runs_the_trial_sets_and_reports_misses_by_artifact(tmp_path: Path) -> None:
     """`--artifact=tint,scatter` builds those trial sets once into the image cache, runs their
     cases (seed images `<seed>.<artifact>`) and prints the metric × artifact table; `banana-tests

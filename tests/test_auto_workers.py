@@ -97,6 +97,7 @@ def test_another_projects_run_keeps_xdists_count(
     assert workers(pytester, monkeypatch, 64, str(pytester.path)) is None
 
 
+@pytest.mark.slow
 def test_n_auto_starts_a_worker_per_core(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two cores, one metric: two workers, each given seed images' cases."""
     suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0,), steps=(1, 5, 10, 20))
@@ -186,6 +187,7 @@ def test_n_auto_starts_no_more_workers_than_fit_the_memory(
         assert note is not None and why in note and "on 64 cores" in note and "-n N overrides" in note
 
 
+@pytest.mark.slow
 def test_n_auto_on_a_64_core_16_gb_machine_with_ilniqe_starts_five_workers(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -128,12 +128,14 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     return out
 
 
+@pytest.mark.slow
 def test_the_clean_seed_image_still_gets_a_verdict(report: Report) -> None:
     assert set(report) == set(SEEDS)
     assert report["clean"] == ("passed", "")
     assert [seed for seed, (outcome, _) in report.items() if outcome != "error"] == ["clean"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", IMAGE_DEFECTS)
 def test_a_bad_image_is_an_error_naming_record_and_file(report: Report, seed: str) -> None:
     outcome, message = report[seed]
@@ -142,6 +144,7 @@ def test_a_bad_image_is_an_error_naming_record_and_file(report: Report, seed: st
     assert f"{seed}/run0/step005.png" in message and "metadata.jsonl:" in message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", RECORD_DEFECTS)
 def test_a_bad_record_is_an_error_on_its_seed_image(report: Report, seed: str) -> None:
     outcome, message = report[seed]

@@ -21,6 +21,8 @@ from banana_tests.verdicts.baseline import (
     load_baseline,
     write_baseline,
 )
+from banana_tests.verdicts.escape import SearchKey
+from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord
@@ -103,6 +105,7 @@ def matrix_of(xml: Path) -> Matrix:
 ARGS = ("--dataset=data", "--metric=piqe", "--steps=1,20", "--reference-step=5")
 
 
+@pytest.mark.slow
 def test_baseline_gates_new_failures_and_fixed_cells(gated: pytest.Pytester) -> None:
     first = gated.runpytest_subprocess(*ARGS, "--junitxml=j.xml")
     assert_outcomes(first, missed=2, passed=2)
@@ -140,6 +143,7 @@ def test_baseline_gates_new_failures_and_fixed_cells(gated: pytest.Pytester) -> 
     strict.stdout.fnmatch_lines(["*XPASS(strict)*fails in baseline stale.json*"])
 
 
+@pytest.mark.slow
 def test_an_unreadable_baseline_is_a_usage_error(gated: pytest.Pytester) -> None:
     result = gated.runpytest_subprocess(*ARGS, "--baseline=nope.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -166,6 +170,54 @@ def test_every_kind_of_case_round_trips_sorted_by_metric(tmp_path: Path) -> None
         '    {"kind": "control", "metric": "piqe", "distortion": "jpeg"}',
     ]
     assert load_baseline(path) == keys
+
+
+def test_a_metrics_entries_run_cells_trends_controls_invariance_then_search(tmp_path: Path) -> None:
+    """Each kind has its own rank within a metric, whatever order the set hands them over in, and
+    every kind's entry names exactly its own keys, so each round-trips."""
+    keys: set[Known] = {
+        SearchKey("m"),
+        InvarianceKey("m", "shift"),
+        InvarianceKey("m", "batch"),  # before the control by name: the rank decides
+        ControlKey("m", "jpeg"),
+        TrendKey("m", "zeta"),
+        CaseKey("m", "zeta", 5, run=0),
+        CaseKey("m", "zeta", 5),
+        SearchKey("a"),
+        InvarianceKey("a", "batch"),
+    }
+    path = tmp_path / "b.json"
+    dump_baseline(keys, path)
+    assert path.read_text().splitlines()[3:-2] == [
+        '    {"kind": "invariance", "metric": "a", "check": "batch"},',
+        '    {"kind": "search", "metric": "a"},',
+        '    {"metric": "m", "seed_image": "zeta", "step": 5},',
+        '    {"metric": "m", "seed_image": "zeta", "step": 5, "run": 0},',
+        '    {"kind": "trend", "metric": "m", "seed_image": "zeta"},',
+        '    {"kind": "control", "metric": "m", "distortion": "jpeg"},',
+        '    {"kind": "invariance", "metric": "m", "check": "batch"},',
+        '    {"kind": "invariance", "metric": "m", "check": "shift"},',
+        '    {"kind": "search", "metric": "m"}',
+    ]
+    assert load_baseline(path) == keys
+
+
+@pytest.mark.parametrize(
+    ("entry", "match"),
+    [
+        ({"kind": "invariance", "metric": "m"}, "'check'"),
+        ({"kind": "invariance", "metric": "m", "check": "shift", "step": 5}, r"unknown key\(s\) 'step'"),
+        ({"kind": "search", "metric": "m", "check": "shift"}, r"unknown key\(s\) 'check'"),
+        ({"kind": "search"}, "'metric'"),
+        ({"kind": "trend", "metric": "m"}, "'seed_image'"),
+        ({"kind": "control", "metric": "m", "distortion": "jpeg", "run": 1}, r"unknown key\(s\) 'run'"),
+    ],
+)
+def test_each_kind_takes_its_own_keys_only(tmp_path: Path, entry: dict[str, object], match: str) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"format": "banana-tests-baseline/2", "failures": [entry]}))
+    with pytest.raises(BaselineError, match=r"failure entry 0 .*" + match):
+        load_baseline(path)
 
 
 def test_format_1_files_still_load(tmp_path: Path) -> None:
@@ -215,6 +267,7 @@ WHOLE_SUITE = (
 )
 
 
+@pytest.mark.slow
 def test_a_baseline_written_from_a_run_makes_that_run_pass(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,7 +21,7 @@ from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import Record
 from metrics_under_test.protocol import Image, Metric
 from metrics_under_test.registry import resolve
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import Backend, MetricSpec
 from metrics_under_test.weights import stage
 from tests.conftest import weights_mirror, write_crops
 
@@ -51,6 +51,11 @@ TOLERANCE = {
     # float32 ulp at ~5) on a batch of three.
     "noise_sigma": 1e-4,
 }
+# pyiqa's metrics (a real model each) are the slow tier; the numpy ones run in the fast tier.
+NAMES = [
+    pytest.param(n, marks=[pytest.mark.slow] if resolve(n)[0].backend is Backend.PYIQA else [])
+    for n in TOLERANCE
+]
 # Crops of the embedded images, (seed image, step, top, left, height, width): real textures, small
 # enough to be fast (ILNIQE resizes every image to 524 px whatever its size: ~10 s each here), and
 # at least NIQE's 96 px block. Two of one size make a batch; the third has another size.
@@ -129,7 +134,7 @@ def alone(
     return get
 
 
-@pytest.mark.parametrize("name", list(TOLERANCE))
+@pytest.mark.parametrize("name", NAMES)
 def test_the_score_book_scores_a_batch_as_each_image_alone(
     name: str,
     built: Callable[[str], tuple[MetricSpec, Metric]],
@@ -146,7 +151,7 @@ def test_the_score_book_scores_a_batch_as_each_image_alone(
     assert np.abs(np.subtract(scores, alone(name))).max() <= TOLERANCE[name]
 
 
-@pytest.mark.parametrize("name", list(TOLERANCE))
+@pytest.mark.parametrize("name", NAMES)
 def test_a_mixed_size_list_scores_as_each_image_alone(
     name: str,
     built: Callable[[str], tuple[MetricSpec, Metric]],
@@ -163,6 +168,7 @@ def test_a_mixed_size_list_scores_as_each_image_alone(
     assert np.abs(np.subtract(scores, expected)).max() <= TOLERANCE[name]
 
 
+@pytest.mark.slow
 def test_pyiqa_reads_the_parameters_staged_under_todays_torch_home(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

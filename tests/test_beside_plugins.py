@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import junit_cases, parse_matrix
 
+pytestmark = pytest.mark.slow  # each test runs pytest in a child process: the slow tier
+
 # Known by construction (tests/known_metrics.py): NOISE detects every step, REVERSED none.
 METRICS = "--metric=known_metrics:noise_level,known_metrics:noise_level_reversed"
 # "-p randomly": tests/conftest.py keeps pytest-randomly out of the other suite runs the tests make

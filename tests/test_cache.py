@@ -70,6 +70,8 @@ def test_the_key_changes_with_weights_device_and_code(
     }
     spec.weights[0].path.unlink()
     assert identity(spec, "cpu")["weights"] == {}
+    # the device is its kind: workers on different GPUs share their scores
+    assert identity(spec, "cuda:1")["device"] == "cuda" and identity(spec, "cuda:1") == identity(spec, "cuda")
 
 
 def test_a_custom_metrics_key_covers_its_version_precision_and_source() -> None:
@@ -328,6 +330,7 @@ def _write(directory: str, worker: int, rounds: int) -> None:
     cache.close()
 
 
+@pytest.mark.slow
 def test_two_processes_write_at_once(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_write, args=(str(tmp_path), w, 100)) for w in (0, 1)]
@@ -380,6 +383,7 @@ SNAPSHOT_MODULE = (
 )
 
 
+@pytest.mark.slow
 def test_an_edited_helper_module_rescores_and_fails_the_snapshot(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -405,3 +409,24 @@ def test_an_edited_helper_module_rescores_and_fails_the_snapshot(
     (pytester.path / "lc_core.py").write_text(LC_CORE)
     (pytester.path / "ckpt.txt").write_text("1.1")
     pytester.runpytest_subprocess(*args).assert_outcomes(failed=1)
+
+
+def test_a_vlm_metrics_key_holds_its_adapters_code_its_libraries_and_its_hub_revision() -> None:
+    """A VLM scores by the adapters' code, transformers, torch and pyiqa, and the hub commit of its
+    files: a change to any of them is a miss."""
+    from metrics_under_test import vlm
+    from metrics_under_test.registry import lookup
+
+    spec = lookup("qalign")
+    description = identity(spec, "cuda:0")
+    source = hashlib.sha256(b"".join(p.read_bytes() for p in vlm.source_files())).hexdigest()
+    libraries = "; ".join(f"{n} {metadata.version(n)}" for n in ("transformers", "torch", "pyiqa"))
+    assert description == {
+        "name": "qalign",
+        "backend": "vlm",
+        "version": f"vlm+src.{source[:16]}; {libraries}",
+        "revision": vlm.revision(spec),
+        "precision": "model default",
+        "weights": {},
+        "device": "cuda",
+    }

@@ -9,6 +9,7 @@ import tomllib
 from importlib.metadata import requires, version
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -17,6 +18,7 @@ from tests.conftest import PROJECT
 SCRIPT = Path(sys.executable).with_name("banana-tests")
 
 
+@pytest.mark.slow
 def test_version_prints_the_installed_distributions_version() -> None:
     run = subprocess.run([str(SCRIPT), "--version"], capture_output=True, text=True, check=False)
     assert (run.returncode, run.stdout, run.stderr) == (0, f"banana-tests {version('banana-tests')}\n", "")
@@ -29,6 +31,7 @@ def test_the_build_floor_reads_the_license_as_written() -> None:
     assert meta["build-system"]["requires"] == ["setuptools>=77"]
 
 
+@pytest.mark.slow
 def test_the_syrupy_floor_has_the_option_the_suite_sets() -> None:
     """ "Nothing is ever deleted" sets syrupy's `--snapshot-no-cleanup` (no_cleanup), added in 5.4."""
     floor = [r for r in requires("banana-tests") or [] if Requirement(r).name == "syrupy"]

@@ -58,6 +58,7 @@ def plan(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow
 def test_plan_counts_the_images_the_suite_would_score_and_reads_their_sizes(tmp_path: Path) -> None:
     data = write_set(tmp_path / "set", seeds=("alpha", "beta"), runs=(0, 1), steps=(1, 5, 10, 20))
     done = plan(tmp_path, f"--dataset={data}", "--metric=brisque,piqe,laplacian_variance", "--steps=5,10")
@@ -80,6 +81,7 @@ def test_plan_counts_the_images_the_suite_would_score_and_reads_their_sizes(tmp_
     assert f"total: {hours:,.2f} CPU-hours of the metrics with a measured cost" in assumed.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -100,6 +102,7 @@ def test_bad_options_exit_2_naming_them(tmp_path: Path, args: tuple[str, ...], s
     assert done.returncode == 2 and says in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_an_unreadable_image_is_one_line_naming_its_record_and_the_others_are_counted(tmp_path: Path) -> None:
     data = write_set(tmp_path / "set", seeds=("alpha",), runs=(0,), steps=(1, 5, 10))
     (data / "alpha/run0/step005.png").write_bytes(b"not a png")

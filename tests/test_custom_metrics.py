@@ -89,6 +89,7 @@ def test_an_installed_entry_point_answers_to_its_name(
         resolve("tin")
 
 
+@pytest.mark.slow
 def test_an_entry_point_named_apart_from_its_metric_is_refused_naming_both(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -225,6 +226,7 @@ def test_noise_sigma_estimates_gaussian_noise(sigma: float) -> None:
     assert estimate == pytest.approx(sigma, rel=0.1)
 
 
+@pytest.mark.slow
 def test_an_example_runs_through_the_suite_and_junit(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

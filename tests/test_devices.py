@@ -75,6 +75,7 @@ def test_the_run_facts_name_each_workers_device() -> None:
     assert devices_fact(two_gpus) == "gw0 cuda:0, gw1 cuda:1, gw2 cuda:0, gw10 cuda:0"
 
 
+@pytest.mark.slow
 def test_workers_report_their_device_to_the_run_facts(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

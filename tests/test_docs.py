@@ -84,6 +84,15 @@ def test_ci_runs_exactly_the_readmes_test_commands() -> None:
     assert pytest_invocations(ci) == documented
 
 
+def test_ci_runs_the_fast_tier_first_and_the_wheel_gate_after_both_tiers() -> None:
+    """A failure in the unit tests stops CI before the slow tier; the wheel gate follows the tiers."""
+    ci = shell_commands((PROJECT / ".ci" / "run").read_text(encoding="utf-8"))
+    runs = pytest_invocations(ci)
+    assert runs[0] == ["pytest", "tests", "-m", "not slow", "-n", "2"]
+    assert runs[1] == ["pytest", "tests", "-m", "slow", "-n", "2"]
+    assert ci.index(runs[1]) < ci.index(["bash", ".ci/wheel-gate"]) < ci.index(runs[2])
+
+
 def test_the_ci_check_compares_arguments() -> None:
     """One argument more is another command; a word `pytest` that runs no pytest is none."""
     script = "pip install pytest\necho pytest\nBANANA_PAPER_METRICS=1 pytest tests/x.py -n 2 -x  # note\n"
@@ -194,6 +203,7 @@ def test_the_link_check_finds_a_broken_link(tmp_path: Path) -> None:
 # ---- the generated option page ----
 
 
+@pytest.mark.slow
 def test_the_options_page_is_what_the_generator_prints_now() -> None:
     """docs/options.md is generated from pytest's parser; after changing an option, regenerate it
     with `banana-tests options > docs/options.md`."""

@@ -183,6 +183,7 @@ def diffusers_editor(model: str, **options: str) -> DiffusersEditor:
     return DiffusersEditor(model, device="cpu", dtype="float32", options=options)
 
 
+@pytest.mark.slow
 def test_kontext_keeps_a_non_square_seeds_size(pipelines: dict[str, str]) -> None:
     editor = diffusers_editor(pipelines["kontext"], **KONTEXT_FAST)
     seed = scene(48, 32)

@@ -26,6 +26,8 @@ from banana_tests.trajectories.imagefolder import read_imagefolder
 from tests.conftest import CASE_PROPERTIES, SHARED_MIRROR, parse_matrix, unavailable
 from tests.doc_blocks import suite_command
 
+pytestmark = pytest.mark.slow  # the suite with real metrics in a child pytest: the slow tier
+
 METRICS = {"brisque": (0.0, 150.0), "niqe": (0.0, 100.0), "piqe": (0.0, 100.0)}  # Table 2, lower is better
 NEEDED = ("brisque_svm_weights.pth", "niqe_modelparameters.mat")
 DISTORTIONS = ("gaussian_noise", "gaussian_blur", "jpeg")

@@ -15,6 +15,8 @@ from banana_tests.cli import main
 from banana_tests.reports.paper import paper_cells
 from tests.conftest import parse_matrix, unavailable, weights_mirror
 
+pytestmark = pytest.mark.slow  # the suite with real metrics in a child pytest: the slow tier
+
 OTHER_CONTENT = ("cat", "camera", "coins", "grass", "immunohistochemistry", "moon")
 """skimage.data images that load offline and are not among the embedded set's seeds: a photo,
 grey photos, a texture, a micrograph, an astronomical image."""

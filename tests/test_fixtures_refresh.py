@@ -12,6 +12,7 @@ from banana_tests.cli import main
 from banana_tests.editors.fixture_recipe import DEFAULT_DIR
 
 
+@pytest.mark.slow
 def test_refresh_reproduces_the_committed_sha256(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("skimage")
     committed = [json.loads(line) for line in (DEFAULT_DIR / "metadata.jsonl").read_text().splitlines()]

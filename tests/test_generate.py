@@ -57,6 +57,7 @@ def content(out: Path) -> list[tuple[Any, ...]]:
     ]
 
 
+@pytest.mark.slow
 def test_generated_set_runs_through_the_suite(tmp_path: Path) -> None:
     data = tmp_path / "data"
     assert main(command(seeds(tmp_path / "seeds"), data, runs=2, steps=20)) == 0
@@ -95,6 +96,7 @@ def test_generated_set_runs_through_the_suite(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.slow
 def test_the_printed_test_command_runs_as_printed_from_an_empty_folder(tmp_path: Path) -> None:
     """Issue 34: "test it: pytest --dataset=out --variant=replicate" collected nothing outside a
     clone (no `--pyargs banana_tests`)."""
@@ -116,6 +118,7 @@ def test_the_printed_test_command_runs_as_printed_from_an_empty_folder(tmp_path:
     assert {seed for seed, _ in matrix} == {"alpha", "beta", "total"}, result.stdout
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_then_rerun_loses_and_repeats_nothing(tmp_path: Path) -> None:
     seed_dir = seeds(tmp_path / "seeds")
     reference, killed = tmp_path / "reference", tmp_path / "killed"
@@ -343,6 +346,7 @@ def test_a_short_append_is_an_error_naming_the_file(tmp_path: Path) -> None:
         os.close(write)
 
 
+@pytest.mark.slow
 def test_a_lock_that_refuses_raises_at_once_and_one_that_removes_leaves_no_file(tmp_path: Path) -> None:
     from banana_tests import atomic
     from banana_tests.trajectories.records import DataError
@@ -450,6 +454,7 @@ def _replicated(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_the_suite_leaves_out_records_not_for_iqa_unless_asked_for(tmp_path: Path) -> None:
     """A set holding replicate runs and a reconstruction plan's runs under the same variant name
     (`--variant replicate`): the suite tests the replicate runs alone and says how many records it
@@ -547,6 +552,7 @@ def test_a_for_iqa_that_is_no_boolean_is_refused_by_both_readers() -> None:
             check_for_iqa(value, columnar)
 
 
+@pytest.mark.slow
 def test_a_second_generate_into_a_folder_in_use_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,6 +18,8 @@ import pytest
 
 from tests.conftest import PROJECT, junit_cases
 
+pytestmark = pytest.mark.slow  # a benchmark process and a suite run: the slow tier
+
 SCRIPT = PROJECT / "benchmarks" / "gpu_check.sh"
 CPU_TABLE = PROJECT / "benchmarks" / "bench_metrics_cpu.md"
 

@@ -17,6 +17,8 @@ import pytest
 
 from tests.conftest import junit_cases
 
+pytestmark = pytest.mark.slow  # each test runs pytest in a child process: the slow tier
+
 pytest.importorskip("xdist")
 
 OWN_OPTIONS = ("device", "dataset", "steps", "runs", "baseline", "cache-dir", "where", "variant", "metric")

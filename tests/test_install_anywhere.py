@@ -28,6 +28,7 @@ def test_every_package_folder_is_listed_for_the_wheel() -> None:
     assert listed == found | {"banana_tests.data"}
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_the_data_the_suite_reads(tmp_path: Path) -> None:
     subprocess.run(
         [
@@ -71,6 +72,7 @@ def test_the_wheel_carries_the_data_the_suite_reads(tmp_path: Path) -> None:
     assert {"banana_tests/py.typed", "metrics_under_test/py.typed"} <= names  # PEP 561: typed packages
 
 
+@pytest.mark.slow
 def test_an_unrelated_project_runs_as_if_the_plugin_were_absent(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -82,6 +84,7 @@ def test_an_unrelated_project_runs_as_if_the_plugin_were_absent(
     assert not (pytester.path / ".banana_cache").exists()
 
 
+@pytest.mark.slow
 def test_a_metric_module_beside_you_imports_as_under_python_m(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -102,6 +105,7 @@ def test_a_metric_module_beside_you_imports_as_under_python_m(
     assert_outcomes(result, missed=1)  # noise raises the mean gradient: a higher-is-better score misses it
 
 
+@pytest.mark.slow
 def test_the_readmes_install_commands_run_as_printed(tmp_path: Path) -> None:
     """banana-tests is not on the index yet: the README's `pip install banana-tests` named nothing
     (3466396). Its install block runs beside a checkout (`banana-tests/`); pip is told, by its own

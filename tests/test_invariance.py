@@ -101,6 +101,7 @@ def report_with_baseline(path: Path, *extra: str) -> int:
     return main(["report", str(path / "j.xml"), out, baseline, *extra])
 
 
+@pytest.mark.slow
 def test_a_batch_dependent_metric_fails_the_batch_case_only(users: pytest.Pytester) -> None:
     result = run(users, "BatchMean")
 
@@ -115,6 +116,7 @@ def test_a_batch_dependent_metric_fails_the_batch_case_only(users: pytest.Pytest
     result.stdout.fnmatch_lines(["*batch_mean is not batch-invariant: the largest change*over 4 crops*"])
 
 
+@pytest.mark.slow
 def test_a_per_image_metric_passes_every_invariance_case(users: pytest.Pytester) -> None:
     result = run(users, "Brightness")
 
@@ -125,6 +127,7 @@ def test_a_per_image_metric_passes_every_invariance_case(users: pytest.Pytester)
         assert float(props["change"]) <= float(props["tolerance"])
 
 
+@pytest.mark.slow
 def test_a_metric_declares_its_own_shift_and_resize_tolerance(users: pytest.Pytester) -> None:
     """`invariance_points` replaces the default 5 points of the shift and resize checks, which
     `brightness` passes; the same-pixel checks keep theirs."""
@@ -139,6 +142,7 @@ def test_a_metric_declares_its_own_shift_and_resize_tolerance(users: pytest.Pyte
     result.stdout.fnmatch_lines(["*strict is not shift-invariant: *not within its tolerance 0"])
 
 
+@pytest.mark.slow
 def test_a_cached_outcome_is_measured_again_when_the_metric_changes(users: pytest.Pytester) -> None:
     """The second run answers every check from the score cache, with the first run's figures;
     an edit of the metric's code (BatchMean now scores each image alone) is a new identity, so its
@@ -164,6 +168,7 @@ def test_a_cached_outcome_is_measured_again_when_the_metric_changes(users: pytes
     assert {cached for _, cached in changes(users).values()} == {"false"}
 
 
+@pytest.mark.slow
 def test_a_baseline_expects_a_known_invariance_failure_and_fails_a_new_one(users: pytest.Pytester) -> None:
     """run -> report --write-baseline -> pytest --baseline, as for every other kind of case; the
     report's summary.md has the invariance table."""
@@ -261,6 +266,7 @@ def blocks(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest
     return pytester
 
 
+@pytest.mark.slow
 def test_a_metric_that_declares_its_min_side_is_checked_on_crops_that_large(blocks: pytest.Pytester) -> None:
     result = blocks.runpytest_subprocess(
         "--metric=blockmetric:Declared", "--junitxml=j.xml", "-o", "junit_family=xunit1", "-p", "no:randomly"
@@ -271,6 +277,7 @@ def test_a_metric_that_declares_its_min_side_is_checked_on_crops_that_large(bloc
         assert props["crop_side"] == "192" and float(props["change"]) <= float(props["tolerance"])
 
 
+@pytest.mark.slow
 def test_a_min_side_no_crop_reaches_fails_each_check_in_one_line(blocks: pytest.Pytester) -> None:
     result = blocks.runpytest_subprocess("--metric=blockmetric:TooLarge", "-p", "no:randomly")
 
@@ -281,6 +288,7 @@ def test_a_min_side_no_crop_reaches_fails_each_check_in_one_line(blocks: pytest.
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_metric_that_raises_on_the_crops_gates_green_after_a_baseline_and_red_when_its_scores_change(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

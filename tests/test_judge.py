@@ -140,6 +140,7 @@ def judge_tables(text: str) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]
     return per_seed, runs
 
 
+@pytest.mark.slow
 def test_gemini_judge_reports_exactly_the_admitting_steps(
     made_set: Path, stub: Stub, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -335,6 +336,7 @@ def test_per_seed_statistics() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_report_adds_the_judge_section(
     made_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], snapshot: SnapshotAssertion
 ) -> None:
@@ -352,6 +354,7 @@ def test_report_adds_the_judge_section(
     assert "no such judgments file" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_then_rerun_loses_and_repeats_nothing(made_set: Path, stub: Stub) -> None:
     """Judging in a process killed (SIGKILL) at random moments, rerun each time: the file ends as a
     run never killed writes it, each step once, and no request is repeated but the one a kill cut
@@ -394,6 +397,7 @@ def test_sigkill_at_random_moments_then_rerun_loses_and_repeats_nothing(made_set
     assert 20 <= len(questions(stub)) - before <= 20 + kills
 
 
+@pytest.mark.slow
 def test_an_interrupt_keeps_the_judgments_and_the_rerun_asks_only_the_rest(
     made_set: Path, stub: Stub
 ) -> None:
@@ -421,6 +425,7 @@ def test_an_interrupt_keeps_the_judgments_and_the_rerun_asks_only_the_rest(
     assert firsts(out) == FIRST and 20 <= len(questions(stub)) <= 21
 
 
+@pytest.mark.slow
 def test_a_second_writer_is_refused_while_another_process_holds_the_file(made_set: Path) -> None:
     out = made_set / "kw.jsonl"
     busy = re.escape(f"another `banana-tests judge` is writing to {out}")

@@ -408,6 +408,7 @@ def test_a_rerun_with_the_same_result_is_a_replacement_not_a_copy(tmp_path: Path
     ]
 
 
+@pytest.mark.slow
 def test_a_file_of_f958bf8_reads_to_the_cells_this_version_writes(pytester: pytest.Pytester) -> None:
     """The same cases run now: the same cells, trend series and control outcomes, and the run's
     facts, which f958bf8 carried on the first case of each process."""

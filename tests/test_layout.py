@@ -225,6 +225,7 @@ assert loaded == [], loaded
 """
 
 
+@pytest.mark.slow
 def test_scoring_through_the_api_in_a_fresh_interpreter_loads_no_pytest(tmp_path: Path) -> None:
     """The core and the api imported, settings built and one seed image scored with piqe (its
     shard dealt too): no pytest, _pytest, xdist or pluggy in sys.modules."""

@@ -48,6 +48,7 @@ def test_tuning_for_a_metric_follows_what_it_says(monkeypatch: pytest.MonkeyPatc
     ]
 
 
+@pytest.mark.slow
 def test_ilniqe_says_it_fragments_a_keeping_heap_and_niqe_does_not() -> None:
     pytest.importorskip("pyiqa")
     from metrics_under_test.pyiqa_backend import PyiqaMetric
@@ -61,6 +62,7 @@ def test_ilniqe_says_it_fragments_a_keeping_heap_and_niqe_does_not() -> None:
     assert process_tuning.reuses_freed_memory(built["niqe"])
 
 
+@pytest.mark.slow
 def test_ilniqe_scores_one_image_per_model_call_where_niqe_takes_the_batch() -> None:
     """ILNIQE holds ~2.7 GB per image whatever its size (it resizes each to 524 px): the scorer
     groups the embedded set's 384 px images three to a batch, and three at once in ILNIQE's model
@@ -124,6 +126,7 @@ class Growing:
 OTHER = "metrics_under_test.examples:laplacian_variance"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("prlimit") is None, reason="util-linux's prlimit")
 def test_a_metric_that_exhausts_memory_errors_its_own_cases_and_the_junit_file_is_complete(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch

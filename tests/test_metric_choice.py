@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each test runs pytest in a child process: the slow tier
+
 NOISE, REVERSED = "known_metrics:noise_level", "known_metrics:noise_level_reversed"
 SELECTION = f"--metric={NOISE},{REVERSED}"
 CHECKS_ITS_METRIC = """

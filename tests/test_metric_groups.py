@@ -62,6 +62,7 @@ def pytest_collection_finish(session):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("aggregate", ["mean", "per-run"])
 def test_shards_deal_by_the_typed_keys_the_units_the_scheduler_reads_off_the_ids(
     tmp_path: Path, aggregate: str

@@ -82,6 +82,7 @@ def cached(junit: Path) -> list[str]:
     return [p.get("value", "") for p in ET.parse(junit).iter("property") if p.get("name") == "score_cached"]
 
 
+@pytest.mark.slow
 def test_a_transitive_dependencys_version_change_rescores(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -140,6 +141,7 @@ KEY = (
 )
 
 
+@pytest.mark.slow
 def test_the_key_is_the_same_whatever_the_process_imported_before(tmp_path: Path) -> None:
     """An xdist worker where another metric loaded torch and scikit-image first, and one where
     nothing did, key the metric alike: the tree is read from metadata, not from sys.modules."""
@@ -161,6 +163,7 @@ def test_the_key_is_the_same_whatever_the_process_imported_before(tmp_path: Path
 UNDECLARED_A = "from udep_b import FACTOR\n\n\ndef score(pixels):\n    return float(pixels.std()) * FACTOR\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
 def test_an_undeclared_import_of_a_library_is_keyed_by_what_loaded(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workers: tuple[str, ...]
@@ -194,6 +197,7 @@ def test_an_undeclared_import_of_a_library_is_keyed_by_what_loaded(
     assert [a["distributions"]["udep_b"] for a in memo["contrast"]] == ["1.0.1", "1.0"]  # newest first
 
 
+@pytest.mark.slow
 def test_a_real_library_that_torch_loads_undeclared_is_keyed(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -54,6 +54,7 @@ def test_availability_follows_the_files_in_the_cache_and_the_mirror(
     assert not staged["musiq"]["available"]
 
 
+@pytest.mark.slow
 def test_the_table_is_fast_and_never_imports_pyiqa_or_torch() -> None:
     code = (
         "import sys; from banana_tests.cli import main; main(['metrics']); "

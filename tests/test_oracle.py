@@ -36,6 +36,7 @@ def write_set(root: Path) -> None:
     (root / "metadata.jsonl").write_text("".join(lines))
 
 
+@pytest.mark.slow
 def test_steps_equal_to_the_reference_are_not_a_valid_trial(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

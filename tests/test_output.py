@@ -28,6 +28,7 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     return folder
 
 
+@pytest.mark.slow
 def test_a_failing_verdict_is_one_line_without_a_traceback(suite: pytest.Pytester) -> None:
     result = suite.runpytest_subprocess(
         "--dataset=data", f"--metric={REVERSED}", "--junitxml=j.xml", "-o", "junit_family=xunit1"
@@ -66,6 +67,7 @@ def test_a_failing_verdict_is_one_line_without_a_traceback(suite: pytest.Pyteste
     assert {c.outcome for c in reading.matrix.cells.values()} == {"failed"}  # verdicts, not errors
 
 
+@pytest.mark.slow
 def test_on_ci_the_short_summary_carries_each_miss_whole(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -84,6 +86,7 @@ def test_on_ci_the_short_summary_carries_each_miss_whole(
         assert lines[at + 1].startswith(FAILING_LINE.format(seed=seed, step=5))
 
 
+@pytest.mark.slow
 def test_the_suite_adds_its_own_sections_and_leaves_pytests_stats_alone(suite: pytest.Pytester) -> None:
     """Failing verdicts are filed by pytest itself under their own category (the public
     pytest_report_teststatus hook), so no plugin's stats are taken apart and put back."""
@@ -119,6 +122,7 @@ def pytest_terminal_summary(terminalreporter):
     assert_outcomes(result, missed=2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tb", ["auto", "long", "short", "line", "native", "no"])
 def test_a_miss_is_missed_under_every_tb(suite: pytest.Pytester, tb: str) -> None:
     """The word for a miss was "failed" under --tb=long, "missed" under the others."""
@@ -127,6 +131,7 @@ def test_a_miss_is_missed_under_every_tb(suite: pytest.Pytester, tb: str) -> Non
     assert "= FAILURES =" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_tb_long_keeps_the_traceback(suite: pytest.Pytester) -> None:
     """In the suite's own section, in place of the one line: pytest's FAILURES leaves misses out."""
     result = suite.runpytest_subprocess("--dataset=data", f"--metric={REVERSED}", "--steps=20", "--tb=long")
@@ -141,6 +146,7 @@ def test_tb_long_keeps_the_traceback(suite: pytest.Pytester) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_run_of_misses_alone_ends_red_and_rf_lists_them(suite: pytest.Pytester) -> None:
     """It ended yellow while exiting 1, its misses absent from `-rf`; pytest's default `-r fE`."""
     result = suite.runpytest_subprocess(
@@ -159,6 +165,7 @@ def test_a_run_of_misses_alone_ends_red_and_rf_lists_them(suite: pytest.Pytester
     assert len(missed) == 2 and all(line.startswith(red + "MISSED") for line in missed), summary
 
 
+@pytest.mark.slow
 def test_rf_lists_misses_after_failures_and_leaves_pytests_stats_as_they_were(suite: pytest.Pytester) -> None:
     suite.makepyfile(test_mine="def test_fails():\n    assert False\n")
     suite.makeconftest(
@@ -192,6 +199,7 @@ def pytest_unconfigure(config):
     )
 
 
+@pytest.mark.slow
 def test_a_metric_that_raises_keeps_its_traceback(suite: pytest.Pytester) -> None:
     """A metric's exception is each image's error in one line (tests/bad_inputs/test_metric_raises.py),
     and the line says where the metric raised it."""
@@ -213,6 +221,7 @@ def test_a_metric_that_raises_keeps_its_traceback(suite: pytest.Pytester) -> Non
     )
 
 
+@pytest.mark.slow
 def test_help_names_the_group_banana_tests(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--help")
     result.stdout.fnmatch_lines(["banana-tests:", "*--metric*"])

@@ -41,6 +41,8 @@ from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.weights import stage
 from tests.conftest import PROJECT, weights_mirror, write_crops
 
+pytestmark = pytest.mark.slow  # a process per paper metric, with real parameters: the slow tier
+
 ASKED = "BANANA_PAPER_METRICS"  # run the per-metric processes
 COMMAND = f"{ASKED}=1 pytest tests/test_paper_metrics.py tests/test_gpu_check.py -n 2"  # README, .ci/run
 heavy = pytest.mark.skipif(

@@ -15,8 +15,20 @@ from tests.conftest import CASE_PROPERTIES, SHARED_MIRROR, assert_outcomes, juni
 NOISE, REVERSED = "known_metrics:noise_level", "known_metrics:noise_level_reversed"
 
 
-def test_one_case_per_metric_seed_and_step(suite: pytest.Pytester) -> None:
-    result = suite.runpytest_subprocess("--dataset=data", f"--metric={NOISE}", "--junitxml=j.xml", "-v")
+# The fast tier's one end-to-end run of the suite: in pytester's own process, with a numpy metric.
+RUNNERS = [pytest.param("in-process"), pytest.param("child", marks=pytest.mark.slow)]
+
+
+def run(suite: pytest.Pytester, where: str, *args: str) -> pytest.RunResult:
+    """In-process without a score cache: its key finds a metric's libraries in a child process."""
+    if where == "in-process":
+        return suite.runpytest("--no-cache", *args)
+    return suite.runpytest_subprocess(*args)
+
+
+@pytest.mark.parametrize("where", RUNNERS)
+def test_one_case_per_metric_seed_and_step(suite: pytest.Pytester, where: str) -> None:
+    result = run(suite, where, "--dataset=data", f"--metric={NOISE}", "--junitxml=j.xml", "-v")
     got = junit_cases(suite.path / "j.xml")
     assert sorted(got) == sorted(
         f"test_detects_degradation[noise_level-{s}-step{i}]" for s in ("alpha", "beta") for i in (5, 10, 20)
@@ -31,6 +43,7 @@ def test_one_case_per_metric_seed_and_step(suite: pytest.Pytester) -> None:
     }
 
 
+@pytest.mark.slow
 def test_junit_properties_rebuild_the_case(suite: pytest.Pytester) -> None:
     suite.runpytest_subprocess(
         "--dataset=data", f"--metric={NOISE},{REVERSED}", "--steps=20", "--junitxml=j.xml"
@@ -52,10 +65,11 @@ def test_junit_properties_rebuild_the_case(suite: pytest.Pytester) -> None:
         assert float(props["delta"]) == pytest.approx(delta, abs=1e-9)
 
 
-def test_failure_message_shows_both_scores(suite: pytest.Pytester) -> None:
+@pytest.mark.parametrize("where", RUNNERS)
+def test_failure_message_shows_both_scores(suite: pytest.Pytester, where: str) -> None:
     # The test images' noise grows with the step, and noise raises the Laplacian's variance, a
     # higher-is-better score: every case fails.
-    result = suite.runpytest_subprocess("--dataset=data", "--metric=laplacian_variance", "--steps=20")
+    result = run(suite, where, "--dataset=data", "--metric=laplacian_variance", "--steps=20")
     assert_outcomes(result, missed=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     for seed in ("alpha", "beta"):  # one line each: Δ, both raw and both normalised scores
@@ -70,6 +84,7 @@ def test_failure_message_shows_both_scores(suite: pytest.Pytester) -> None:
     assert parse_matrix(result.stdout.str())[("total", "laplacian_variance")] == "2/2"
 
 
+@pytest.mark.slow
 def test_per_run_aggregate_gives_one_case_per_run(suite: pytest.Pytester) -> None:
     result = suite.runpytest_subprocess(
         "--dataset=data", f"--metric={REVERSED}", "--aggregate=per-run", "--steps=5", "--junitxml=j.xml"
@@ -85,6 +100,7 @@ def test_per_run_aggregate_gives_one_case_per_run(suite: pytest.Pytester) -> Non
     assert parse_matrix(result.stdout.str())[("total", "noise_level_reversed")] == "4/4"
 
 
+@pytest.mark.slow
 def test_xdist_gives_the_same_verdicts_as_a_serial_run(suite: pytest.Pytester) -> None:
     """Each run has its own score cache: the second must score, not read the first's scores."""
     args = ("--dataset=data", f"--metric={NOISE},{REVERSED}")
@@ -103,6 +119,7 @@ def test_xdist_gives_the_same_verdicts_as_a_serial_run(suite: pytest.Pytester) -
     assert (result.ret, serial_run.ret) == (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.TESTS_FAILED)
 
 
+@pytest.mark.slow
 def test_xdist_keeps_each_seed_image_of_a_metric_on_one_worker(suite: pytest.Pytester) -> None:
     """The scheduler's group is (metric, seed image): its steps share one reference image's score."""
     result = suite.runpytest_subprocess("--dataset=data", f"--metric={NOISE},{REVERSED}", "-n", "2", "-v")
@@ -115,6 +132,7 @@ def test_xdist_keeps_each_seed_image_of_a_metric_on_one_worker(suite: pytest.Pyt
     assert all(len(w) == 1 for w in workers.values()), workers
 
 
+@pytest.mark.slow
 def test_a_named_metric_without_weights_fails_the_run_naming_the_file(suite: pytest.Pytester) -> None:
     """A gate whose metric never ran must not pass: each case errors with the reason."""
     result = suite.runpytest_subprocess("--dataset=data", "--metric=cnniqa")
@@ -125,6 +143,7 @@ def test_a_named_metric_without_weights_fails_the_run_naming_the_file(suite: pyt
     )
 
 
+@pytest.mark.slow
 def test_weights_unknown_to_the_catalog_fail_naming_what_was_fetched(suite: pytest.Pytester) -> None:
     """hyperiqa fetches from the hub at build time; offline, that is the same failure, not a crash."""
     result = suite.runpytest_subprocess("--dataset=data", "--metric=hyperiqa", "--steps=5")
@@ -151,6 +170,7 @@ def test_only_metrics_that_offline_or_all_chose_may_skip(text: str, named: set[s
     assert named_metrics(requests, resolve(requests)) == named
 
 
+@pytest.mark.slow
 def test_weights_dir_is_staged_into_the_pyiqa_cache(suite: pytest.Pytester, tmp_path: Path) -> None:
     mirror = SHARED_MIRROR
     if not (mirror / "brisque_svm_weights.pth").is_file():
@@ -162,6 +182,7 @@ def test_weights_dir_is_staged_into_the_pyiqa_cache(suite: pytest.Pytester, tmp_
     assert (suite.path / "torch" / "hub" / "pyiqa" / "brisque_svm_weights.pth").exists()
 
 
+@pytest.mark.slow
 def test_unknown_metric_is_a_usage_error_listing_valid_names(suite: pytest.Pytester) -> None:
     result = suite.runpytest_subprocess("--dataset=data", "--metric=brisk")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -170,6 +191,7 @@ def test_unknown_metric_is_a_usage_error_listing_valid_names(suite: pytest.Pytes
     )
 
 
+@pytest.mark.slow
 def test_a_missing_reference_step_errors_only_its_cases(suite: pytest.Pytester) -> None:
     meta = suite.path / "data" / "metadata.jsonl"
     meta.write_text(
@@ -192,6 +214,7 @@ def test_a_missing_reference_step_errors_only_its_cases(suite: pytest.Pytester) 
     result.stdout.fnmatch_lines(["*beta run 0 has no step 1*"])
 
 
+@pytest.mark.slow
 def test_plugin_import_stays_light() -> None:
     code = "import sys, banana_tests.plugin; print(sorted({'torch', 'pyiqa', 'datasets'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -191,6 +191,7 @@ def junit_cases(path: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
+@pytest.mark.slow
 def test_a_metric_nan_only_on_degenerate_images_gets_a_verdict_on_every_case(suite: pytest.Pytester) -> None:
     result = suite.runpytest_subprocess(
         "--pyargs", "banana_tests", "--dataset=data", "--metric=fussy:fussy", "--no-cache",
@@ -239,6 +240,7 @@ COMPLEX_FAILURE = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "target, says",
     [

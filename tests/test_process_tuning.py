@@ -68,6 +68,7 @@ def page_faults(mode: str) -> int:
     return int(out.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not GLIBC, reason="glibc's mallopt only")
 def test_freed_buffers_are_reused_instead_of_faulted_in_again() -> None:
     pages = 64 * 2**20 // 4096
@@ -131,6 +132,7 @@ print(gc.get_freeze_count())
 """
 
 
+@pytest.mark.slow
 def test_the_heap_is_frozen_at_exit_so_teardown_skips_its_collections() -> None:
     out = subprocess.run([sys.executable, "-c", FREEZE], capture_output=True, text=True, check=True)
 
@@ -151,6 +153,7 @@ print(gc.get_freeze_count() > 10_000, before, gc.get_threshold()[0], gc.isenable
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", ["python's", "1000", "disabled"])
 def test_collection_is_frozen_and_young_objects_collected_less_often_unless_the_user_chose(
     setting: str,
@@ -166,6 +169,7 @@ def test_collection_is_frozen_and_young_objects_collected_less_often_unless_the_
         assert (after, enabled) == (before, str(setting != "disabled"))
 
 
+@pytest.mark.slow
 def test_a_suite_run_tunes_its_collector_after_collection(pytester: pytest.Pytester) -> None:
     pytester.makeconftest("import gc\nAT_START = gc.get_threshold()[0]\n")
     pytester.makepyfile(
@@ -184,6 +188,7 @@ def test_a_suite_run_tunes_its_collector_after_collection(pytester: pytest.Pytes
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_an_xdist_worker_keeps_its_tuning_to_its_exit(pytester: pytest.Pytester) -> None:
     """A worker's process ends with its session: nothing to hand back, and unfreezing there gave
     its exit a full collection over every object the run froze (docs/speed.md)."""
@@ -268,6 +273,7 @@ print(json.dumps(seen))
 """
 
 
+@pytest.mark.slow
 def test_a_suite_run_puts_back_what_it_tuned_in_its_process(suite: pytest.Pytester) -> None:
     """gc.freeze, the collector's threshold, torch's threads and glibc's thresholds were changed
     by a suite run and never put back."""

@@ -21,6 +21,8 @@ import pytest
 
 from tests.conftest import SUITE_MODULE, junit_cases, parse_matrix, unavailable, weights_mirror
 
+pytestmark = pytest.mark.slow  # each test runs pytest in a child process: the slow tier
+
 NOISE = "known_metrics:noise_level"
 IMPORTS_PLUGIN = """
 import sys

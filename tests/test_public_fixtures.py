@@ -63,6 +63,7 @@ def run_mean(values: object) -> float:
     return math.fsum(values) / len(values)
 
 
+@pytest.mark.slow
 def test_the_fixtures_are_found_with_their_scope_and_docstrings(suite: pytest.Pytester) -> None:
     suite.makepyfile(test_own="def test_nothing(banana_metric):\n    pass\n")
     result = suite.runpytest_subprocess("--fixtures", "test_own.py", "--dataset=data", f"--metric={NOISE}")
@@ -80,6 +81,7 @@ def test_the_fixtures_are_found_with_their_scope_and_docstrings(suite: pytest.Py
     )
 
 
+@pytest.mark.slow
 def test_a_users_test_runs_once_per_selected_metric_with_its_name_as_id(suite: pytest.Pytester) -> None:
     suite.makepyfile(
         test_own="""
@@ -117,6 +119,7 @@ def test_a_users_test_runs_once_per_selected_metric_with_its_name_as_id(suite: p
     )
 
 
+@pytest.mark.slow
 def test_a_test_on_a_case_and_banana_metric_gets_the_cases_metric(suite: pytest.Pytester) -> None:
     """The shipped cases set up no `banana_metric`; a test of yours on both gets the case's."""
     suite.makepyfile(
@@ -136,6 +139,7 @@ def test_a_test_on_a_case_and_banana_metric_gets_the_cases_metric(suite: pytest.
     )
 
 
+@pytest.mark.slow
 def test_scores_and_delta_equal_the_shipped_cases(suite: pytest.Pytester) -> None:
     """Two processes, no cache between them: the user's scores are computed, not read back."""
     metrics = f"--metric={NOISE},{REVERSED}"
@@ -156,6 +160,7 @@ def test_scores_and_delta_equal_the_shipped_cases(suite: pytest.Pytester) -> Non
         assert mine["cached"] == [False, False], name
 
 
+@pytest.mark.slow
 def test_real_metrics_have_their_names_as_ids_and_the_shipped_scores(suite: pytest.Pytester) -> None:
     """The issue's check: BRISQUE, NIQE and PIQE through `banana_metric` in a user's folder score
     the images as the shipped cases' JUnit `score_step` says, to the last digit."""
@@ -234,6 +239,7 @@ def builds(folder: pytest.Pytester) -> Counter[tuple[str, str]]:
     return Counter((pid, name) for pid, name in (line.split(" ") for line in lines))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "n2"])
 def test_each_model_is_built_once_per_worker(suite: pytest.Pytester, workers: list[str]) -> None:
     """Eight tests per metric, interleaved in the module: the scheduler keeps a metric's tests on
@@ -249,6 +255,7 @@ def test_each_model_is_built_once_per_worker(suite: pytest.Pytester, workers: li
     assert set(got.values()) == {1}, got
 
 
+@pytest.mark.slow
 def test_a_rerun_scores_from_the_cache_and_builds_no_model(suite: pytest.Pytester) -> None:
     (suite.path / "counted.py").write_text(COUNTED)
     suite.makepyfile(test_own=SCORES_MODULE)
@@ -267,6 +274,7 @@ def test_a_rerun_scores_from_the_cache_and_builds_no_model(suite: pytest.Pyteste
     assert {tuple(v["cached"]) for v in warm.values()} == {(True, True)}
 
 
+@pytest.mark.slow
 def test_trajectories_by_key_selected_and_decoded_on_demand(suite: pytest.Pytester) -> None:
     """A broken image breaks only the test that asks for its pixels."""
     broken = suite.path / "data" / "beta" / "run1" / "step020.png"
@@ -309,6 +317,7 @@ def test_trajectories_by_key_selected_and_decoded_on_demand(suite: pytest.Pytest
     selected.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_an_unreadable_set_is_one_usage_error(suite: pytest.Pytester) -> None:
     suite.makepyfile(test_own="def test_x(banana_trajectories):\n    pass\n")
     result = suite.runpytest_subprocess("test_own.py", "--dataset=data", "--variant=rotate")
@@ -316,6 +325,7 @@ def test_an_unreadable_set_is_one_usage_error(suite: pytest.Pytester) -> None:
     assert "no records of variant 'rotate'" in result.stderr.str()
 
 
+@pytest.mark.slow
 def test_a_named_metric_that_cannot_load_fails_as_the_shipped_cases_do(suite: pytest.Pytester) -> None:
     """The user's test fails (scoring runs in its body), the shipped cases error (in their fixture):
     with the same message, naming the missing file."""
@@ -354,6 +364,7 @@ def test_a_metric_that_offline_or_all_chose_skips_with_the_loading_message() -> 
         load_or_skip("brisque", True, load)
 
 
+@pytest.mark.slow
 def test_the_examples_run_on_any_metric(suite: pytest.Pytester) -> None:
     for example in EXAMPLES.glob("test_*.py"):
         shutil.copyfile(example, suite.path / example.name)
@@ -370,6 +381,7 @@ def test_the_examples_run_on_any_metric(suite: pytest.Pytester) -> None:
     )
 
 
+@pytest.mark.slow
 def test_the_fixture_modules_import_no_heavy_stack() -> None:
     modules = (
         "banana_tests.plugin, banana_tests.public_fixtures, banana_tests.session.scorer, "

@@ -97,6 +97,7 @@ def rows(out: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_serial_xdist_and_merged_shards_give_the_same_matrix_csv(reports: dict[str, Path]) -> None:
     serial = (reports["serial"] / "matrix.csv").read_bytes()
     assert (reports["xdist"] / "matrix.csv").read_bytes() == serial
@@ -120,6 +121,7 @@ def test_serial_xdist_and_merged_shards_give_the_same_matrix_csv(reports: dict[s
         assert (r["reference_step"], r["runs"], r["run"]) == ("1", "2", "")
 
 
+@pytest.mark.slow
 def test_every_file_is_written(reports: dict[str, Path]) -> None:
     names = {p.name for p in reports["serial"].iterdir()}
     steps = {f"gaps_step{s}.{ext}" for s in (5, 10, 20) for ext in ("png", "svg")}
@@ -131,6 +133,7 @@ def test_every_file_is_written(reports: dict[str, Path]) -> None:
     assert "replicate" in html  # run metadata from the cases' properties
 
 
+@pytest.mark.slow
 def test_the_run_facts_are_recorded_once_per_file_and_reach_every_report(
     runs: dict[str, list[Path]], reports: dict[str, Path]
 ) -> None:
@@ -154,6 +157,7 @@ def test_the_run_facts_are_recorded_once_per_file_and_reach_every_report(
         assert f"<td>metric libraries</td><td>numpy {metadata.version('numpy')}</td>" in run_table, name
 
 
+@pytest.mark.slow
 def test_summary_counts_each_metric(reports: dict[str, Path], snapshot: SnapshotAssertion) -> None:
     table = rows(reports["serial"])
     summary = (reports["serial"] / "summary.md").read_text()
@@ -166,6 +170,7 @@ def test_summary_counts_each_metric(reports: dict[str, Path], snapshot: Snapshot
     assert section[: section.index("\n\n", section.index("| metric"))] == snapshot
 
 
+@pytest.mark.slow
 def test_a_rerun_replaces_older_results_and_says_so(
     runs: dict[str, list[Path]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -183,6 +188,7 @@ def test_not_junit_is_an_error_naming_the_file(tmp_path: Path, capsys: pytest.Ca
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", sorted(PAPER_FAILURES))
 def test_paper_only_reproduces_the_papers_failure_counts(paper_report: Path, metric: str) -> None:
     mine = [r for r in rows(paper_report) if r["metric"] == metric]
@@ -230,6 +236,7 @@ def test_compare_paper_on_other_seed_images_compares_rates(
     assert "| piqe |" in (tmp_path / "summary.md").read_text().split("Compared with the paper")[1]
 
 
+@pytest.mark.slow
 def test_write_baseline_keeps_the_failing_cases(runs: dict[str, list[Path]], tmp_path: Path) -> None:
     report(tmp_path / "out", runs["serial"][0], "--write-baseline", tmp_path / "baseline.json")
     failing = {
@@ -244,6 +251,7 @@ def test_write_baseline_keeps_the_failing_cases(runs: dict[str, list[Path]], tmp
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH")
 def test_report_html_renders_in_headless_chromium(reports: dict[str, Path], tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
@@ -328,6 +336,7 @@ def table_rows(html: str, heading: str) -> list[list[str]]:
     ]
 
 
+@pytest.mark.slow
 def test_separability_is_in_the_page_and_summary_with_its_figure(reports: dict[str, Path]) -> None:
     """noise_level puts every clean image above every degraded one at every step (AUC 1), its
     reversed twin every one below (AUC 0); 2 seed images × 2 runs of clean images."""
@@ -343,6 +352,7 @@ def test_separability_is_in_the_page_and_summary_with_its_figure(reports: dict[s
     assert "| noise_level_reversed | 0.000 | 0.000 | 0.000 | 4 |" in summary
 
 
+@pytest.mark.slow
 def test_the_oracle_is_a_reference_row_with_the_images_own_psnr(reports: dict[str, Path], data: Path) -> None:
     """Its PSNR range per step is the one the images give (scoring.oracle on the files), and it
     detects every step of the set: the positive control beside a metric that fails them all."""
@@ -386,6 +396,7 @@ def test_compare_paper_keeps_the_separability_and_oracle_sections(tmp_path: Path
     assert "| piqe | 0 | – (no shared seed image) |" in summary
 
 
+@pytest.mark.slow
 def test_a_run_whose_steps_did_not_change_reports_them_as_not_valid_trials(tmp_path: Path) -> None:
     """The suite's own JUnit on a set whose `frozen` steps copy its reference: report counts them
     as not valid trials with their PSNR, and the oracle row fails exactly those steps."""
@@ -412,6 +423,7 @@ def test_a_run_whose_steps_did_not_change_reports_them_as_not_valid_trials(tmp_p
     assert "| noise_level | 4 | 0 | 0 | 0 | 0 | 2 |" in markdown
 
 
+@pytest.mark.slow
 def test_a_control_failure_is_in_the_summary_the_page_and_controls_csv(tmp_path: Path) -> None:
     """The real control family on a cheap numpy metric: laplacian_variance takes noise for detail,
     so its gaussian_noise case fails; the report shows that per metric and distortion."""

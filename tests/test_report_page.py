@@ -72,6 +72,7 @@ def section(html: str, heading: str) -> str:
     return html[start : end if end > 0 else None]
 
 
+@pytest.mark.slow
 def test_a_steps_all_report_draws_a_step_summary_and_the_papers_steps(steps_all: Path) -> None:
     names = sorted(p.name for p in steps_all.iterdir())
     assert len(names) <= 20, names
@@ -83,6 +84,7 @@ def test_a_steps_all_report_draws_a_step_summary_and_the_papers_steps(steps_all:
     assert len((steps_all / "matrix.csv").read_text().splitlines()) == 1 + 3 * 4 * 99
 
 
+@pytest.mark.slow
 def test_figure_steps_chooses_the_heatmaps(tmp_path: Path) -> None:
     xml = many_steps_xml(tmp_path / "junit.xml")
     assert main(["report", str(xml), "--out", str(tmp_path / "out"), "--figure-steps", "7,50"]) == 0
@@ -193,6 +195,7 @@ def chromium(page: Path, profile: Path, *args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH")
 def test_the_page_fits_1400_px_and_every_image_loads(steps_all: Path, tmp_path: Path) -> None:
     probed = tmp_path / "probed.html"
@@ -264,6 +267,7 @@ def rows_of(html: str, heading: str) -> list[list[str]]:
     ]
 
 
+@pytest.mark.slow
 def test_unresolved_cells_are_counted_apart_never_as_passes(strict_report: Path) -> None:
     html = (strict_report / "report.html").read_text()
     summary = {row[0]: row[1:] for row in rows_of(html, "Summary per metric")}
@@ -366,6 +370,7 @@ TOKEN_BREAKING = re.compile(
 )
 
 
+@pytest.mark.slow
 def test_the_page_never_breaks_a_token_a_wide_table_scrolls_instead(tmp_path: Path) -> None:
     """Long seed image and metric names, and numbers, in narrow columns: no rule of the page may
     break inside them, and every table sits in a box of its own that scrolls sideways."""
@@ -381,6 +386,7 @@ def test_the_page_never_breaks_a_token_a_wide_table_scrolls_instead(tmp_path: Pa
     assert seed in page and metric in page and "82.050" in page
 
 
+@pytest.mark.slow
 def test_a_search_only_report_has_no_empty_table_or_section(tmp_path: Path) -> None:
     """A run of the worst-escape search alone has no Δ case: neither the page nor summary.md
     shows the matrix's tables with headers and no rows, nor a Figures heading without figures."""

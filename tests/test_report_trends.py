@@ -88,6 +88,7 @@ def test_a_malformed_series_names_the_file(tmp_path: Path) -> None:
         read_junit([xml])
 
 
+@pytest.mark.slow
 def test_each_trend_case_records_its_series_in_line_with_its_delta_cases(run: tuple[Path, Path]) -> None:
     data, xml = run
     props = cases(xml)
@@ -112,6 +113,7 @@ def test_each_trend_case_records_its_series_in_line_with_its_delta_cases(run: tu
                 assert series.reference == pytest.approx(float(case["norm_reference"]))
 
 
+@pytest.mark.slow
 def test_the_report_plots_each_seed_and_shows_the_run(run: tuple[Path, Path], tmp_path: Path) -> None:
     data, xml = run
     out = report(tmp_path / "a", xml)
@@ -137,6 +139,7 @@ def test_the_report_plots_each_seed_and_shows_the_run(run: tuple[Path, Path], tm
             assert (again / name).read_bytes() == (out / name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_the_series_is_compact_json(run: tuple[Path, Path]) -> None:
     text = next(p["trend_series"] for p in cases(run[1]) if p.get("banana_record") == "trend/2")
     assert " " not in text and len(json.loads(text)) == 4

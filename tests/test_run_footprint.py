@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import suite_folder, unavailable, weights_mirror
 
+pytestmark = pytest.mark.slow  # each test runs pytest in a child process: the slow tier
+
 MIRROR = weights_mirror()  # read before suite_folder clears $BANANA_WEIGHTS_DIR
 
 

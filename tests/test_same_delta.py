@@ -13,11 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from banana_tests.data import EMBEDDED
 
 from tests.conftest import Cases, junit_cases
 from tests.doc_blocks import suite_command
 from tests.test_embedded_suite import required_mirror
+
+pytestmark = pytest.mark.slow  # the suite with real metrics in a child pytest: the slow tier
 
 STEPS = "--steps=5,10"
 

@@ -74,6 +74,7 @@ def test_cases_without_a_verdict_are_left_out() -> None:
     assert saturations(Matrix.of(skipped)) == []
 
 
+@pytest.mark.slow
 def test_a_saturating_metric_is_warned_about_and_piqe_is_not(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -105,6 +106,7 @@ def test_a_clipped_tie_is_what_saturates_a_metric() -> None:
     assert not clipped_tie(40.0, 40.0) and not clipped_tie(0.0, 100.0) and not clipped_tie(0.0, 3.0)
 
 
+@pytest.mark.slow
 def test_a_control_tie_clipped_at_an_end_of_the_range_is_called_saturated(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,6 +16,8 @@ from tests import test_throughput
 from tests.conftest import assert_outcomes, junit_cases, unavailable
 from tests.test_promises import IMPORTS_PLUGIN, niqe_parameters
 
+pytestmark = pytest.mark.slow  # banana-tests score and cache in child processes: the slow tier
+
 suite = test_throughput.suite  # the fixture: 3 seed images, countmetric logging its builds
 METRIC = "--metric=countmetric:First,countmetric:Second"
 JUNIT = ("-o", "junit_family=xunit1")

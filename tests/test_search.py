@@ -101,6 +101,7 @@ def drawn(found: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in found.items() if k != "search_seconds"} | pngs
 
 
+@pytest.mark.slow
 def test_piqe_escapes_within_the_budget_and_the_next_run_replays_it(users: pytest.Pytester) -> None:
     started = time.perf_counter()
     first = run(users, "--metric=piqe", f"--search={PIQE_BUDGET}")
@@ -140,6 +141,7 @@ def test_piqe_escapes_within_the_budget_and_the_next_run_replays_it(users: pytes
     assert "<h2>Worst escape</h2>" in page and page.count("data:image/png;base64,") >= 2
 
 
+@pytest.mark.slow
 def test_a_metric_that_sees_every_degradation_reports_none_found(users: pytest.Pytester) -> None:
     """Also: the same draws for the same --hypothesis-seed, without a cache to replay from."""
     options = ("--metric=usermetrics:CleanCrop", "--search=12", "--no-cache", "--hypothesis-seed=7")
@@ -159,6 +161,7 @@ def test_a_metric_that_sees_every_degradation_reports_none_found(users: pytest.P
     assert "| clean_crop | passed | none found in 24 examples |" in (out / "summary.md").read_text("utf-8")
 
 
+@pytest.mark.slow
 def test_pytest_timeout_stops_the_search(users: pytest.Pytester) -> None:
     """hypothesis takes pytest-timeout's Failed for a failing example and would run the next one."""
     started = time.perf_counter()
@@ -170,6 +173,7 @@ def test_pytest_timeout_stops_the_search(users: pytest.Pytester) -> None:
     assert "Timeout (>3.0s) from pytest-timeout" in line
 
 
+@pytest.mark.slow
 def test_two_metrics_search_on_two_workers(users: pytest.Pytester) -> None:
     metrics = "--metric=usermetrics:CleanCrop,usermetrics:SlowCleanCrop"
     result = run(users, metrics, "--search=3", "-n", "2", "-v", "--no-cache")
@@ -179,6 +183,7 @@ def test_two_metrics_search_on_two_workers(users: pytest.Pytester) -> None:
     assert len({worker for worker, _ in workers}) == 2, workers
 
 
+@pytest.mark.slow
 def test_without_search_the_default_run_collects_no_search(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -102,6 +102,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+@pytest.mark.slow
 def test_two_shards_run_every_case_exactly_once(runs: dict[str, Path]) -> None:
     first, second, whole = (cases_in(runs[k]) for k in ("1/2", "2/2", "whole"))
     assert Counter(first + second) == Counter(whole)
@@ -119,6 +120,7 @@ def test_two_shards_run_every_case_exactly_once(runs: dict[str, Path]) -> None:
     assert all((c in first) != (c in second) for c in non_delta)
 
 
+@pytest.mark.slow
 def test_three_shards_merge_to_the_unsharded_matrix_byte_for_byte(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -132,6 +134,7 @@ def test_three_shards_merge_to_the_unsharded_matrix_byte_for_byte(
     ).read_bytes()
 
 
+@pytest.mark.slow
 def test_each_run_records_its_plan(runs: dict[str, Path]) -> None:
     for key in ("1/2", "2/2", "whole"):
         assert suite_property(runs[key], PLANNED) == cases_in(runs[key]), key
@@ -142,6 +145,7 @@ def test_each_run_records_its_plan(runs: dict[str, Path]) -> None:
     assert Counter(cases_in(runs["1/2 -n 2"])) == Counter(cases_in(runs["1/2"]))
 
 
+@pytest.mark.slow
 def test_merged_shards_give_the_unsharded_matrix_and_exit_0(runs: dict[str, Path], tmp_path: Path) -> None:
     merged, whole = (
         report(runs["1/2"], runs["2/2"], "--out", tmp_path / "merged"),
@@ -154,6 +158,7 @@ def test_merged_shards_give_the_unsharded_matrix_and_exit_0(runs: dict[str, Path
     assert "in none of the files" not in merged.stderr
 
 
+@pytest.mark.slow
 def test_one_shard_alone_lists_every_missing_case(runs: dict[str, Path], tmp_path: Path) -> None:
     done = report(runs["1/2"], "--out", tmp_path / "out")
     assert done.returncode == INCOMPLETE_EXIT, done.stderr
@@ -166,6 +171,7 @@ def test_one_shard_alone_lists_every_missing_case(runs: dict[str, Path], tmp_pat
     assert relaxed.returncode == 0, relaxed.stderr
 
 
+@pytest.mark.slow
 def test_a_case_with_two_outcomes_fails_the_merge(runs: dict[str, Path], tmp_path: Path) -> None:
     """A rerun of shard 1 in which one passing case now fails (written into a copy of its file)."""
     rerun = shutil.copy(runs["1/2"], tmp_path / "rerun.xml")
@@ -183,6 +189,7 @@ def test_a_case_with_two_outcomes_fails_the_merge(runs: dict[str, Path], tmp_pat
     assert f"{len(cases_in(runs['1/2']))} case(s) ran more than once, with the same outcome" in same.stderr
 
 
+@pytest.mark.slow
 def test_shards_of_other_runs_are_refused_naming_the_files_and_what_differs(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -213,6 +220,7 @@ def test_shards_of_other_runs_are_refused_naming_the_files_and_what_differs(
     ).read_bytes()
 
 
+@pytest.mark.slow
 def test_an_empty_shard_writes_its_plan_exits_0_and_merges(tmp_path: Path) -> None:
     """One seed image: four units (two (metric, seed image) units, each metric's other tests),
     so of five shards the fifth is dealt none, serial or under xdist."""
@@ -230,6 +238,7 @@ def test_an_empty_shard_writes_its_plan_exits_0_and_merges(tmp_path: Path) -> No
     assert f"{len(cases_in(whole))} planned case(s) are in none of the files:" in alone.stderr
 
 
+@pytest.mark.slow
 def test_lf_reruns_exactly_each_shards_failures_and_k_narrows_after_dealing(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -266,6 +275,7 @@ def test_lf_reruns_exactly_each_shards_failures_and_k_narrows_after_dealing(
 DESELECTED = "banana_tests/test_control.py::test_detects_control_degradation[noise_level-jpeg]"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
 def test_a_merge_of_narrowed_runs_is_partial_and_names_what_they_left_out(
     runs: dict[str, Path], tmp_path: Path, workers: tuple[str, ...]
@@ -294,6 +304,7 @@ def test_a_merge_of_narrowed_runs_is_partial_and_names_what_they_left_out(
     assert merged.returncode == 0 and "partial" not in merged.stderr, merged.stderr
 
 
+@pytest.mark.slow
 def test_score_and_pytest_deal_the_same_units_on_the_embedded_data() -> None:
     """`banana-tests score --shard=K/N` scores the (metric, seed image) units `pytest --shard=K/N`
     runs (with or without --trend), from the same dealing."""
@@ -321,6 +332,7 @@ def test_score_and_pytest_deal_the_same_units_on_the_embedded_data() -> None:
         assert ran and {(g.metric, g.seed_image) for g in ran if g is not None} == set(scored), k
 
 
+@pytest.mark.slow
 def test_pytest_split_with_random_order_is_complete_or_says_what_is_not(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:

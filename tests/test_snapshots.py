@@ -45,6 +45,7 @@ def snapshot_file(pytester: pytest.Pytester, metric: str) -> Path:
     return folder / f"test_scores_match_snapshot[{metric}].json"
 
 
+@pytest.mark.slow
 def test_a_drifted_score_fails_naming_the_image_step_and_amount(snapped: pytest.Pytester) -> None:
     snapped.runpytest_subprocess("--dataset=data", "--metric=piqe", "--snapshot-update").assert_outcomes(
         passed=1
@@ -74,6 +75,7 @@ def rerecord_command(result: pytest.RunResult) -> list[str]:
     return shlex.split(line.split("Re-record: ", 1)[1])
 
 
+@pytest.mark.slow
 def test_the_drift_message_counts_what_it_does_not_list_and_its_rerecord_command_works(
     snapped: pytest.Pytester,
 ) -> None:
@@ -110,6 +112,7 @@ def test_the_drift_message_counts_what_it_does_not_list_and_its_rerecord_command
     snapped.runpytest_subprocess(*args).assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_a_module_metrics_rerecord_command_names_its_target(snapped: pytest.Pytester) -> None:
     """Issue 34: a `module:callable` metric was told to re-record with `--banana-metric=<its
     name>`, which exits 4 (unknown metric); the printed command must run as printed."""
@@ -157,6 +160,7 @@ def test_the_shipped_piqe_snapshot_passes_with_the_drift_recorded_on_another_mac
     assert [str(d) for d in moved] == [f"{ROCKET}: 14.5085 → 15.5085, moved +1 (+6.89%)"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux" or platform.machine() != "x86_64", reason="MKL's x86 paths")
 def test_the_shipped_piqe_snapshot_passes_on_mkls_other_code_path(tmp_path: Path) -> None:
     """MKL_CBWR=COMPATIBLE makes MKL take its portable kernels, as a CPU without the recording
@@ -197,6 +201,7 @@ def test_a_new_and_a_vanished_score_rank_before_the_largest_move() -> None:
     assert [d.score for d in moved] == ["c", "d", "a", "b"]
 
 
+@pytest.mark.slow
 def test_a_subset_run_keeps_other_metrics_snapshots(snapped: pytest.Pytester) -> None:
     """Serial and -n 2, with and without --snapshot-update: nothing reported unused or deleted."""
     snapped.runpytest_subprocess(
@@ -211,6 +216,7 @@ def test_a_subset_run_keeps_other_metrics_snapshots(snapped: pytest.Pytester) ->
         assert {m: snapshot_file(snapped, m).read_text() for m in ("piqe", "entropy")} == before, extra
 
 
+@pytest.mark.slow
 def test_a_keyword_update_of_one_metric_deletes_no_other_snapshot(snapped: pytest.Pytester) -> None:
     """The README's gate step 2 under syrupy 7 deleted brisque's, niqe's and piqe's snapshots."""
     snapped.runpytest_subprocess("--dataset=data", "--metric=piqe", "--snapshot-update").assert_outcomes(
@@ -230,6 +236,7 @@ def test_a_keyword_update_of_one_metric_deletes_no_other_snapshot(snapped: pytes
     assert snapshot_file(snapped, "laplacian_variance").is_file()
 
 
+@pytest.mark.slow
 def test_a_narrowed_run_compares_only_what_it_scored(snapped: pytest.Pytester) -> None:
     snapped.runpytest_subprocess("--dataset=data", "--metric=laplacian_variance", "--snapshot-update")
     path = snapshot_file(snapped, "laplacian_variance")
@@ -248,6 +255,7 @@ def test_a_narrowed_run_compares_only_what_it_scored(snapped: pytest.Pytester) -
     drifted.stdout.fnmatch_lines(["*1 score(s) moved*", "*replicate/alpha/run0/step5: *"])
 
 
+@pytest.mark.slow
 def test_a_narrowed_update_is_refused_and_keeps_the_snapshot(snapped: pytest.Pytester) -> None:
     snapped.runpytest_subprocess("--dataset=data", "--metric=laplacian_variance", "--snapshot-update")
     recorded = snapshot_file(snapped, "laplacian_variance").read_text()
@@ -259,6 +267,7 @@ def test_a_narrowed_update_is_refused_and_keeps_the_snapshot(snapped: pytest.Pyt
     assert snapshot_file(snapped, "laplacian_variance").read_text() == recorded
 
 
+@pytest.mark.slow
 def test_a_metric_without_a_snapshot_skips_saying_how_to_record_it(snapped: pytest.Pytester) -> None:
     """A first run on a new data set was red only because nothing was recorded (exit 1): it skips
     with one line and the command, which records the snapshot as printed; a moved score then fails."""
@@ -301,6 +310,7 @@ def test_a_users_unused_snapshot_is_kept_and_syrupy_says_so_truly(snapped: pytes
         assert "test_x" in ambr.read_text() and recorded.strip() in ambr.read_text(), extra
 
 
+@pytest.mark.slow
 def test_another_data_set_keeps_its_snapshots_apart(snapped: pytest.Pytester) -> None:
     from tests.conftest import write_set
 
@@ -315,6 +325,7 @@ def test_another_data_set_keeps_its_snapshots_apart(snapped: pytest.Pytester) ->
     snapped.runpytest_subprocess("--dataset=other", "--metric=laplacian_variance").assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_an_installed_suite_reads_shipped_snapshots_and_writes_the_users(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

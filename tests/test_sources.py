@@ -95,6 +95,7 @@ def layouts(make_set: MakeSet, tmp_path: Path) -> dict[str, SourceOptions]:
     }
 
 
+@pytest.mark.slow
 def test_every_layout_gives_the_same_cases_and_deltas(layouts: dict[str, SourceOptions]) -> None:
     from banana_tests.scoring.score_book import ScoreBook
     from banana_tests.verdicts.gaps import gap
@@ -224,6 +225,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_a_parquet_set_is_read_from_its_index_until_the_file_changes(
     make_set: MakeSet, tmp_path: Path
 ) -> None:
@@ -312,6 +314,7 @@ def test_a_parquet_column_json_cannot_hold_keeps_the_file_unindexed(
     assert _records(first) == _records(second) and len(first.records) == len(STEPS)
 
 
+@pytest.mark.slow
 def test_reading_a_local_layout_imports_neither_datasets_nor_torch(layouts: dict[str, SourceOptions]) -> None:
     sources = json.dumps({name: o.source for name, o in layouts.items()})
     code = (
@@ -386,6 +389,7 @@ def test_selection_filters_on_metadata(make_set: MakeSet) -> None:
     assert load(options, Selection(variant="mirror")).variants == ["replicate"]
 
 
+@pytest.mark.slow
 def test_hub_offline_and_not_cached_fails_fast_with_advice(tmp_path: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     env.pop("HF_DATASETS_CACHE", None)

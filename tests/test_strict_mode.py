@@ -18,6 +18,8 @@ from PIL import Image
 from banana_tests.reports.junit import read_junit
 from tests.conftest import SUITE_MODULE, assert_outcomes, noisy_image, offline, parse_matrix
 
+pytestmark = pytest.mark.slow  # each test runs pytest in a child process: the slow tier
+
 SEEDS, RUNS, STEPS = ("alpha", "beta"), (0, 1, 2), (1, 5, 10)
 
 METRICS = """

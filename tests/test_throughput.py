@@ -13,6 +13,8 @@ from metrics_under_test.probe import PROBE
 from tests.conftest import assert_outcomes, suite_folder
 from tests.known_metrics import install_known_metrics
 
+pytestmark = pytest.mark.slow  # each test runs pytest in a child process: the slow tier
+
 COUNTING = '''
 import os
 import sys

@@ -128,6 +128,7 @@ def test_the_editor_is_the_family_behind_the_editor_protocol() -> None:
     assert editor.settings()["weights"] == {f.name: f.sha256 for f in (tiny_vae.ENCODER, tiny_vae.DECODER)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("option", "says"),
     [

@@ -21,6 +21,7 @@ from banana_tests.trajectories.records import (
     Problem,
     Record,
     TrajectorySet,
+    check_for_iqa,
     check_index,
     check_name,
     resolve_inside,
@@ -54,6 +55,10 @@ def test_file_names_may_not_escape_the_root(tmp_path: Path) -> None:
         resolve_inside(tmp_path, "../etc/passwd")
     with pytest.raises(DataError, match="escapes"):
         resolve_inside(tmp_path, "/etc/passwd")
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(DataError, match="escapes"):  # a name ending in `..` is the folder above
+        resolve_inside(tmp_path, "sub/..")
+    assert resolve_inside(tmp_path, "sub/.") == tmp_path.resolve() / "sub"
 
 
 def test_a_folder_without_metadata_is_a_clear_error(tmp_path: Path) -> None:
@@ -360,3 +365,34 @@ def test_a_metadata_file_that_cannot_be_read_says_why(
     monkeypatch.setattr(Path, "open", broken)
     with pytest.raises(DataError, match=r"metadata\.jsonl: cannot read it: Input/output error$"):
         read_imagefolder(root)
+
+
+def test_a_record_names_its_source_and_path_unless_it_is_a_file_of_its_own(tmp_path: Path) -> None:
+    image = tmp_path / "step005.png"
+    in_set = Record("alpha", "replicate", 0, 5, image, "metadata.jsonl:3")
+    alone = Record("alpha", "replicate", 0, 5, image, str(image))
+    assert (in_set.is_file, in_set.named) == (False, f"metadata.jsonl:3 ({image})")
+    assert (alone.is_file, alone.named) == (True, str(image))
+
+
+@pytest.mark.parametrize(
+    ("value", "columnar", "read"),
+    [
+        (None, False, None),
+        (True, False, True),
+        (False, True, False),
+        ("TRUE ", True, True),
+        (" false", True, False),
+        ("", True, None),
+    ],
+)
+def test_for_iqa_is_a_boolean_or_absent(value: Any, columnar: bool, read: bool | None) -> None:
+    assert check_for_iqa(value, columnar) is read
+
+
+@pytest.mark.parametrize(("value", "columnar"), [("true", False), ("yes", True), (1, False), (0, True)])
+def test_for_iqa_refuses_anything_else(value: Any, columnar: bool) -> None:
+    with pytest.raises(DataError, match=r"for_iqa must be true or false, got "):
+        check_for_iqa(value, columnar)
+    with pytest.raises(DataError):  # JSON, by default: the text "true" is no boolean
+        check_for_iqa("true")

@@ -51,6 +51,7 @@ def test_a_trend_with_a_bad_step_carries_its_error() -> None:
     assert "a trend needs 2 or more steps" in str(by_key[TrendKey("piqe", "beta")].error)
 
 
+@pytest.mark.slow
 def test_trend_cases_record_their_properties_beside_the_matrix(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

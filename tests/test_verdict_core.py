@@ -31,6 +31,7 @@ from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts, TrendTally
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord
 from banana_tests.verdicts.trend import TrendKey
+from banana_tests.verdicts.uncertainty import StrictOutcome
 from banana_tests.verdicts.verdict import VERDICT_LINE, Verdict, fail_verdict
 from metrics_under_test.scale import Scale
 from tests.conftest import parse_matrix, write_set
@@ -140,6 +141,9 @@ def test_as_verdict_follows_the_delta(outcome: Outcome, delta: float | None, ver
         (OutcomeCounts(Counter({Outcome.ERROR: 2})), "E2"),
         (OutcomeCounts(Counter({Outcome.SKIPPED: 1, Outcome.ERROR: 1})), "s E1"),
         (OutcomeCounts(Counter({Outcome.PASSED: 1, Outcome.FAILED: 2, Outcome.ERROR: 3})), "2/3 E3"),
+        (OutcomeCounts(Counter({Outcome.FAILED: 1, Outcome.UNRESOLVED: 2})), "1/1 U2"),
+        (OutcomeCounts(Counter({Outcome.INVALID: 3, Outcome.ERROR: 1})), "I3 E1"),
+        (OutcomeCounts(Counter({Outcome.PASSED: 1, Outcome.UNRESOLVED: 1, Outcome.INVALID: 1})), "0/1 U1 I1"),
     ],
 )
 def test_outcome_labels(counts: OutcomeCounts, label: str) -> None:
@@ -597,3 +601,25 @@ def test_verdict_records_each_runs_scores_and_the_strict_verdict() -> None:
     assert "strict" not in props and Verdict(KEY, 1, g).detected  # the run mean, -2/3, decides
     strict = Verdict(KEY, 1, g, strict=True)
     assert (strict.detected, strict.unresolved, strict.properties()["strict"]) == (True, True, "unresolved")
+
+
+def test_a_strict_verdict_says_each_runs_delta_and_their_range() -> None:
+    """--banana-strict-runs: the summary, the one line and an unresolved cell's skip reason carry
+    every run's Δ and the range they span; the mean's line names the runs it averaged."""
+    missed = Verdict(KEY, 1, gap(Scale(0.0, 100.0, False), [10.0] * 3, [12.0, 11.0, 13.0]), strict=True)
+    runs = "runs Δ +2.00, +1.00, +3.00 in [+1.00, +3.00]"
+    assert missed.runs_text() == runs and not missed.detected
+    assert missed.summary() == f"Δ5 ≥ 0 in every run ({runs})"
+    assert f"Δ5 = +2.000 ≥ 0 (the mean of 3 run(s); {runs}); " in missed.message()
+    mean = Verdict(KEY, 1, gap(Scale(0.0, 100.0, False), [10.0] * 3, [12.0, 11.0, 13.0]))
+    assert "(the mean of 3 run(s)); " in mean.message() and "runs Δ" not in mean.message()
+    split = Verdict(KEY, 1, gap(Scale(0.0, 100.0, False), [10.0] * 3, [8.0, 11.0, 9.0]), strict=True)
+    reason = split.unresolved_reason()
+    assert reason.startswith("unresolved: piqe on alpha at step 5") and split.unresolved
+    assert "runs Δ -2.00, +1.00, -1.00 in [-2.00, +1.00]" in reason
+
+
+def test_a_cells_strict_verdict_is_typed() -> None:
+    assert Cell(KEY, Outcome.PASSED, -1.0, strict=StrictOutcome.UNRESOLVED).strict is StrictOutcome.UNRESOLVED
+    with pytest.raises(TypeError, match="a cell's strict verdict is a StrictOutcome, not 'unresolved'"):
+        Cell(KEY, Outcome.PASSED, -1.0, strict="unresolved")  # type: ignore[arg-type]

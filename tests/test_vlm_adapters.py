@@ -450,6 +450,7 @@ def q_align_on_a_tiny_model(cache: Path, crops_folder: Path) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not os.environ.get("BANANA_PAPER_METRICS"),
     reason="pyiqa and a tiny mPLUG-Owl2 in a process of its own: run by the README's second test command",
@@ -688,6 +689,7 @@ def tiny_rali_in_a_process(cache: Path, *drop: str) -> None:
     subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=PROJECT, timeout=300)
 
 
+@pytest.mark.slow
 def test_rali_runs_through_the_shipped_suite_by_its_paper_name(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

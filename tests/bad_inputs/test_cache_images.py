@@ -361,6 +361,7 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     return suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0,), steps=(1, 5, 10, 20))
 
 
+@pytest.mark.slow
 def test_a_swapped_file_errors_its_cases_although_its_score_is_cached(suite: pytest.Pytester) -> None:
     args = ("--dataset=data", EXAMPLE, "--junitxml=j.xml", "-o", "junit_family=xunit1")
     assert suite.runpytest_subprocess(*args).ret == 1  # noise sharpens the Laplacian: misses
@@ -378,6 +379,7 @@ def test_a_swapped_file_errors_its_cases_although_its_score_is_cached(suite: pyt
     assert cached == {"true"}
 
 
+@pytest.mark.slow
 def test_a_cache_folder_that_is_a_file_warns_once_and_the_run_goes_on(suite: pytest.Pytester) -> None:
     (suite.path / "not-a-folder").write_text("")
 
@@ -388,6 +390,7 @@ def test_a_cache_folder_that_is_a_file_warns_once_and_the_run_goes_on(suite: pyt
     assert output.count("cannot be used (not a folder: ") == 1 and "scores.lock" not in output
 
 
+@pytest.mark.slow
 def test_an_unknown_metric_is_a_usage_error_with_a_suggestion(suite: pytest.Pytester) -> None:
     result = suite.runpytest_subprocess("--dataset=data", "--metric=brisk")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -405,6 +408,7 @@ def test_no_cache_reports_the_same_error_as_the_cache(tmp_path: Path) -> None:
     assert str(info.value) == score(scene).errors[5]
 
 
+@pytest.mark.slow
 def test_a_limit_above_pillows_own_lets_a_large_image_through(tmp_path: Path) -> None:
     """--max-pixels above Pillow's decompression-bomb limit (about 179 MP) used to do nothing."""
     from PIL import Image
@@ -437,6 +441,7 @@ def poison_metric(cache_file: Path, name: str, values: tuple[object, ...]) -> li
     return images[: len(values)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_a_poisoned_cache_is_rescored_in_a_run_with_one_warning(suite: pytest.Pytester, workers: str) -> None:
     """Before: a 57-line traceback on each case of the text score, Δ = +inf for the huge one."""
@@ -477,6 +482,7 @@ def merge(folder: Path, *sources: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "value, says", [("abc", "holds 'abc', text, no score"), (1e308, "holds 1e+308, beyond ±1e+12, no score")]
 )
@@ -500,6 +506,7 @@ def test_cache_merge_refuses_a_poisoned_source_naming_the_file_and_the_entry(
     assert integrity(tmp_path / "merged" / FILE) == "ok"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "memo, says",
     [

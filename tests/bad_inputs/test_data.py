@@ -460,6 +460,7 @@ E2E: dict[str, tuple[Spoil, int, set[str], str]] = {  # spoil, exit code, error 
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spoil, code, errors, says", E2E.values(), ids=list(E2E))
 def test_the_suite_on_a_bad_input(
     pytester: pytest.Pytester,
@@ -536,6 +537,7 @@ def limited() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ENTRY_MEMORY, ENTRY_MEMORY))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("make, says", ENTRIES.values(), ids=list(ENTRIES))
 def test_an_entry_that_is_no_regular_image_file_is_one_error_on_its_cases(
@@ -592,6 +594,7 @@ def test_an_entry_that_is_no_regular_image_file_is_one_error_on_its_cases(
     assert all(v == "failure" for k, v in outcomes.items() if k != "a-5")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["suite", "plan"])
 def test_a_metadata_file_that_is_a_fifo_is_one_error_naming_it(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, command: str
@@ -613,6 +616,7 @@ def test_a_metadata_file_that_is_a_fifo_is_one_error_naming_it(
     assert "Traceback" not in output
 
 
+@pytest.mark.slow
 def test_a_foreign_imagefolder_given_by_a_relative_path_is_read(tmp_path: Path) -> None:
     """Its files were found under the path as given and made relative to its real path: a
     ValueError traceback."""

@@ -139,6 +139,7 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", ROWS.values(), ids=list(ROWS))
 def test_a_hanging_metric_is_stopped_once_and_each_case_says_so_in_one_line(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, row: Row
@@ -199,6 +200,7 @@ def test_a_hung_metric_is_never_built_again_and_errors_at_once() -> None:
     assert time.monotonic() - started < 0.1 and built == ["sleepy"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_a_hang_inside_the_search_is_an_error_in_the_terminal_junit_and_summary(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: str
@@ -229,6 +231,7 @@ def test_a_hang_inside_the_search_is_an_error_in_the_terminal_junit_and_summary(
     assert "| hanging | error |" in (suite.path / "report" / "summary.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_a_hung_call_stops_growing_once_it_is_stopped(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -93,6 +93,7 @@ def run(suite: pytest.Pytester, *args: str) -> pytest.RunResult:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", ["sigint", "exit"])
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_a_stop_ends_the_run_with_exit_2(
@@ -112,6 +113,7 @@ def test_a_stop_ends_the_run_with_exit_2(
         assert "misbehaving called sys.exit(3) while scoring; the run stops" in output
 
 
+@pytest.mark.slow
 def test_a_stop_in_an_xdist_worker_ends_the_run_and_says_why(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -267,6 +269,7 @@ ROWS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", ROWS.values(), ids=list(ROWS))
 def test_a_bad_score_errors_only_its_cases_naming_each_record(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, row: Row
@@ -295,6 +298,7 @@ def test_a_bad_score_errors_only_its_cases_naming_each_record(
         assert any(str(data / file_name) in cases[c][1] for c in row.errored)
 
 
+@pytest.mark.slow
 def test_a_long_batch_prints_a_heartbeat(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     mark(suite.path / "data", A5[0], (64, 48))
     monkeypatch.setenv("MISBEHAVE", "sleep")
@@ -312,6 +316,7 @@ def test_a_long_batch_prints_a_heartbeat(suite: pytest.Pytester, monkeypatch: py
     assert "still scoring" not in quiet.stderr.str() + quiet.stdout.str()
 
 
+@pytest.mark.slow
 def test_an_unwritable_cache_folder_errors_only_the_metrics_that_need_files(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -425,6 +430,7 @@ def test_pytest_timeouts_signal_interrupts_a_batch_between_two_waits() -> None:
     assert len(reasons) == 1 and re.fullmatch(interrupted + why, reasons[0].reason) and reasons[0].interrupted
 
 
+@pytest.mark.slow
 def test_a_model_file_that_does_not_fit_errors_that_metrics_cases_naming_it(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -454,6 +460,7 @@ def test_a_model_file_that_does_not_fit_errors_that_metrics_cases_naming_it(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.mark.slow
 def test_pytest_timeout_stops_a_sleeping_batch_and_the_metric_is_hung_for_the_run(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -95,6 +95,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Cases, Path]:
     return cases, here / "data"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", list(RAISES))
 def test_an_image_a_metric_cannot_take_errors_only_its_own_case(run: tuple[Cases, Path], metric: str) -> None:
     cases, data = run
@@ -170,6 +171,7 @@ def test_a_batch_that_raises_is_scored_one_image_at_a_time_and_the_rest_cached(t
     assert again.cached(SPEC, rows) == [True, True, False, True, True, True]
 
 
+@pytest.mark.slow
 def test_out_of_memory_halves_the_batch_before_it_blames_an_image(tmp_path: Path) -> None:
     rows = six_records(tmp_path / "set")
     metric = Picky(MemoryError("no room"), dark=1.0, room=2)
@@ -224,6 +226,7 @@ def hungry(images):
 PER_IMAGE = 256 * 2**20
 
 
+@pytest.mark.slow
 def test_under_an_address_space_limit_a_batch_too_big_is_split_and_every_case_written(tmp_path: Path) -> None:
     """Under `RLIMIT_AS` (prlimit --as) a seed image's batch of 8 (two runs × four steps) needs 2 GiB
     and cannot be had; its halves fit. Every planned case gets its verdict and the JUnit file holds

@@ -15,6 +15,9 @@ import pytest
 from banana_tests.core.options import MAX_SEARCH, MAX_SHARDS
 from tests.conftest import assert_outcomes, suite_folder
 
+# Each row runs in-process in the fast tier, and again in a child process (serial and under -n 2
+# for the suite, `python -m banana_tests.cli` for the commands) in the slow tier.
+CHILD = pytest.mark.slow
 SHARD_TAKES = (
     f"--shard takes K/N, shard K of N jobs with 1 <= K <= N <= {MAX_SHARDS} in digits 0-9 (e.g. 1/3), "
 )
@@ -202,13 +205,27 @@ ROWS: dict[str, tuple[list[str], str]] = {
 }
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
-@pytest.mark.parametrize("row", list(ROWS))
+# Rows whose metric module renames the shared example function: in-process the new name would
+# stay for every later run in the process, so they run in a child only.
+RENAMING = {row for row, files in FILES.items() if any("metric.name" in text for text in files.values())}
+RUNNERS = ((None, "in-process", []), ([], "serial", [CHILD]), (["-n", "2"], "xdist", [CHILD]))
+
+
+@pytest.mark.parametrize(
+    ("row", "workers"),
+    [
+        pytest.param(row, workers, id=f"{row}-{name}", marks=marks)
+        for row in ROWS
+        for workers, name, marks in RUNNERS
+        if not (workers is None and row in RENAMING)
+    ],
+)
 def test_an_impossible_option_is_one_usage_error(
-    row: str, workers: list[str], pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    row: str, workers: list[str] | None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Serial and under `-n 2` alike: xdist's controller checks the options, the metrics and the
-    data set before any worker starts (a worker's usage error was a crashed node, exit 3)."""
+    data set before any worker starts (a worker's usage error was a crashed node, exit 3). In-process
+    (pytester's own pytest run, no child), the same error from the same checks."""
     options, message = ROWS[row]
     suite = suite_folder(pytester, monkeypatch, seeds=("alpha", "beta"), runs=(0,), steps=(1, 5, 10, 20))
     if row.endswith("-without-cuda") and _hasgpu_driver_loaded():
@@ -220,9 +237,11 @@ def test_an_impossible_option_is_one_usage_error(
             (suite.path / name).write_text(text)
     defaults = ["--dataset=data", "--metric=laplacian_variance", "--no-cache"]
     given = {o.split("=")[0] for o in options}
-    result = suite.runpytest_subprocess(
-        *[d for d in defaults if d.split("=")[0] not in given], *options, *workers
-    )
+    arguments = [*[d for d in defaults if d.split("=")[0] not in given], *options]
+    if workers is None:
+        result = suite.runpytest(*arguments)
+    else:
+        result = suite.runpytest_subprocess(*arguments, *workers)
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
     errors = [line for line in result.stderr.lines if line.startswith("ERROR: ") or "error: " in line]
     assert len(errors) == 1 and message in errors[0], result.stderr.str()
@@ -237,6 +256,7 @@ def _hasgpu_driver_loaded() -> bool:
     return gpu_driver_loaded()
 
 
+@CHILD
 def test_a_spaced_path_option_that_would_move_the_rootdir_is_refused(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -299,18 +319,42 @@ COMMAND_ROWS = {
 }
 
 
+def _cli_in_process(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """`banana-tests ARGV` in this process: argparse's usage error is its SystemExit."""
+    from banana_tests.cli import main
+
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("where", [pytest.param("in-process"), pytest.param("child", marks=CHILD)])
 @pytest.mark.parametrize("row", list(COMMAND_ROWS))
-def test_a_commands_impossible_count_is_one_usage_error(row: str, tmp_path: Path) -> None:
+def test_a_commands_impossible_count_is_one_usage_error(
+    row: str,
+    where: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """argparse's `type=int` and `type=float` took `１`, `-3`, `inf` and `nan`: each count and
     amount goes through counts.whole_number or decimal_number, one usage line (exit 2) naming the
     option, before anything is read or written."""
     arguments, option, takes, given = COMMAND_ROWS[row]
-    command = [sys.executable, "-m", "banana_tests.cli", *arguments, f"{option}={given}"]
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2, done.stdout + done.stderr
-    errors = [line for line in done.stderr.splitlines() if "error: " in line]
-    assert errors == [f"banana-tests {arguments[0]}: error: argument {option}: {takes}, got {given!r}"], (
-        done.stderr
-    )
-    assert "Traceback" not in done.stderr and not done.stdout
+    argv = [*arguments, f"{option}={given}"]
+    if where == "child":
+        command = [sys.executable, "-m", "banana_tests.cli", *argv]
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        code, out, err = done.returncode, done.stdout, done.stderr
+    else:
+        monkeypatch.chdir(tmp_path)
+        code, out, err = _cli_in_process(argv, capsys)
+    assert code == 2, out + err
+    errors = [line for line in err.splitlines() if "error: " in line]
+    assert errors == [f"banana-tests {arguments[0]}: error: argument {option}: {takes}, got {given!r}"], err
+    assert "Traceback" not in err and not out
     assert not list(tmp_path.iterdir())  # nothing written

@@ -19,6 +19,8 @@ from banana_tests.session.optional_modules import SEARCH_MODULE, TREND_MODULE
 from tests.conftest import write_set
 from tests.test_shards import PROJECT, TARGETS, cases_in, report, suite_property
 
+pytestmark = pytest.mark.slow  # each test runs pytest in a child process: the slow tier
+
 DEGRADATION = "banana_tests/test_degradation.py"
 INVARIANCE_CASE = "banana_tests/test_invariance.py::test_score_is_invariant[noise_level-resize]"
 # the suite modules a whole run without --trend and --search collects, but test_degradation

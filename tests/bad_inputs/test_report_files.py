@@ -152,6 +152,7 @@ REFUSED: dict[str, tuple[Make, str]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make, why", REFUSED.values(), ids=list(REFUSED))
 def test_an_image_the_report_may_not_embed_is_named_and_its_bytes_are_nowhere(
     tmp_path: Path, make: Make, why: str
@@ -191,6 +192,7 @@ def in_a_score_cache(tmp: Path) -> Path:
     return cache / "search" / "pairs" / "piqe"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", [in_inputs, in_a_score_cache])
 def test_a_png_pair_the_run_wrote_is_embedded(tmp_path: Path, folder: Callable[[Path], Path]) -> None:
     (tmp_path / "inputs").mkdir()
@@ -229,6 +231,7 @@ def name_attribute(text: str) -> str:
     return xml_escape(text, {'"': "&quot;", "\t": "&#9;", "\r": "&#13;"})
 
 
+@pytest.mark.slow
 def test_no_csv_cell_a_spreadsheet_would_run(tmp_path: Path) -> None:
     cases = [
         case(

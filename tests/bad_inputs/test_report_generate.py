@@ -916,7 +916,13 @@ def tree(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+# The diffusers rows import diffusers and transformers (~30 s here): the slow tier.
+HEAVY = (diffusers_option_misspelt, diffusers_option_of_the_wrong_type)
+
+
+@pytest.mark.parametrize(
+    "row", [pytest.param(r, id=r.id, marks=[pytest.mark.slow] if r.arrange in HEAVY else []) for r in ROWS]
+)
 def test_bad_input(
     row: Row, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
