@@ -419,12 +419,12 @@ def test_a_vlm_metrics_key_holds_its_adapters_code_its_libraries_and_its_hub_rev
 
     spec = lookup("qalign")
     description = identity(spec, "cuda:0")
-    source = hashlib.sha256(b"".join(p.read_bytes() for p in vlm.source_files())).hexdigest()
     libraries = "; ".join(f"{n} {metadata.version(n)}" for n in ("transformers", "torch", "pyiqa"))
     assert description == {
         "name": "qalign",
         "backend": "vlm",
-        "version": f"vlm+src.{source[:16]}; {libraries}",
+        "suite": code_hashes(Backend.VLM),  # the adapters' code, with the suite's scoring path
+        "version": f"vlm; {libraries}",
         "revision": vlm.revision(spec),
         "precision": "model default",
         "weights": {},

@@ -289,6 +289,7 @@ def test_a_metric_without_a_snapshot_skips_saying_how_to_record_it(snapped: pyte
     assert moved.ret == pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.mark.slow
 def test_a_users_unused_snapshot_is_kept_and_syrupy_says_so_truly(snapped: pytest.Pytester) -> None:
     """syrupy advised "Re-run pytest with --snapshot-update to delete unused snapshots", which the
     suite's runs never do; under -n 2 its controller did delete the user's unused snapshot."""

@@ -61,6 +61,17 @@ def test_file_names_may_not_escape_the_root(tmp_path: Path) -> None:
     assert resolve_inside(tmp_path, "sub/.") == tmp_path.resolve() / "sub"
 
 
+def test_a_relative_root_is_resolved_from_the_current_folder_each_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same relative `data` in two folders is two sets: an in-process run after another (the
+    api, pytester) read the first folder's images."""
+    for name in ("one", "two"):
+        (tmp_path / name / "data").mkdir(parents=True)
+        monkeypatch.chdir(tmp_path / name)
+        assert resolve_inside(Path("data"), "a.png") == (tmp_path / name / "data" / "a.png").resolve()
+
+
 def test_a_folder_without_metadata_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"no metadata\.jsonl"):
         read_imagefolder(tmp_path)

@@ -169,8 +169,9 @@ def resolve_inside(root: Path, file_name: str) -> Path:
     """The image path, refusing names that escape the set's root (`../`, absolute paths, symlinks
     out of it) and names no file system can hold. Each folder is resolved once and each file
     costs one lstat: a full realpath per file (an lstat per path component) took 40 % of reading
-    a 6,500-line set. (os.path, not pathlib: Path.resolve took seconds at 28,000 lines.)"""
-    base = _real(str(root))
+    a 6,500-line set. (os.path, not pathlib: Path.resolve took seconds at 28,000 lines.) The
+    cache is keyed by absolute paths: a relative root means another folder after a chdir."""
+    base = _real(os.path.abspath(root))
     joined = os.path.join(base, file_name)
     folder, name = os.path.split(joined)
     try:
