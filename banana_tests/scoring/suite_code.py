@@ -62,7 +62,7 @@ UNSCORED = {
     "metrics_under_test.spec": "the spec, whose name, backend and parameter files are in the key",
     "metrics_under_test.protocol": "the metric protocol's types and errors",
     "metrics_under_test.probe": "checks a built metric on images of its own; nothing it scores is kept",
-    "banana_tests.scoring.faults": "classifies an exception as a fault of the environment; no score passes it",
+    "banana_tests.scoring.faults": "says which exceptions are the environment's; no score passes it",
     "metrics_under_test.pyiqa_files": "checks and stages the files pyiqa loads, whose sha256 is in the key",
 }
 """The suite's modules the scoring path imports that cannot change a stored score, and why."""
