@@ -310,7 +310,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """What the run changed in its process (collector, allocator, torch's threads) is put back
     (banana_tests.scoring.saved_state), except in an xdist worker, whose process ends with the
-    session: unfreezing there would hand its exit a full collection (cost in docs/speed.md). The
+    session: unfreezing there would hand its exit a full collection (cost in docs/research/speed.md). The
     score cache is closed in every process, so the file alone holds the run's scores."""
     state = adopted(config)
     if state is not None:

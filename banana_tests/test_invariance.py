@@ -83,7 +83,7 @@ DEFAULT = Tolerance(exact=1e-3, shift=5.0, resize=5.0)
 5 points is a typical Δ of the paper, so a shift or resize that moves the median score more than
 the degradation would swamp it."""
 TOLERANCE = {
-    # The median changes measured on these crops (brisque, niqe, piqe, ilniqe; docs/speed.md), ×1.5
+    # The median changes measured on these crops (brisque, niqe, piqe, ilniqe; docs/research/speed.md), ×1.5
     # for other machines and rounded up. Regression guards, not endorsements: BRISQUE and PIQE
     # move by about a typical Δ under a shift or resize (docs/matrix.md, "Invariance").
     # BRISQUE is scored one image per call: the same pixels score exactly the same.

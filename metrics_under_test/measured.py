@@ -1,5 +1,5 @@
 """Each metric's measured cost, read from `measured_costs.json`: data beside the registry, not
-code, so a re-measurement edits one file (how each figure was measured: docs/speed.md).
+code, so a re-measurement edits one file (how each figure was measured: docs/research/speed.md).
 
 Read without importing torch or pyiqa, by `banana-tests metrics` and `plan`, the catalog's cost
 classes and `-n auto`'s worker count.

@@ -44,13 +44,13 @@ def check_weights(spec: MetricSpec) -> None:
 # Metrics scored one image per call. BRISQUE adds up its float32 SVM terms in another order for a
 # batch (gemm) than for one image (gemv), so a score moved with the other images of its batch, and
 # a snapshot drifted with the selection. ILNIQE resizes every image to 524 px: a batch holds
-# gigabytes and runs slower than one by one (figures in docs/speed.md). pyiqa's Q-Align asserts a
+# gigabytes and runs slower than one by one (figures in docs/research/speed.md). pyiqa's Q-Align asserts a
 # batch of one.
 ONE_AT_A_TIME = frozenset({"brisque", "ilniqe", "qalign"})
 # Metrics whose buffers a heap that keeps freed memory fragments instead of reusing: ILNIQE's
 # float64 planes at 524 px come in sizes that grow through each call, so with the suite's 256 MiB
 # mmap threshold no freed buffer fitted the next, larger one and its peak grew several times over
-# the untuned one (docs/speed.md).
+# the untuned one (docs/research/speed.md).
 HEAP_FRAGMENTING = frozenset({"ilniqe"})
 # Modules pyiqa's models import without pyiqa declaring them, and the extra that installs each.
 UNDECLARED_IMPORTS = {

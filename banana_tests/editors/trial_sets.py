@@ -1,7 +1,7 @@
 """The per-artifact trial sets: built on first use from the shipped seeds, checked against the
 shipped sha256s, kept in the image cache.
 
-Shipping them would make the wheel several times larger (docs/speed.md); their recipe and the
+Shipping them would make the wheel several times larger (docs/research/speed.md); their recipe and the
 clean seeds are already in it, so `ensure` rebuilds them once and refuses any
 image whose bytes differ from `fixtures/emulated/trials.json` (another numpy, scipy, Pillow or
 zlib can change them; the error names the file). `banana-tests fixtures refresh` rewrites that

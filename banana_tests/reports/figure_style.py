@@ -47,7 +47,7 @@ def grid_rows(matrix: Matrix) -> list[str]:
 def save(fig: Any, stem: Path) -> list[Path]:
     """PNG and SVG from one layout: constrained layout runs once here and is then frozen, and
     no `bbox_inches="tight"` (which draws the figure again to measure it); each save then
-    draws once (laying out per save cost several times as much: docs/speed.md). The figure is
+    draws once (laying out per save cost several times as much: docs/research/speed.md). The figure is
     closed afterwards, saved or not: pyplot keeps every figure it made until then."""
     png, svg = stem.with_name(f"{stem.name}.png"), stem.with_name(f"{stem.name}.svg")  # keeps a dot in it
     try:

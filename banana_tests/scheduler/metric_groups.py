@@ -2,7 +2,7 @@
 seed image, so each worker builds each model once and a seed image's reference scores are
 computed on one worker.
 
-`--dist loadgroup` would group too but is broken on the pytest the suite supports (docs/speed.md).
+`--dist loadgroup` would group too but is broken on the pytest the suite supports (docs/research/speed.md).
 This is LoadScope scheduling with (metric, seed image) as the scope (a metric alone for its other
 tests); every test on no metric is its own scope.
 """

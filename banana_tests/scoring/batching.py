@@ -5,7 +5,7 @@ shares; a batch holds images of one size, since a metric stacks them, and is bou
 since a metric's buffers grow with them. A batch that raises is tried again smaller (`smaller`).
 The order in which a (metric, seed image) group's records reach the book is `case_records` and
 `group_records`: the suite (SuiteState.gap) and banana_tests.api follow it alike, so they batch
-the same images together and get the same scores. Figures: docs/speed.md."""
+the same images together and get the same scores. Figures: docs/research/speed.md."""
 
 from __future__ import annotations
 

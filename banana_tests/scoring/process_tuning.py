@@ -35,7 +35,7 @@ SCORE_THREADS = 1
 """torch's intra-op threads in a scoring process, serial or under xdist: parallelism comes from
 workers, one image batch per thread. A reduction split over more threads sums in another order,
 so scores would depend on the thread count, and threads beside other load spin and wait
-(figures in docs/speed.md, "Why the scoring process is tuned")."""
+(figures in docs/research/speed.md, "Why the scoring process is tuned")."""
 
 
 def score_threads() -> int:
@@ -67,7 +67,7 @@ def keep_freed_memory(keep: bool = True) -> bool:
     """Let freed tensor buffers up to 256 MiB go back to the heap instead of to the kernel.
 
     glibc hands every allocation above 32 MiB to mmap and returns it on free, so each batch
-    would page-fault its buffers in afresh, mostly kernel time (docs/speed.md). `keep` False (a
+    would page-fault its buffers in afresh, mostly kernel time (docs/research/speed.md). `keep` False (a
     metric whose buffers fragment such a heap, see `reuses_freed_memory`) puts the thresholds
     back at glibc's 32 MiB ceiling, also after an earlier metric of the process raised them.
     Left alone when the user tunes glibc malloc through its environment variables, off glibc,
@@ -92,7 +92,7 @@ def address_space_limited() -> bool:
 def reuses_freed_memory(metric: object) -> bool:
     """Whether keeping freed buffers pays for `metric`: yes unless it says otherwise. ILNIQE's
     buffers, in sizes that grow through each call, fragment a heap that keeps them: no freed
-    buffer fits the next, larger one, so its peak memory multiplies (docs/speed.md;
+    buffer fits the next, larger one, so its peak memory multiplies (docs/research/speed.md;
     metrics_under_test.pyiqa_backend sets `reuses_freed_memory` False for it)."""
     return bool(getattr(metric, "reuses_freed_memory", True))
 

@@ -1,6 +1,6 @@
 """What a suite run changed in its process, as it was before: put back when the pytest run ends.
 
-banana_tests.scoring.process_tuning tunes a suite run's process (docs/speed.md "What a suite run
+banana_tests.scoring.process_tuning tunes a suite run's process (docs/research/speed.md "What a suite run
 changes in its process"); each change is recorded here first, by `SAVED`, and the plugin's
 pytest_unconfigure calls `restore`, so a run inside a longer-lived process (`pytest.main` from a
 notebook, an in-process pytester run) hands it back as it found it:

@@ -193,7 +193,7 @@ class ScoreBook:
     def _score(self, spec: MetricSpec, records: list[Record]) -> None:
         """Decode a window of images first, then score it in batches: decoding between batches
         put each long-lived image array between the model's short-lived buffers on the heap, which
-        then could not be reused (docs/speed.md)."""
+        then could not be reused (docs/research/speed.md)."""
         self.models.get(spec)  # a metric that cannot be built fails before any image is decoded
         window: list[tuple[Record, Image]] = []
         size = 0

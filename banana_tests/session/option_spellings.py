@@ -12,7 +12,7 @@ but not for a user's own tests on the public fixtures, and it would be one more 
 imports per run. After the initial conftests every option that can be given on the command
 line is registered (pytest parses the command line once they are loaded), so a name that is
 free then stays ours. The wrapper costs one pass over the registered option names and an
-alias per free name (cost in docs/speed.md, "Option aliases").
+alias per free name (cost in docs/research/speed.md, "Option aliases").
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ def keeps_traceback(config: pytest.Config) -> bool:
 def fail_verdict(message: str, summary: str, config: pytest.Config) -> NoReturn:
     """Fail the running case with `summary`, its figure (e.g. Δ), and the one-line `message`
     (the suite's summary lists it) as pytest's failure text. Raised through `pytest.fail`
-    without a traceback (one through the fixture says nothing, and costs time: docs/speed.md) unless
+    without a traceback (one through the fixture says nothing, and costs time: docs/research/speed.md) unless
     `--tb=long` or `--full-trace` asks for one. JUnit's failure text holds both lines: pytest
     shortens the failure's message attribute past 500 characters (an escape's line, with its
     drawn degradation and PNG pair, is longer) to its first line. The line rides on the exception
