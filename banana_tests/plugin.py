@@ -308,10 +308,16 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """What the run changed in its process (collector, allocator, torch's threads) is put back
-    (banana_tests.scoring.saved_state), except in an xdist worker, whose process ends with the
-    session: unfreezing there would hand its exit a full collection (cost in docs/speed.md)."""
-    if adopted(config) is None or hasattr(config, "workerinput"):
+    """What the run changed in its process (SIGTERM's handler, the collector, allocator, torch's
+    threads) is put back (banana_tests.scoring.saved_state), except the rest in an xdist worker,
+    whose process ends with the session: unfreezing there would hand its exit a full collection
+    (cost in docs/speed.md)."""
+    if adopted(config) is None:
+        return
+    from banana_tests.termination import default_sigterm
+
+    default_sigterm()
+    if hasattr(config, "workerinput"):
         return
     from banana_tests.scoring.saved_state import SAVED
 
