@@ -25,8 +25,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; SIGTERM stops it as Ctrl-C does (banana_tests.termination)."""
+    from banana_tests.termination import sigterm_stops
+
     args = parser().parse_args(argv)
-    return int(args.func(args))
+    with sigterm_stops():
+        return int(args.func(args))
 
 
 if __name__ == "__main__":

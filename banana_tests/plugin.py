@@ -308,14 +308,19 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """What the run changed in its process (collector, allocator, torch's threads) is put back
-    (banana_tests.scoring.saved_state), except in an xdist worker, whose process ends with the
-    session: unfreezing there would hand its exit a full collection (cost in docs/research/speed.md). The
-    score cache is closed in every process, so the file alone holds the run's scores."""
+    """What the run changed in its process (SIGTERM's handler, the collector, allocator, torch's
+    threads) is put back (banana_tests.scoring.saved_state), except the rest in an xdist worker,
+    whose process ends with the session: unfreezing there would hand its exit a full collection
+    (cost in docs/research/speed.md). The score cache is closed in every process, so the file
+    alone holds the run's scores."""
     state = adopted(config)
-    if state is not None:
-        state.scoring.close()
-    if state is None or hasattr(config, "workerinput"):
+    if state is None:
+        return
+    state.scoring.close()
+    from banana_tests.termination import default_sigterm
+
+    default_sigterm()
+    if hasattr(config, "workerinput"):
         return
     from banana_tests.scoring.saved_state import SAVED
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator
@@ -112,6 +114,15 @@ def unavailable(reason: str) -> NoReturn:
 CI_VARIABLES = ("CI", "BUILD_NUMBER")  # pytest's running_on_ci
 
 
+def default_stops() -> None:
+    """A child's SIGINT and SIGTERM as a terminal's foreground job has them (a `preexec_fn`):
+    a shell started in the background ignores SIGINT and its children inherit SIG_IGN, so Python
+    installs no KeyboardInterrupt handler and banana-tests leaves SIGTERM as it found it; the
+    tests that stop a child would then test nothing (they failed 5 of 5 in a background CI run)."""
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, signal.SIG_DFL)
+
+
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytester, whose runs keep pytest-randomly (a dev dependency for tests/test_beside_plugins.py,
@@ -119,10 +130,11 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
     every run these tests start. pytester clears PYTEST_ADDOPTS when it is made, so it is set after.
     Its runs also lay their terminal out as off CI: on CI (`CI` or `BUILD_NUMBER` set) pytest's short
     summary prints each failure's whole message, which the tests of the terminal count line by line
-    (tests/test_output.py pins the CI layout)."""
+    (tests/test_output.py pins the CI layout). Its child processes start with `default_stops`."""
     monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
     for name in CI_VARIABLES:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(pytester, "popen", functools.partial(pytester.popen, preexec_fn=default_stops))
     return pytester
 
 

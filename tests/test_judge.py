@@ -31,7 +31,7 @@ from banana_tests.judging.prompt import Verdict, question, read_answer
 from banana_tests.judging.run import judge_set, read_judgments
 from banana_tests.judging.summary import per_run, per_seed
 from banana_tests.trajectories.records import DataError
-from tests.conftest import held_lock
+from tests.conftest import default_stops, held_lock
 from tests.gemini_stub import REFUSAL, Stub, question_of, serve
 
 STEPS, RUNS = 6, 2
@@ -398,26 +398,36 @@ def test_sigkill_at_random_moments_then_rerun_loses_and_repeats_nothing(made_set
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("stop", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["sigint", "sigterm"]
+)
 def test_an_interrupt_keeps_the_judgments_and_the_rerun_asks_only_the_rest(
-    made_set: Path, stub: Stub
+    made_set: Path, stub: Stub, stop: signal.Signals, status: int
 ) -> None:
-    """Ctrl-C (SIGINT) mid-run: exit 130 with what to do, the finished judgments kept; the same
-    command then asks only for the steps not judged (and at most the one request cut short)."""
+    """Ctrl-C (SIGINT) or SIGTERM mid-run: exit 130 or 143 with what to do, the finished
+    judgments kept; the same command then asks only for the steps not judged (and at most the
+    one request cut short). The stub holds the sixth request until the signal has landed, so the
+    run cannot finish first however loaded the machine; the child starts with the signals at
+    their defaults, whatever this process inherited."""
     out = made_set / "interrupted.jsonl"
     argv = [sys.executable, "-m", "banana_tests.cli", "judge", str(made_set), "--judge", "openai",
             "--base-url", f"{stub.url}/v1", "--model", "m", "--out", str(out)]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    stub.delay = 0.05
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not (out.exists() and out.read_bytes().count(b"\n") >= 5) and time.monotonic() < deadline:
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    stub.script = [*["image"] * 5, "hang"]
+    held = len(stub.requests) + 6
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_stops
+    )
+    deadline = time.monotonic() + 300
+    while len(stub.requests) < held and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(stop)
+    _, err = proc.communicate(timeout=300)
+    stub.released.set()
+    assert proc.returncode == status, err
     assert "interrupted: finished judgments are kept; rerun the same command to continue" in err
     kept = len(read_judgments(out))
-    assert 5 <= kept < 20
+    assert kept == 5
     final = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     assert final.returncode == 0, final.stderr
     said = re.search(r"(\d+) step\(s\) judged now \((\d+) request\(s\)\), (\d+) before", final.stdout)

@@ -26,6 +26,7 @@ STAGES = {
     "banana_tests.markdown": 0,  # the one Markdown table writer, for reports, judging and commands
     "banana_tests.csv_cells": 0,  # the one CSV writer: no cell a spreadsheet runs as a formula
     "banana_tests.regular_files": 0,  # the one reader of files that untrusted data names
+    "banana_tests.termination": 0,  # SIGTERM stops as Ctrl-C, for the session and the commands
     "banana_tests.http_retry": 0,  # the one retry policy of paid API calls, for the editors and the judges
     "banana_tests.data": 0,
     "metrics_under_test": 1,

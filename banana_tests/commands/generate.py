@@ -12,6 +12,7 @@ from banana_tests.core.local_paths import local_path
 from banana_tests.counts import decimal_number_type, whole_number_type
 from banana_tests.editors import base
 from banana_tests.editors.prompts import VARIANTS
+from banana_tests.termination import interrupt_status
 
 RESOLUTIONS = ("1K", "2K", "4K")
 MAX_RUNS = 1000
@@ -133,9 +134,9 @@ def run(args: argparse.Namespace) -> int:
             resolution=args.resolution,
         )
         summary: Summary = generate(job, editor, args.out)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print("\ninterrupted: finished steps are kept; rerun the same command to continue", file=sys.stderr)
-        return 130
+        return interrupt_status(stop)
     except Exception as exc:  # every failure ends as one clean line, with secrets scrubbed
         print(f"banana-tests generate: error: {_safe(exc)}", file=sys.stderr)
         return 1

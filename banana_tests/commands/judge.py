@@ -9,6 +9,7 @@ from typing import Any
 from banana_tests.core.local_paths import local_path
 from banana_tests.counts import whole_number_type
 from banana_tests.judging.judges import BACKENDS
+from banana_tests.termination import interrupt_status
 
 
 def add_parser(subparsers: Any) -> None:
@@ -51,11 +52,11 @@ def run(args: argparse.Namespace) -> int:
         judge = make(args.judge, model=args.model, base_url=args.base_url, max_requests=args.max_requests)
         summary = judge_set(args.dataset, judge, out, variant=args.variant)
         text = markdown(read_judgments(out))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print(
             "\ninterrupted: finished judgments are kept; rerun the same command to continue", file=sys.stderr
         )
-        return 130
+        return interrupt_status(stop)
     except Exception as exc:  # one clean line, secrets scrubbed
         print(f"banana-tests judge: error: {_safe(exc)}", file=sys.stderr)
         return 1

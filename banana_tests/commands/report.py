@@ -204,6 +204,14 @@ def _completeness(ledger: Ledger, notes: list[tuple[str, str]]) -> bool:
     if ledger.planless and ledger.with_plan:  # only files of earlier versions: nothing to check
         names = ", ".join(map(str, ledger.planless))
         print(f"{names}: no plan recorded (written before banana-tests recorded one)", file=sys.stderr)
+    stopped = [
+        f"{path}: its run stopped before its end: {ran} of {planned} planned case(s) ran"
+        for path, ran, planned in ledger.stopped_early
+    ]
+    for line in stopped:
+        print(line, file=sys.stderr)
+    if stopped:
+        notes.append(("Runs stopped early", "\n".join(stopped)))
     sections = (
         ("planned case(s) are in none of the files", "Planned cases missing", ledger.missing),
         ("case(s) have different outcomes", "Cases with different outcomes", ledger.conflicts),

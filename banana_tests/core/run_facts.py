@@ -31,11 +31,13 @@ def run_facts(
     state: SuiteState,
     worker_devices: dict[str, str] | None = None,
     selection: list[tuple[str, str]] | None = None,
+    libraries: str | None = None,
 ) -> list[tuple[str, str]]:
     """What the report's Run table says about the run, written once by the process that writes
     the JUnit file, as testsuite properties. `worker_devices`: each xdist worker's device, as
     it reported it; without them, this process's. `selection`: an xdist worker's selection facts
-    (the controller reads no data); without them, this process's."""
+    (the controller reads no data); without them, this process's. `libraries`: the metric
+    libraries found before (`metric_libraries`); without them, found now."""
     from banana_tests.core.selection_facts import selection_facts
     from banana_tests.core.versions import metric_libraries, run_versions
 
@@ -44,7 +46,7 @@ def run_facts(
         ("dataset", str(state.planning.source.source)),
         *(selection_facts(state) if selection is None else selection),
         ("versions", run_versions(state.metrics.values())),
-        ("libraries", metric_libraries(state.metrics.values())),
+        ("libraries", metric_libraries(state.metrics.values()) if libraries is None else libraries),
         ("device", devices_fact(worker_devices) if worker_devices else device_of(state)),
         ("command", state.settings.command),
     ]

@@ -10,6 +10,10 @@ A run narrowed by its own selection (`-k`, `-m`, `--deselect`, `--lf`) also writ
 collected and left out (LEFT_OUT), the options that did (NARROWED_BY), and how many test files
 `--lf` did not even collect (UNCOLLECTED). A merge where a case left out is in no file, or whose
 every file comes from a run that did not collect all its test files, is partial: never complete.
+
+The plan is taken when collection ends, so a run that stopped early (Ctrl-C, SIGTERM, `-x`, a
+crashed worker) records it too: the cases it planned and did not run are missing, and its file is
+named with how many of them ran (`stopped_early`).
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ class Ledger:
     """What the files planned and what they hold, read file by file."""
 
     expected: set[str] = field(default_factory=set)  # planned or split off by any run
+    planned_in: dict[Path, set[str]] = field(default_factory=dict)  # each file's own planned cases
     planless: list[Path] = field(default_factory=list)  # files written before runs recorded plans
     with_plan: list[Path] = field(default_factory=list)
     outcomes: dict[str, dict[Outcome, list[Path]]] = field(default_factory=dict)
@@ -96,7 +101,10 @@ class Ledger:
         for name, value in properties:
             if name in (PLANNED, SPLIT_OFF):
                 found = True
-                self.expected.update(line for line in value.split("\n") if line)
+                cases = [line for line in value.split("\n") if line]
+                self.expected.update(cases)
+                if name == PLANNED:
+                    self.planned_in.setdefault(path, set()).update(cases)
             elif name == LEFT_OUT:
                 self.left_out.update(line for line in value.split("\n") if line)
             elif name == NARROWED_BY:
@@ -112,6 +120,21 @@ class Ledger:
     def missing(self) -> list[str]:
         """Cases some run planned or split off that no file holds."""
         return sorted(self.expected - self.outcomes.keys())
+
+    @property
+    def stopped_early(self) -> list[tuple[Path, int, int]]:
+        """(file, cases it ran, cases it planned) of each file whose run stopped before it ran
+        every case it planned, when some of those are in no file: a run that stopped early, not
+        a shard that left its cases to others."""
+        missing = self.expected - self.outcomes.keys()
+        found = []
+        for path, planned in self.planned_in.items():
+            if planned & missing:
+                ran = sum(
+                    any(path in paths for paths in self.outcomes.get(case, {}).values()) for case in planned
+                )
+                found.append((path, ran, len(planned)))
+        return found
 
     @property
     def left_out_missing(self) -> list[str]:

@@ -161,6 +161,11 @@ def _read_file(
     not the XML."""
     try:
         size = path.stat().st_size
+    except FileNotFoundError as exc:
+        raise JUnitError(
+            f"{path}: no such file (a run writes none when it is killed, its process ends before "
+            "pytest finishes, or it has no --junitxml)"
+        ) from exc
     except OSError as exc:
         raise JUnitError(f"{path}: cannot read this file ({exc})") from exc
     if size > max_mb * 2**20:

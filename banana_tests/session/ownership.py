@@ -10,8 +10,10 @@ is the suite's when
 - a collected test requests one of the suite's fixtures (`banana_metric`, `banana_case`, ...),
   which also covers the suite's own modules; this is known at collection.
 
-Then `adopt` builds the run's `SuiteState` once and registers the reporter, the shard and
-snapshot selections and the baseline gate.
+Then `adopt` builds the run's `SuiteState` once, registers the reporter, the shard and
+snapshot selections and the baseline gate, and makes SIGTERM stop the run as Ctrl-C does
+(banana_tests.termination; xdist's controller passes it to its workers,
+banana_tests.session.worker_stop): in another project's run the plugin touches no signal.
 """
 
 from __future__ import annotations
@@ -61,8 +63,8 @@ def adopted(config: pytest.Config) -> SuiteState | None:
 
 def adopt(config: pytest.Config) -> SuiteState:
     """Make this run the suite's (once): its state, the matrix reporter, the snapshot selection
-    and, with `--banana-baseline`, the baseline gate. Options the suite cannot use are a
-    usage error."""
+    and, with `--banana-baseline`, the baseline gate; SIGTERM stops the run. Options the suite
+    cannot use are a usage error."""
     state = adopted(config)
     if state is not None:
         return state
@@ -71,6 +73,7 @@ def adopt(config: pytest.Config) -> SuiteState:
     from banana_tests.session.run_state import suite_of
     from banana_tests.session.shard_selection import ShardSelection
     from banana_tests.session.snapshot_selection import SnapshotSelection
+    from banana_tests.termination import stop_on_sigterm
 
     state = suite_of(config)
     config.stash[STATE] = state
@@ -85,4 +88,9 @@ def adopt(config: pytest.Config) -> SuiteState:
 
         gate = BaselineGate(state.settings.baseline, state.settings.strict_baseline)
         plugins.register(gate, "banana-tests-baseline")
+    stop_on_sigterm()
+    if not hasattr(config, "workerinput"):
+        from banana_tests.session.worker_stop import WorkerStop
+
+        plugins.register(WorkerStop(), "banana-tests-worker-stop")
     return state

@@ -3,24 +3,29 @@
 A case writes its `CaseRecord` (banana_tests.verdicts.record) as JUnit properties
 (banana_tests.session.case_fixtures). MatrixReporter reads the records back from the test
 reports (the same path serial and under xdist) into the live matrix and trend summary, writes
-the run's facts once as testsuite properties (banana_tests.core.run_facts), and adds its own
-summary sections.
+the run's facts and plan once as testsuite properties (banana_tests.core.run_facts,
+banana_tests.reports.completeness), and adds its own summary sections. The plan, and the facts
+that take long to find, are taken when collection ends: a run stopped early (Ctrl-C, SIGTERM)
+writes its file at once, with the plan that tells `banana-tests report` what did not run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from banana_tests.cases import CaseKind, Field
+from banana_tests.cases import CaseKind, Field, junit_id
 from banana_tests.core.run_facts import device_of, run_facts
 from banana_tests.core.suite import SuiteState
+from banana_tests.core.versions import metric_libraries
 from banana_tests.reports.artifact_table import artifact_lines
 from banana_tests.reports.completeness import Narrowing
 from banana_tests.reports.search_table import SearchOutcome, search_lines
 from banana_tests.reports.separability_table import separability_lines
+from banana_tests.scheduler.metric_groups import group_of
 from banana_tests.scoring.faults import environment_fault
 from banana_tests.session.gating import item_key
 from banana_tests.session.junit_handoff import (
@@ -64,6 +69,19 @@ def no_verdict(item: pytest.Item, exc: BaseException) -> bool:
     return suite_case and (isinstance(exc, NoVerdict) or environment_fault(exc))
 
 
+@dataclass(frozen=True)
+class KnownPlan:
+    """The run's plan as the process that writes the JUnit file knows it: its own at the end of
+    its collection; under xdist the first worker's tests as it reported them collected, until
+    that worker's whole plan (split off, narrowing) arrives with its end. `has_cases`: the plan
+    holds suite cases, so the file gets the plan and the run's facts even if none ran."""
+
+    planned: tuple[str, ...]
+    split_off: tuple[str, ...] = ()
+    narrowing: Narrowing = field(default_factory=Narrowing)
+    has_cases: bool = False
+
+
 class MatrixReporter:
     """Builds the matrix and the trend summary from the cases' records and prints them, with
     what a run's header and deselections need explained."""
@@ -87,9 +105,10 @@ class MatrixReporter:
         # an xdist worker's reports go to the controller, which builds the matrix it prints
         self.builds_matrix = not hasattr(config, "workerinput")
         self.worker_devices: dict[str, str] = {}  # xdist worker → the device it scored on
-        self.worker_plan: tuple[list[str], list[str]] | None = None  # the first worker's
-        self.worker_narrowing = Narrowing()  # the first worker's, with its plan
+        self.known_plan: KnownPlan | None = None
+        self.whole_worker_plan = False  # known_plan is a finished worker's
         self.worker_selection: list[tuple[str, str]] | None = None  # the first worker's
+        self.libraries: str | None = None  # the run facts' metric libraries, found at collection
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """A control, invariance or search case's identity is known from its parameters:
@@ -99,11 +118,35 @@ class MatrixReporter:
             if isinstance(key, ControlKey | InvarianceKey | SearchKey):
                 item.user_properties.extend(CaseRecord(key).identity())
 
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """The distributions each metric loads (its cache identity) are found before the first
-        case, whose time limit they must not spend; an xdist worker was handed its controller's."""
-        if session.items and not session.config.option.collectonly:
+        case, whose time limit they must not spend; an xdist worker was handed its controller's.
+        The run's plan is known now, after the shard selection has made it (trylast)."""
+        runs = bool(session.items) and not session.config.option.collectonly
+        if runs:
             self.state.scoring.loaded_libraries()
+        plan = self.shards.plan
+        has_cases = runs and any(item_key(item) is not None for item in session.items)
+        self._known(KnownPlan(tuple(plan.planned), tuple(plan.split_off), plan.narrowing, has_cases))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """xdist's controller, which collects nothing, takes the first worker's collected tests
+        as the plan (every worker collects the same ones)."""
+        if self.known_plan is None and ids:
+            prefix = getattr(self.config.option, "junitprefix", None)
+            metrics = tuple(self.state.metrics)
+            has_cases = any(group_of(nodeid, metrics) is not None for nodeid in ids)
+            self._known(KnownPlan(tuple(junit_id(nodeid, prefix) for nodeid in ids), has_cases=has_cases))
+
+    def _known(self, plan: KnownPlan) -> None:
+        """The plan known at the end of collection, and, in the process that writes the JUnit
+        file, the facts that take seconds to find (a metric's library versions: 20 s on a loaded
+        machine), so a stopped run need not find them before SIGKILL follows SIGTERM."""
+        self.known_plan = plan
+        if plan.has_cases and self.builds_matrix:
+            self.libraries = metric_libraries(self.state.metrics.values())
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(
@@ -189,46 +232,49 @@ class MatrixReporter:
         output = getattr(node, "workeroutput", None) or {}
         if WORKER_DEVICE in output:
             self.worker_devices[str(node.gateway.id)] = output[WORKER_DEVICE]
-        if WORKER_PLAN in output and self.worker_plan is None:
-            planned, split_off, (left_out, by, uncollected) = output[WORKER_PLAN]
-            self.worker_plan = (list(planned), list(split_off))
-            self.worker_narrowing = Narrowing(tuple(left_out), by, uncollected)
+        if WORKER_PLAN in output and not self.whole_worker_plan:
+            planned, split_off, (left_out, by, uncollected), has_cases = output[WORKER_PLAN]
+            narrowing = Narrowing(tuple(left_out), by, uncollected)
+            self.known_plan = KnownPlan(tuple(planned), tuple(split_off), narrowing, has_cases)
+            self.whole_worker_plan = True
         if WORKER_SELECTION in output and self.worker_selection is None:
             self.worker_selection = [(name, value) for name, value in output[WORKER_SELECTION]]
 
     def plan(self) -> tuple[list[str], list[str]]:
-        """This run's plan (planned, split off): its own, or under xdist its first worker's."""
-        if self.worker_plan is not None:
-            return self.worker_plan
-        return self.shards.plan.planned, self.shards.plan.split_off
-
-    def narrowing(self) -> Narrowing:
-        """What this run's own selection left out: its own, or under xdist its first worker's."""
-        return self.worker_narrowing if self.worker_plan is not None else self.shards.plan.narrowing
+        """This run's plan (planned, split off), as far as it is known (`KnownPlan`)."""
+        known = self.known_plan
+        return ([], []) if known is None else (list(known.planned), list(known.split_off))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
         """The run's facts as testsuite properties, before pytest's JUnit writer writes the file;
         with the tests it planned and split off (banana_tests.reports.completeness); only when the
-        run had suite cases or is a shard dealt none. An xdist worker hands its device and plan
-        to the controller. A shard dealt none exits 0, not pytest's 5 (no tests), once every
-        other plugin has set its status (syrupy sets it from the status the hook was given)."""
+        run planned or had suite cases, or is a shard dealt none. An xdist worker hands its
+        device and plan to the controller. A shard dealt none exits 0, not pytest's 5 (no tests),
+        once every other plugin has set its status (syrupy sets it from the status the hook was
+        given)."""
         output = getattr(session.config, "workeroutput", None)
+        known = self.known_plan or KnownPlan(())
         if output is not None:
             output[WORKER_DEVICE] = device_of(self.state)
-            left = self.narrowing()
-            output[WORKER_PLAN] = (*self.plan(), (list(left.left_out), left.by, left.uncollected))
+            left = known.narrowing
+            output[WORKER_PLAN] = (
+                *self.plan(),
+                (list(left.left_out), left.by, left.uncollected),
+                known.has_cases,
+            )
             from banana_tests.core.selection_facts import selection_facts
 
             output[WORKER_SELECTION] = selection_facts(self.state)
             return (yield)
         empty_share = is_empty_share(*self.plan())
-        add = junit_suite_property(session.config) if self.records or empty_share else None
+        writes = self.records or empty_share or known.has_cases
+        add = junit_suite_property(session.config) if writes else None
         if add is not None:
             from banana_tests.reports.completeness import plan_properties
 
-            facts = run_facts(self.state, self.worker_devices, self.worker_selection)
-            for name, value in [*facts, *plan_properties(*self.plan(), self.narrowing())]:
+            facts = run_facts(self.state, self.worker_devices, self.worker_selection, self.libraries)
+            for name, value in [*facts, *plan_properties(*self.plan(), known.narrowing)]:
                 add(name, value)
         result = yield
         if empty_share and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:

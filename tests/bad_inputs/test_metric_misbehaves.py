@@ -1,9 +1,10 @@
 """A metric that misbehaves, and a cache folder that refuses files (issue 25): one row each.
 
 Each row runs the shipped suite (`--pyargs banana_tests`) in a subprocess on a tiny set, with
-`misbehaving`, a numpy-only metric told by environment variables what to do: interrupt itself,
-call sys.exit, return NaN for, sleep on or raise on marked images (top-left pixel (1, 2, 3)), or
-run out of memory on batches of more than 4 images. A stop must
+`misbehaving`, a numpy-only metric told by environment variables what to do: interrupt itself
+(SIGINT, or SIGTERM as a cancelled CI job sends it), call sys.exit, return NaN for, sleep on or
+raise on marked images (top-left pixel (1, 2, 3)), or run out of memory on batches of more than
+4 images. A stop must
 end the run with exit 2 in every family of cases; a bad score or a slow batch must error the
 cases of those images only, naming each image and record.
 """
@@ -42,6 +43,8 @@ def misbehaving(images):
     if CALLS[0] == int(os.environ.get("MISBEHAVE_AT", "1")):
         if act == "sigint":
             os.kill(os.getpid(), signal.SIGINT)
+        if act == "sigterm":
+            os.kill(os.getpid(), signal.SIGTERM)
         if act == "exit":
             sys.exit(3)
     if act == "sleep" and any(marked):
@@ -94,7 +97,7 @@ def run(suite: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop", ["sigint", "exit"])
+@pytest.mark.parametrize("stop", ["sigint", "sigterm", "exit"])
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_a_stop_ends_the_run_with_exit_2(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, family: str, stop: str
@@ -109,6 +112,9 @@ def test_a_stop_ends_the_run_with_exit_2(
     assert result.ret == pytest.ExitCode.INTERRUPTED, output[-3000:]
     if stop == "sigint":
         assert "KeyboardInterrupt" in output and "distinct failures" not in output
+    elif stop == "sigterm":
+        assert "SIGTERM received: banana-tests stops as on Ctrl-C" in output, output[-3000:]
+        assert "distinct failures" not in output
     else:
         assert "misbehaving called sys.exit(3) while scoring; the run stops" in output
 
