@@ -130,8 +130,11 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
     every run these tests start. pytester clears PYTEST_ADDOPTS when it is made, so it is set after.
     Its runs also lay their terminal out as off CI: on CI (`CI` or `BUILD_NUMBER` set) pytest's short
     summary prints each failure's whole message, which the tests of the terminal count line by line
-    (tests/test_output.py pins the CI layout). Its child processes start with `default_stops`."""
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+    (tests/test_output.py pins the CI layout). Its child processes start with `default_stops`.
+    An in-process run after another may warn that banana_tests was imported before it could be
+    rewritten (it is, by this session), depending on the order xdist deals the tests; the runs
+    ignore that warning, which says nothing of the suite, so the tests that count lines hold."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly -W ignore::pytest.PytestAssertRewriteWarning")
     for name in CI_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(pytester, "popen", functools.partial(pytester.popen, preexec_fn=default_stops))
