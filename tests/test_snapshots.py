@@ -290,9 +290,12 @@ def test_a_metric_without_a_snapshot_skips_saying_how_to_record_it(snapped: pyte
 
 
 @pytest.mark.slow
-def test_a_users_unused_snapshot_is_kept_and_syrupy_says_so_truly(snapped: pytest.Pytester) -> None:
+def test_a_users_unused_snapshot_is_kept_and_syrupy_says_so_truly(
+    snapped: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """syrupy advised "Re-run pytest with --snapshot-update to delete unused snapshots", which the
     suite's runs never do; under -n 2 its controller did delete the user's unused snapshot."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # syrupy reads it: a child is no worker
     snapped.makepyfile(test_mine="def test_x(snapshot):\n    assert 1 == snapshot\n")
     args = ("--dataset=data", "--metric=laplacian_variance")
     snapped.runpytest_subprocess(*args, "--snapshot-update")
