@@ -29,8 +29,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     from banana_tests.termination import sigterm_stops
 
     args = parser().parse_args(argv)
+    absent = missing_extra(args)
+    if absent is not None:
+        print(f"banana-tests {args.command}: error: {absent}", file=sys.stderr)
+        return 4
     with sigterm_stops():
         return int(args.func(args))
+
+
+def missing_extra(args: argparse.Namespace) -> str | None:
+    """The line naming the extra a command's editor or judge needs, when it is not installed:
+    said before the command starts, with pytest's exit code for a usage error (4)."""
+    from metrics_under_test import extras
+
+    editor = getattr(args, "editor", None) if args.command == "generate" else None
+    judge = getattr(args, "judge", None) if args.command == "judge" else None
+    if editor is not None:
+        return extras.missing(f"--editor={editor}", extras.EDITORS.get(editor))
+    if judge is not None:
+        return extras.missing(f"--judge={judge}", extras.JUDGES.get(judge))
+    return None
 
 
 if __name__ == "__main__":

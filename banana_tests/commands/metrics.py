@@ -15,7 +15,7 @@ from typing import Any
 
 from banana_tests.core.local_paths import refuse_url
 from banana_tests.core.options import add_weights_option
-from metrics_under_test import custom
+from metrics_under_test import custom, extras, licences
 from metrics_under_test.measured import cpu_seconds_2k
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import catalog
@@ -60,6 +60,7 @@ def _row(spec: MetricSpec, weights_dir: Path | None, entry_point: str | None = N
         files.append({"file": w.file, "url": w.url, "path": str(w.path), "found": where})
     missing = [w.file for w, f in zip(spec.weights, files, strict=True) if f["found"] is None]
     vlm = BY_METRIC.get(spec.name) if spec.backend is Backend.VLM else None
+    library = licences.of(spec)
     if vlm is not None:
         missing = vlm.missing()
         files = [{"file": f, "url": vlm.repo, "path": str(vlm.folder / f), "found": None} for f in missing]
@@ -80,6 +81,7 @@ def _row(spec: MetricSpec, weights_dir: Path | None, entry_point: str | None = N
         how = f"needs network access at load time: {spec.weights_note}"
     else:
         how = "nothing to provide" if not spec.weights else "present"
+    absent = extras.missing(spec.name, extras.of_metric(spec))
     return {
         "name": spec.name,
         "paper_name": spec.paper_name,
@@ -90,13 +92,17 @@ def _row(spec: MetricSpec, weights_dir: Path | None, entry_point: str | None = N
         "range": [spec.low, spec.high],
         "cost": spec.cost,
         "cpu_s_per_2k_image": cpu_seconds_2k().get(spec.name),
-        "available": not missing and (vlm is not None or not spec.weights_note),
+        "available": not absent and not missing and (vlm is not None or not spec.weights_note),
         "weights": files,
         "fetches_at_load": spec.weights_note or None,
-        "how_to_provide": how,
+        "how_to_provide": absent or how,
         "in_paper": spec.name in PAPER_23,
         "runs_here": _runs_here(spec, not missing and not spec.weights_note),
         "license": vlm.license if vlm else None,
+        "library": library.name if library else None,
+        "library_version": library.version if library else None,
+        "library_license": library.licence if library else None,
+        "library_extra": library.extra if library else None,
         "size": vlm.size if vlm else None,
     }
 
@@ -141,14 +147,30 @@ def run(args: argparse.Namespace) -> int:
         per = f"{secs:.3g}" if secs is not None else "-"
         row = f"{r['name']:<24} {better:<6} {span:<16} {r['backend']:<7} {r['cost']:<6} {per:>6}"
         print(f"{row} {here:<7} {files}")
+    _print_libraries(table)
     _print_paper_metrics(table)
     missing = [r for r in table if not r.get("available", True)]
     print(f"\n{len(table) - len(missing)} of {len(table)} metrics can run here. To provide parameter files:")
     print(f"  put them in {pyiqa_cache_dir()} or in a folder passed as --weights-dir=FOLDER")
     print("  or $BANANA_WEIGHTS_DIR;")
+    if extras.PYIQA.absent():
+        print(f"  pyiqa's metrics need its extra (see its licence above): {extras.PYIQA.command};")
     print("  `banana-tests metrics --json` gives each file's URL and path.")
     print("s/2K: CPU seconds per 2048x1152 image measured on the project's 2-core machine (docs/metrics.md).")
     return 0
+
+
+def _print_libraries(table: list[dict[str, Any]]) -> None:
+    """Each library behind the metrics, its licence as its installed metadata declares it (or the
+    extra that installs it), and the metrics it implements."""
+    by_library: dict[str, list[str]] = {}
+    for r in table:
+        if r.get("library"):
+            key = licences.library(r["library"], r["library_extra"]).describe()
+            by_library.setdefault(key, []).append(r["name"])
+    print("\nThe library behind each metric, and its licence (installed metadata):")
+    for described, names in by_library.items():
+        print(f"  {described}; {len(names)} metric(s): {', '.join(names)}")
 
 
 def _print_paper_metrics(table: list[dict[str, Any]]) -> None:

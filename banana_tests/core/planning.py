@@ -19,6 +19,7 @@ from banana_tests.trajectories.records import DataError, DataWarning, Problem, R
 from banana_tests.trajectories.selection import not_for_iqa_note
 from banana_tests.trajectories.sources import SourceOptions, load
 from banana_tests.verdicts.trend import TrendKey, TrendPlan, plan_trends
+from metrics_under_test.extras import TAEF2, missing
 
 
 @dataclass
@@ -45,7 +46,12 @@ class CasePlanning:
         settings = self.settings
         if not settings.artifacts:
             return settings.source
+        from banana_tests.editors.trial_names import Artifact
         from banana_tests.editors.trial_sets import TrialSetError, ensure
+
+        absent = missing(f"--artifact={Artifact.VAE_ROUNDTRIP}", TAEF2)
+        if Artifact.VAE_ROUNDTRIP in settings.artifacts and absent is not None:
+            raise UsageError(absent)
 
         try:
             folder = ensure(settings.artifacts, settings.source.cache_dir)

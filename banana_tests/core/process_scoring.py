@@ -13,6 +13,8 @@ from banana_tests.core.settings import Settings
 from banana_tests.core.usage_error import UsageError
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.hung import Hung
+from metrics_under_test.extras import missing_for_metrics
+from metrics_under_test.metric_requests import DEFAULT_METRICS
 from metrics_under_test.registry import stage_mirror
 from metrics_under_test.spec import MetricSpec
 
@@ -42,10 +44,14 @@ class Scoring:
     _prepared: bool = False
 
     def prepare(self) -> None:
-        """What scoring needs, once per process: the weights staged, an explicit device present."""
+        """What scoring needs, once per process: the metrics' extras installed, the weights
+        staged, an explicit device present."""
         if self._prepared:
             return
         self._prepared = True
+        absent = missing_for_metrics(self.metrics.values(), tuple(self.settings.metrics) == DEFAULT_METRICS)
+        if absent is not None:
+            raise UsageError(absent)
         mirror = self.settings.weights_dir
         if mirror is not None:
             if not mirror.is_dir():

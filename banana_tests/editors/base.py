@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from PIL import Image
 
 from banana_tests.editors import options
+from metrics_under_test import extras
 
 ENTRY_POINT_GROUP = "banana_tests.editors"
 BUILTIN = {
@@ -118,8 +119,12 @@ def available() -> list[str]:
 
 
 def create(name: str, config: EditorConfig) -> Editor:
-    """Build the editor called `name`; an unknown name lists the known ones."""
+    """Build the editor called `name`; an unknown name lists the known ones, a built-in one
+    whose extra is missing names the extra (before its module, which imports torch, is)."""
     if name in BUILTIN:
+        absent = extras.missing(f"editor {name!r}", extras.EDITORS.get(name))
+        if absent is not None:
+            raise EditorError(absent)
         module, _, attr = BUILTIN[name].partition(":")
         factory: Factory = getattr(importlib.import_module(module), attr)
     else:
