@@ -1,7 +1,7 @@
 """pyiqa as a metric backend. Imported only when a pyiqa metric is first scored.
 
-pyiqa 0.1.16 is under a non-commercial licence (see the README); this adapter is the only
-module that imports it, so other backends work without it.
+pyiqa is under a non-commercial licence (see the README) and comes with the `pyiqa` extra; this
+adapter is the only module that imports it, so other backends work without it.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ ONE_AT_A_TIME = frozenset({"brisque", "ilniqe", "qalign"})
 HEAP_FRAGMENTING = frozenset({"ilniqe"})
 # Modules pyiqa's models import without pyiqa declaring them, and the extra that installs each.
 UNDECLARED_IMPORTS = {
-    "pkg_resources": "clip",  # openai-clip (clipiqa, clipscore, laion_aes, liqe, qualiclip): setuptools<81
-    "icecream": "qalign",  # mPLUG-Owl2 (qalign)
+    "pkg_resources": "pyiqa",  # openai-clip, imported by most of pyiqa's networks: setuptools<81
+    "icecream": "vlm",  # mPLUG-Owl2 (qalign)
 }
 
 

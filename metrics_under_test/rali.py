@@ -163,7 +163,7 @@ class Rali:
         except ImportError as exc:
             raise MetricError(
                 "rali: reading RALI/pca.pkl needs joblib, and scikit-learn for the PCA it likely "
-                "holds: pip install 'banana-tests[rali]' (or joblib scikit-learn)"
+                "holds: pip install 'banana-tests[vlm]' (or joblib scikit-learn)"
             ) from exc
         pca = load_trusted_pickle(paths["RALI/pca.pkl"], f"{RALI.repo} RALI/pca.pkl")  # before the model
         import numpy as np

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -12,7 +13,9 @@ import signal
 import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator
+from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 
 import numpy as np
@@ -109,6 +112,29 @@ def unavailable(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must run this test: {reason}")
     pytest.skip(reason)
+
+
+def installed(distribution: str) -> bool:
+    try:
+        metadata.distribution(distribution)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def needs(distribution: str, module: str | None = None) -> ModuleType:
+    """The module of an optional distribution (an extra's, or piq): a skip where it is not
+    installed (a venv without extras, as .ci/run's first step has), and where it is installed but
+    does not import, the import's own error, so a broken extra fails instead of skipping."""
+    if not installed(distribution):
+        pytest.skip(f"{distribution} is not installed (an extra of banana-tests)")
+    return importlib.import_module(module or distribution)
+
+
+# Test modules that import an extra's distribution at module level: not collected where it is
+# not installed; collected, and failing if it does not import, where it is.
+EXTRA_MODULES = {"test_tiny_vae.py": "torch"}
+collect_ignore = [name for name, distribution in EXTRA_MODULES.items() if not installed(distribution)]
 
 
 CI_VARIABLES = ("CI", "BUILD_NUMBER")  # pytest's running_on_ci
