@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
 
+from metrics_under_test.metric_requests import MetricRequest, option_text
 from metrics_under_test.spec import Backend, MetricSpec
 
 
@@ -74,5 +75,8 @@ def missing_for_metrics(specs: Iterable[MetricSpec], default: bool = False) -> s
         if extra is not None and extra.absent():
             by_extra.setdefault(extra, []).append(spec.name)
     said = " (the default)" if default else ""
-    lines = [missing(f"--metric={','.join(names)}{said}", extra) for extra, names in by_extra.items()]
+    lines = [
+        missing(f"--metric={option_text([MetricRequest.of(n) for n in names])}{said}", extra)
+        for extra, names in by_extra.items()
+    ]
     return "; ".join(line for line in lines if line) or None

@@ -33,13 +33,15 @@ class Library:
 
 def declared_licence(meta: metadata.PackageMetadata) -> str | None:
     """License-Expression (PEP 639), else a one-line License, else the licence classifiers."""
-    expression = meta.get("License-Expression")
+    expression = (meta.get_all("License-Expression") or [""])[0]
     if expression:
         return str(expression)
-    text = (meta.get("License") or "").strip()
+    text = str((meta.get_all("License") or [""])[0]).strip()
     if text and "\n" not in text and len(text) <= _SHORT:
         return text
-    classifiers = [c.split(" :: ")[-1] for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
+    classifiers = [
+        c.split(" :: ")[-1] for c in meta.get_all("Classifier") or [] if c.startswith("License ::")
+    ]
     return ", ".join(classifiers) or None
 
 

@@ -133,7 +133,11 @@ def needs(distribution: str, module: str | None = None) -> ModuleType:
 
 # Test modules that import an extra's distribution at module level: not collected where it is
 # not installed; collected, and failing if it does not import, where it is.
-EXTRA_MODULES = {"test_tiny_vae.py": "torch"}
+EXTRA_MODULES = {
+    "test_tiny_vae.py": "torch",
+    "test_probe.py": "torch",
+    "test_vlm_adapters.py": "transformers",
+}
 collect_ignore = [name for name, distribution in EXTRA_MODULES.items() if not installed(distribution)]
 
 

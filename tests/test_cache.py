@@ -22,7 +22,7 @@ from banana_tests.scoring.suite_code import code_hashes
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from metrics_under_test import examples
 from metrics_under_test.spec import Backend, MetricSpec, WeightFile
-from tests.conftest import MakeSet
+from tests.conftest import MakeSet, needs
 
 SPEC = MetricSpec(name="mean", backend=Backend.CUSTOM, low=0.0, high=255.0, lower_better=False)
 
@@ -48,6 +48,7 @@ def test_a_stored_score_is_found_by_image_and_metric_after_reopening(tmp_path: P
 def test_the_key_changes_with_weights_device_and_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    needs("pyiqa")
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     spec = MetricSpec(
         "w", Backend.PYIQA, 0.0, 1.0, True, weights=(WeightFile("w.pth", "https://example/w.pth"),)
@@ -189,6 +190,7 @@ def test_installed_libraries_are_keyed_by_version_and_only_real_files_are_hashed
     key hashed torch.classes' bare `__file__`), and no installed library was in the key. Now each
     library the code imports is keyed by its distribution's version, and a module with no file of
     its own (torch.classes, a namespace package, a zip-imported module) is never read."""
+    needs("torch")
     import zipfile
 
     tag = uuid.uuid4().hex[:8]
@@ -414,6 +416,7 @@ def test_an_edited_helper_module_rescores_and_fails_the_snapshot(
 def test_a_vlm_metrics_key_holds_its_adapters_code_its_libraries_and_its_hub_revision() -> None:
     """A VLM scores by the adapters' code, transformers, torch and pyiqa, and the hub commit of its
     files: a change to any of them is a miss."""
+    needs("transformers"), needs("pyiqa")
     from metrics_under_test import vlm
     from metrics_under_test.registry import lookup
 

@@ -15,7 +15,7 @@ from metrics_under_test.examples import NoiseSigma, laplacian_variance
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric, resolve
 from metrics_under_test.spec import Backend, Cost
-from tests.conftest import assert_outcomes, suite_folder
+from tests.conftest import assert_outcomes, needs, suite_folder
 
 GOOD = """
 class Tiny:
@@ -217,6 +217,7 @@ def test_laplacian_variance_drops_with_blur() -> None:
 
 @pytest.mark.parametrize("sigma", [2.0, 8.0])
 def test_noise_sigma_estimates_gaussian_noise(sigma: float) -> None:
+    needs("torch")
     rng = np.random.default_rng(1)
     y, x = np.mgrid[0:128, 0:160]
     scene = 60 + 0.5 * x + 0.3 * y  # a smooth ramp: the estimator cancels it

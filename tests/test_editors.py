@@ -17,7 +17,7 @@ from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
 from banana_tests.editors.jpeg import JpegEditor
 from banana_tests.editors.prompts import FRUITS, REPLICATE, VARIANTS, apply_transform, resolve
 from banana_tests.editors.replica import EmulateEditor
-from tests.conftest import noisy_image
+from tests.conftest import needs, noisy_image
 
 
 def scene(w: int = 96, h: int = 64) -> Image.Image:
@@ -285,5 +285,6 @@ def test_generate_records_the_seed_drawn_and_keeps_spaces_in_options(
 
 @pytest.mark.skipif(importlib.util.find_spec("diffusers") is not None, reason="diffusers is installed")
 def test_diffusers_missing_says_how_to_install() -> None:
+    needs("torch")  # the editor module imports it before it looks for diffusers
     with pytest.raises(base.EditorError, match=r"pip install 'banana-tests\[diffusers\]'"):
         DiffusersEditor(QWEN_IMAGE_EDIT)

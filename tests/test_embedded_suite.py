@@ -23,7 +23,7 @@ import pytest
 from banana_tests.data import BASELINES, EMBEDDED
 
 from banana_tests.trajectories.imagefolder import read_imagefolder
-from tests.conftest import CASE_PROPERTIES, SHARED_MIRROR, parse_matrix, unavailable
+from tests.conftest import CASE_PROPERTIES, SHARED_MIRROR, needs, parse_matrix, unavailable
 from tests.doc_blocks import suite_command
 
 pytestmark = pytest.mark.slow  # the suite with real metrics in a child pytest: the slow tier
@@ -159,7 +159,7 @@ def test_every_delta_follows_from_pyiqa_scores(
     """Recompute each Δ with pyiqa on the image files (str paths, one at a time): 0.01 units, same sign."""
     torch_home = suite_run["stdout"][1]["torch_home"]  # the run linked the weights in
     monkeypatch.setenv("TORCH_HOME", torch_home)
-    pyiqa = pytest.importorskip("pyiqa")
+    pyiqa = needs("pyiqa")
     # pyiqa fixed its cache folder when this worker first imported it, perhaps under another TORCH_HOME
     cache_dir = str(Path(torch_home) / "hub" / "pyiqa")
     monkeypatch.setattr(pyiqa.utils.download_util, "DEFAULT_CACHE_DIR", cache_dir)

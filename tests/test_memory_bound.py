@@ -19,7 +19,7 @@ import pytest
 
 from banana_tests.cli import main
 from banana_tests.scoring import process_tuning
-from tests.conftest import suite_folder
+from tests.conftest import needs, suite_folder
 
 GLIBC = process_tuning._glibc() is not None
 
@@ -50,7 +50,7 @@ def test_tuning_for_a_metric_follows_what_it_says(monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.slow
 def test_ilniqe_says_it_fragments_a_keeping_heap_and_niqe_does_not() -> None:
-    pytest.importorskip("pyiqa")
+    needs("pyiqa")
     from metrics_under_test.pyiqa_backend import PyiqaMetric
     from metrics_under_test.registry import resolve
 
@@ -67,8 +67,8 @@ def test_ilniqe_scores_one_image_per_model_call_where_niqe_takes_the_batch() -> 
     """ILNIQE holds ~2.7 GB per image whatever its size (it resizes each to 524 px): the scorer
     groups the embedded set's 384 px images three to a batch, and three at once in ILNIQE's model
     would be past the 4 GB bound. NIQE's buffers follow the pixels, so a batch pays for it."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("pyiqa")
+    torch = needs("torch")
+    needs("pyiqa")
     import numpy as np
 
     from banana_tests.scoring.batching import batches

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from banana_tests.scoring.loaded_libraries import MEMO, distributions_of
-from tests.conftest import suite_folder
+from tests.conftest import needs, suite_folder
 
 METRIC = """\
 import numpy as np
@@ -112,6 +112,7 @@ def test_a_transitive_dependencys_version_change_rescores(
 def test_the_requirements_tree_of_a_real_library_is_keyed() -> None:
     """piq requires torchvision, scikit-image requires scipy: both in the key of a metric that
     imports only piq and scikit-image, whatever this process imported before."""
+    needs("piq")
     from importlib import metadata
 
     from metrics_under_test.own_code import distribution_versions
@@ -233,6 +234,7 @@ def test_a_real_library_that_torch_loads_undeclared_is_keyed(
 def test_loaded_modules_map_to_their_distributions_by_name() -> None:
     """torch.classes' fake `__file__`, a built-in module (no file) and the standard library do no
     harm: a module is mapped by its top-level name; the suite's own code is not a library."""
+    needs("torch")
     from importlib import metadata
 
     found = distributions_of(["torch.classes", "sys", "json.decoder", "yaml", "banana_tests.cli"])
@@ -306,6 +308,8 @@ def test_a_metrics_identity_holds_the_sha256_of_the_suite_code_that_scores_it(
 ) -> None:
     """The key of a pyiqa metric holds the adapter's source (`100 - score` there rescores), the
     decoder's and the batching's; a custom metric's holds its own adapter's, not pyiqa's."""
+    if adapter == "metrics_under_test.pyiqa_backend":
+        needs("pyiqa")
     from banana_tests.scoring.cache import identity
     from metrics_under_test.file_hash import file_sha256
     from metrics_under_test.registry import resolve

@@ -12,7 +12,7 @@ import pytest
 from banana_tests.cli import main
 from metrics_under_test.registry import CATALOG, catalog
 from metrics_under_test.weights import stage
-from tests.conftest import SHARED_MIRROR, offline
+from tests.conftest import SHARED_MIRROR, needs, offline
 
 
 def listing(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, dict]:  # type: ignore[type-arg]
@@ -38,6 +38,7 @@ def test_json_lists_every_pyiqa_nr_metric_and_the_examples(capsys: pytest.Captur
 def test_availability_follows_the_files_in_the_cache_and_the_mirror(
     capsys: pytest.CaptureFixture[str], empty_torch_home: Path
 ) -> None:
+    needs("pyiqa")  # without it no pyiqa metric is available, whatever its files
     rows = listing(capsys)
     assert rows["piqe"]["available"] and rows["noise_sigma"]["available"]  # nothing to provide
     assert not rows["brisque"]["available"] and "brisque_svm_weights.pth" in rows["brisque"]["how_to_provide"]
@@ -71,6 +72,7 @@ def test_all_23_paper_metrics_are_listed_with_how_each_runs_here(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Table 2's 23 metrics, each with how it runs here; the VLM models with licence and size."""
+    needs("pyiqa")
     from metrics_under_test.vlm_catalog import VISUALQUALITY_R1, Runs
 
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))

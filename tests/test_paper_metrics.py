@@ -39,7 +39,7 @@ from metrics_under_test.pyiqa_backend import UNDECLARED_IMPORTS, MissingWeights,
 from metrics_under_test.registry import lookup
 from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.weights import stage
-from tests.conftest import PROJECT, weights_mirror, write_crops
+from tests.conftest import PROJECT, needs, unavailable, weights_mirror, write_crops
 
 pytestmark = pytest.mark.slow  # a process per paper metric, with real parameters: the slow tier
 
@@ -89,7 +89,7 @@ def _build(name: str, mirror: Path | None) -> PyiqaMetric:
         if mirror is not None:
             stage(mirror, ((w.file, w.path) for w in spec.weights))
         if spec.missing_weights():
-            pytest.skip(f"{name}: real parameters not in the mirror ({mirror})")
+            unavailable(f"{name}: real parameters not in the mirror ({mirror})")
         return PyiqaMetric(spec, "cpu")
     if name == "pi" and mirror is not None:  # PI's NIQE half reads NIQE's real file
         stage(mirror, ((w.file, w.path) for w in lookup("niqe").weights))
@@ -186,9 +186,9 @@ def test_missing_parameters_fail_fast_naming_the_file(
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     monkeypatch.delenv("BANANA_WEIGHTS_DIR", raising=False)
     spec = lookup(name)
-    pytest.importorskip("pyiqa")
+    needs("pyiqa")
     if name == "qalign":
-        pytest.importorskip("transformers")
+        needs("transformers")
     tried: list[object] = []
 
     def refuse(sock: socket.socket, address: object) -> None:

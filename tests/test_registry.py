@@ -10,6 +10,7 @@ from metrics_under_test.spec import Cost
 from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.vlm_catalog import OUTSIDE_PYIQA
 from metrics_under_test.weights import mirror_from_env
+from tests.conftest import needs
 
 
 @pytest.mark.parametrize(
@@ -66,7 +67,7 @@ def test_resolve_keeps_order_and_drops_duplicates() -> None:
 
 
 def test_catalog_matches_the_installed_pyiqa() -> None:
-    pyiqa = pytest.importorskip("pyiqa")
+    pyiqa = needs("pyiqa")
     from pyiqa.default_model_configs import DEFAULT_CONFIGS
 
     from metrics_under_test.pyiqa_catalog import SET_BASED, TEXT_CONDITIONED, parse_range
@@ -136,7 +137,7 @@ def test_measured_beats_recorded_beats_guessed() -> None:
 def test_a_catalog_refresh_keeps_every_cost_class(monkeypatch: pytest.MonkeyPatch) -> None:
     """`python -m metrics_under_test.pyiqa_catalog` rebuilds each row; the classes must survive
     (a refresh from fixed lists once turned the measured fast CNNIQA and NIMA back into neural)."""
-    pytest.importorskip("pyiqa")
+    needs("pyiqa")
     from metrics_under_test import pyiqa_catalog
 
     monkeypatch.setattr(pyiqa_catalog, "first_download", lambda name: None)  # no metric built

@@ -29,7 +29,7 @@ from metrics_under_test.registry import lookup, resolve
 from metrics_under_test.spec import Backend
 from metrics_under_test.vlm_catalog import Q_ALIGN, RALI, VISUALQUALITY_R1
 from metrics_under_test.weights import MissingWeights
-from tests.conftest import write_crops
+from tests.conftest import needs, write_crops
 
 # Outputs in the model card's format (thinking mode), as VisualQuality-R1 writes them.
 CARD_OUTPUTS = {
@@ -159,7 +159,7 @@ class ScriptedAnswer:
 
 @pytest.fixture(scope="module")
 def adapter() -> Iterator[tuple[vlm.VisualQualityR1, ScriptedAnswer, list[dict[str, Any]]]]:
-    pytest.importorskip("transformers")
+    needs("transformers")
     from transformers import LogitsProcessorList
 
     processor = tiny_processor()
@@ -280,7 +280,7 @@ def test_missing_files_fail_fast_naming_them(
 ) -> None:
     """Offline with empty caches: MissingWeights naming the files, before torch is needed."""
     if model is Q_ALIGN:
-        pytest.importorskip("icecream", reason="pyiqa's Q-Align imports icecream: the qalign extra")
+        needs("icecream")  # pyiqa's Q-Align imports it: the vlm extra
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))

@@ -41,7 +41,10 @@ def without_extras(monkeypatch: pytest.MonkeyPatch) -> None:
 SUITE_ROWS: dict[str, tuple[list[str], str]] = {
     "pyiqa-metric": (["--metric=brisque"], "--metric=brisque needs pyiqa and torch"),
     "default-metric": ([], "--metric=brisque,niqe,piqe (the default) needs pyiqa and torch"),
-    "vlm-metric": (["--metric=laplacian_variance,qalign"], "--metric=qalign needs pyiqa, torch, transformers"),
+    "vlm-metric": (
+        ["--metric=laplacian_variance,qalign"],
+        "--metric=qalign needs pyiqa, torch, transformers",
+    ),
     "taef2-artifact": (
         ["--metric=laplacian_variance", "--artifact=vae_roundtrip"],
         "--artifact=vae_roundtrip needs torch",
@@ -70,7 +73,11 @@ def test_a_suite_run_whose_extra_is_missing_is_one_usage_error(
 # (command line, what the one line must carry, the extra)
 COMMAND_ROWS: dict[str, tuple[list[str], str, str]] = {
     "taef2-editor": (["generate", "--editor=flux2-tiny-vae"], "--editor=flux2-tiny-vae needs torch", "taef2"),
-    "diffusers-editor": (["generate", "--editor=diffusers"], "--editor=diffusers needs diffusers", "diffusers"),
+    "diffusers-editor": (
+        ["generate", "--editor=diffusers"],
+        "--editor=diffusers needs diffusers",
+        "diffusers",
+    ),
     "gemini-judge": (["judge", "set", "--judge=gemini"], "--judge=gemini needs google-genai", "gemini"),
 }
 

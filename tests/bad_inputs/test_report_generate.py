@@ -25,7 +25,7 @@ from banana_tests.cli import main
 from banana_tests.reports.junit import MAX_ATTRIBUTE
 from banana_tests.reports.trends import figure_stem
 from banana_tests.session.gating import BaselineGate
-from tests.conftest import noisy_image
+from tests.conftest import needs, noisy_image
 from tests.test_junit import case, junit
 
 Act = Callable[[], int]
@@ -525,6 +525,9 @@ def openai_judge_without_a_base_url(root: Path, mp: pytest.MonkeyPatch) -> Act:
 
 
 def gemini_judge_without_a_key(root: Path, mp: pytest.MonkeyPatch) -> Act:
+    needs(
+        "google-genai"
+    )  # without it, the judge is the missing extra (tests/bad_inputs/test_missing_extras.py)
     made_set(root)
     for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
         mp.delenv(name, raising=False)

@@ -25,7 +25,7 @@ import pytest
 from metrics_under_test.published_weights import PUBLISHED
 from metrics_under_test.registry import lookup
 from metrics_under_test.weights import UNPUBLISHED, stage
-from tests.conftest import weights_mirror, write_set
+from tests.conftest import needs, weights_mirror, write_set
 
 BRISQUE, NIQE = "brisque_svm_weights.pth", "niqe_modelparameters.mat"
 NIQE_URL = "https://huggingface.co/chaofengc/IQA-PyTorch-Weights/resolve/main/niqe_modelparameters.mat"
@@ -122,6 +122,7 @@ def test_a_tampered_copy_already_in_the_cache_is_refused_by_its_bytes_each_time(
 
 
 def test_a_fifo_in_place_of_a_taef2_weight_file_is_refused_without_blocking(tmp_path: Path) -> None:
+    needs("torch")
     from banana_tests.editors import tiny_vae
 
     shutil.copyfile(tiny_vae.weights_dir() / tiny_vae.ENCODER.name, tmp_path / tiny_vae.ENCODER.name)
