@@ -85,12 +85,19 @@ def test_ci_runs_exactly_the_readmes_test_commands() -> None:
 
 
 def test_ci_runs_the_fast_tier_first_and_the_wheel_gate_after_both_tiers() -> None:
-    """A failure in the unit tests stops CI before the slow tier; the wheel gate follows the tiers."""
+    """A failure in the unit tests stops CI before the slow tier; the wheel gate follows the tiers.
+    The fast tier runs first in a venv with the test tools and no extra (no torch), then with all."""
     ci = shell_commands((PROJECT / ".ci" / "run").read_text(encoding="utf-8"))
     runs = pytest_invocations(ci)
-    assert runs[0] == ["pytest", "tests", "-m", "not slow", "-n", "2"]
-    assert runs[1] == ["pytest", "tests", "-m", "slow", "-n", "2"]
-    assert ci.index(runs[1]) < ci.index(["bash", ".ci/wheel-gate"]) < ci.index(runs[2])
+    assert runs[0] == runs[1] == ["pytest", "tests", "-m", "not slow", "-n", "2"]
+    assert runs[2] == ["pytest", "tests", "-m", "slow", "-n", "2"]
+    assert ci.index(runs[2]) < ci.index(["bash", ".ci/wheel-gate"]) < ci.index(runs[3])
+    first = ci.index(runs[0])
+    core = [c for c in ci[:first] if "install" in c]
+    assert core and all("torch" not in " ".join(c) and "[" not in " ".join(c) for c in core), core
+    assert any(c[-2:] == ["--group", "test"] for c in core), core
+    between = ci[first + 1 : first + ci[first + 1 :].index(runs[1]) + 1]
+    assert any("[dev,all]" in " ".join(c) for c in between), between
 
 
 def test_the_ci_check_compares_arguments() -> None:
