@@ -127,7 +127,7 @@ def needs(distribution: str, module: str | None = None) -> ModuleType:
     installed (a venv without extras, as .ci/run's first step has), and where it is installed but
     does not import, the import's own error, so a broken extra fails instead of skipping."""
     if not installed(distribution):
-        pytest.skip(f"{distribution} is not installed (an extra of banana-tests)")
+        pytest.skip(f"{distribution} is not installed (an extra of banana-tests)", allow_module_level=True)
     return importlib.import_module(module or distribution)
 
 

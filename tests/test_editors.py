@@ -164,7 +164,7 @@ def test_jpeg_editor_loses_more_at_low_quality_and_keeps_geometry() -> None:
 @pytest.fixture(scope="module")
 def pipelines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Tiny random FLUX.1-Kontext and InstructPix2Pix pipelines saved as local model folders."""
-    pytest.importorskip("diffusers", reason="the diffusers editor's tests need diffusers")
+    needs("diffusers")
     from tests import tiny_pipelines
 
     root = tmp_path_factory.mktemp("pipelines")

@@ -15,10 +15,10 @@ from PIL import Image, ImageOps
 from banana_tests.editors import base, gemini
 from banana_tests.editors.generate import Job, generate
 from banana_tests.editors.prompts import resolve
-from tests.conftest import noisy_image
+from tests.conftest import needs, noisy_image
 from tests.gemini_stub import KEY, REFUSAL, THOUGHT, serve
 
-pytest.importorskip("google.genai", reason="the gemini editor's tests need google-genai")
+needs("google-genai", "google.genai")
 
 
 def editor(url: str, timeout: float = 5.0, **kwargs: Any) -> tuple[gemini.GeminiEditor, list[float]]:

@@ -22,7 +22,7 @@ from PIL import Image
 from banana_tests.cli import main
 from banana_tests.editors.progress import Progress
 from banana_tests.trajectories.imagefolder import read_imagefolder
-from tests.conftest import held_lock, noisy_image, parse_matrix
+from tests.conftest import held_lock, needs, noisy_image, parse_matrix
 from tests.gemini_stub import KEY, serve
 from tests.known_metrics import install_known_metrics
 
@@ -393,7 +393,7 @@ def test_mirror_and_rotate_round_trips_with_the_jpeg_editor(tmp_path: Path) -> N
 def test_api_key_never_reaches_disk_or_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("google.genai", reason="the gemini editor needs google-genai")
+    needs("google-genai", "google.genai")
     monkeypatch.setenv("GEMINI_API_KEY", KEY)
     seed_dir, out = seeds(tmp_path / "seeds"), tmp_path / "set"
     with serve() as stub:

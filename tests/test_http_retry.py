@@ -11,10 +11,10 @@ import pytest
 from banana_tests.editors import base, gemini
 from banana_tests.http_retry import RetryPolicy
 from banana_tests.judging import judges
-from tests.conftest import noisy_image
+from tests.conftest import needs, noisy_image
 from tests.gemini_stub import KEY, serve
 
-pytest.importorskip("google.genai", reason="the gemini editor and judge need google-genai")
+needs("google-genai", "google.genai")
 
 Caller = Callable[[str, RetryPolicy], Callable[[], int]]
 """A client sending to the stub's url under a policy: one request, which returns its attempts."""

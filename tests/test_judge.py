@@ -31,7 +31,7 @@ from banana_tests.judging.prompt import Verdict, question, read_answer
 from banana_tests.judging.run import judge_set, read_judgments
 from banana_tests.judging.summary import per_run, per_seed
 from banana_tests.trajectories.records import DataError
-from tests.conftest import default_stops, held_lock
+from tests.conftest import default_stops, held_lock, needs
 from tests.gemini_stub import REFUSAL, Stub, question_of, serve
 
 STEPS, RUNS = 6, 2
@@ -98,7 +98,7 @@ def stub() -> Iterator[Stub]:
 @pytest.fixture
 def made_set(stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """`banana-tests generate --editor gemini` against the stub: 2 seed images x 2 runs x 6 steps."""
-    pytest.importorskip("google.genai")
+    needs("google-genai", "google.genai")
     monkeypatch.setenv("GEMINI_API_KEY", KEY)
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", stub.url)
     seeds = tmp_path / "seeds"
@@ -214,7 +214,7 @@ def llm_judge(api: str, stub: Stub, monkeypatch: pytest.MonkeyPatch) -> judges.J
     monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", stub.url)
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     if api == "gemini":
-        pytest.importorskip("google.genai")
+        needs("google-genai", "google.genai")
     return judges.make(api, model="m", base_url=f"{stub.url}/v1", backoff=0.0)
 
 

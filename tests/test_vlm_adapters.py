@@ -294,7 +294,7 @@ def test_q_align_without_icecream_names_the_extra(monkeypatch: pytest.MonkeyPatc
     """icecream is Q-Align's extra, not a default dependency (its wheel installs a top-level
     `tests` package that hides a user's own): without it, one message names the extra."""
     monkeypatch.setitem(sys.modules, "icecream", None)  # what `import icecream` meets when absent
-    with pytest.raises(MetricError, match=r"pip install 'banana-tests\[qalign\]'"):
+    with pytest.raises(MetricError, match=r"pip install 'banana-tests\[vlm\]'"):
         vlm.build(lookup(Q_ALIGN.metric), "cpu")
 
 

@@ -422,7 +422,7 @@ def generate_into_read_only_folder(root: Path, mp: pytest.MonkeyPatch) -> Act:
 
 def diffusers_model(root: Path, *options: str) -> Act:
     """A model folder holding only its `model_index.json`: options are checked before weights load."""
-    pytest.importorskip("diffusers", reason="the diffusers editor needs diffusers")
+    needs("diffusers")
     seeds(root)
     (root / "kontext").mkdir()
     file_with(root, "kontext/model_index.json", json.dumps({"_class_name": "FluxKontextPipeline"}))
@@ -525,9 +525,7 @@ def openai_judge_without_a_base_url(root: Path, mp: pytest.MonkeyPatch) -> Act:
 
 
 def gemini_judge_without_a_key(root: Path, mp: pytest.MonkeyPatch) -> Act:
-    needs(
-        "google-genai"
-    )  # without it, the judge is the missing extra (tests/bad_inputs/test_missing_extras.py)
+    needs("google-genai", "google.genai")  # else the missing extra (bad_inputs/test_missing_extras.py)
     made_set(root)
     for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
         mp.delenv(name, raising=False)
