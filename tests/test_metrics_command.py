@@ -12,7 +12,7 @@ import pytest
 from banana_tests.cli import main
 from metrics_under_test.registry import CATALOG, catalog
 from metrics_under_test.weights import stage
-from tests.conftest import SHARED_MIRROR, needs, offline
+from tests.conftest import SHARED_MIRROR, installed, needs, offline
 
 
 def listing(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, dict]:  # type: ignore[type-arg]
@@ -106,3 +106,44 @@ def test_all_23_paper_metrics_are_listed_with_how_each_runs_here(
     text = out.split("The paper's 23 metrics (Table 2) and how each runs here:")[1].split("\n\n")[0]
     assert len([line for line in text.splitlines() if line.startswith("  ") and "licence:" not in line]) == 23
     assert text.count("licence:") == 3
+
+
+def test_each_metric_names_its_library_and_the_licence_its_metadata_declares(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """pyiqa declares PolyForm Noncommercial in License-Expression only, which `pip show` of pip
+    23 prints as blank: the listing reads it from the installed metadata, or names the extra."""
+    from importlib import metadata
+
+    rows = listing(capsys)
+    brisque, example = rows["brisque"], rows["laplacian_variance"]
+    assert brisque["library"] == "pyiqa" and brisque["library_extra"] == "pyiqa"
+    if installed("pyiqa"):
+        assert brisque["library_version"] == metadata.version("pyiqa")
+        assert brisque["library_license"] == metadata.metadata("pyiqa")["License-Expression"]
+    else:
+        assert brisque["library_version"] is None and not brisque["available"]
+        assert brisque["how_to_provide"].endswith("pip install 'banana-tests[pyiqa]'")
+    assert example["library"] == "banana-tests" and example["library_license"] == "MIT"
+    assert main(["metrics"]) == 0
+    out = capsys.readouterr().out
+    described = (
+        f"pyiqa {metadata.version('pyiqa')}: PolyForm-Noncommercial-1.0.0"
+        if installed("pyiqa")
+        else "pyiqa: not installed (pip install 'banana-tests[pyiqa]')"
+    )
+    assert any(line.strip().startswith(described) and "brisque" in line for line in out.splitlines()), out
+
+
+def test_a_licence_is_read_from_the_expression_the_short_field_or_the_classifiers() -> None:
+    """numpy declares an SPDX expression; scipy a whole licence text in `License` and a
+    classifier: the text is too long to show, the classifier is shown."""
+    from importlib import metadata
+
+    from metrics_under_test.licences import declared_licence
+
+    assert declared_licence(metadata.metadata("numpy")) == metadata.metadata("numpy")["License-Expression"]
+    scipy = metadata.metadata("scipy")
+    if not scipy["License-Expression"]:
+        assert "\n" in (scipy["License"] or "\n")
+        assert declared_licence(scipy) == "BSD License"
