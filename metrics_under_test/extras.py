@@ -19,7 +19,7 @@ from metrics_under_test.spec import Backend, MetricSpec
 class Extra:
     """An extra and the distributions it installs that the code behind it imports."""
 
-    name: str
+    name: str | None  # None: no extra of ours, the distributions themselves
     distributions: tuple[str, ...]
 
     def absent(self) -> list[str]:
@@ -27,6 +27,8 @@ class Extra:
 
     @property
     def command(self) -> str:
+        if self.name is None:
+            return f"pip install {' '.join(self.distributions)}"
         return f"pip install 'banana-tests[{self.name}]'"
 
 
@@ -36,6 +38,8 @@ GEMINI = Extra("gemini", ("google-genai",))
 DIFFUSERS = Extra("diffusers", ("diffusers", "transformers", "torch"))
 VLM = Extra("vlm", ("torch", "transformers"))  # VisualQuality-R1, RALI
 QALIGN = Extra("vlm", ("pyiqa", "torch", "transformers", "icecream"))  # pyiqa's Q-Align
+# The shipped example metrics that import an optional library (metrics_under_test.examples).
+EXAMPLES = {"metrics_under_test.examples:NoiseSigma": Extra(None, ("torch",))}
 EDITORS = {"gemini": GEMINI, "diffusers": DIFFUSERS, "flux2-tiny-vae": TAEF2}
 JUDGES = {"gemini": GEMINI}
 
@@ -49,12 +53,13 @@ def installed(distribution: str) -> bool:
 
 
 def of_metric(spec: MetricSpec) -> Extra | None:
-    """The extra a metric's backend needs; None for a custom metric (its own package's affair)."""
+    """The extra a metric's backend needs; for a custom metric, only a shipped example's library
+    (another's is its own package's affair)."""
     if spec.backend is Backend.PYIQA:
         return PYIQA
     if spec.backend is Backend.VLM:
         return QALIGN if spec.name == "qalign" else VLM
-    return None
+    return EXAMPLES.get(spec.target or "")
 
 
 def missing(what: str, extra: Extra | None) -> str | None:

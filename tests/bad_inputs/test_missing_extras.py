@@ -45,12 +45,19 @@ SUITE_ROWS: dict[str, tuple[list[str], str]] = {
         ["--metric=laplacian_variance,qalign"],
         "--metric=qalign needs pyiqa, torch, transformers",
     ),
+    "torch-example-metric": (["--metric=noise_sigma"], "--metric=noise_sigma needs torch"),
     "taef2-artifact": (
         ["--metric=laplacian_variance", "--artifact=vae_roundtrip"],
         "--artifact=vae_roundtrip needs torch",
     ),
 }
-EXTRA = {"pyiqa-metric": "pyiqa", "default-metric": "pyiqa", "vlm-metric": "vlm", "taef2-artifact": "taef2"}
+INSTALL = {
+    "pyiqa-metric": "pip install 'banana-tests[pyiqa]'",
+    "default-metric": "pip install 'banana-tests[pyiqa]'",
+    "vlm-metric": "pip install 'banana-tests[vlm]'",
+    "torch-example-metric": "pip install torch",  # a shipped example, not an extra's
+    "taef2-artifact": "pip install 'banana-tests[taef2]'",
+}
 
 
 @pytest.mark.usefixtures("without_extras")
@@ -66,7 +73,7 @@ def test_a_suite_run_whose_extra_is_missing_is_one_usage_error(
     assert result.ret == pytest.ExitCode.USAGE_ERROR, output
     errors = [line for line in result.stderr.lines if line.startswith("ERROR: ")]
     assert len(errors) == 1 and says in errors[0], output
-    assert errors[0].endswith(f"pip install 'banana-tests[{EXTRA[row]}]'"), errors[0]
+    assert errors[0].endswith(f", not installed here: {INSTALL[row]}"), errors[0]
     assert "Traceback" not in output and "test_detects_degradation" not in output
 
 
