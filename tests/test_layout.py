@@ -1,7 +1,7 @@
 """The tree tells the data flow: imports run one way between stages, and no module imports itself back.
 
-Stages, lowest first: trajectories → scoring → verdicts → reports → the pytest-free core → the
-pytest session. Editors
+Stages, lowest first: trajectories → scoring → verdicts → reports → the scheduler → the pytest-free
+core → the pytest session. Editors
 feed trajectories; metrics_under_test is scored by scoring. A module may import its own stage or a
 lower one, never a higher one. Lazy imports inside functions count too.
 """
@@ -36,13 +36,13 @@ STAGES = {
     "banana_tests.scoring": 2,
     "banana_tests.verdicts": 3,
     "banana_tests.reports": 4,
-    "banana_tests.core": 5,  # a suite run without pytest: settings, planning, scoring a selection
-    "banana_tests.scheduler": 5,
-    "banana_tests.session": 6,  # the pytest glue over the core
-    "banana_tests.api": 6,  # the public scoring step, over the core's planning and scoring
-    "banana_tests.commands": 7,
+    "banana_tests.scheduler": 5,  # how the work is dealt (shards, xdist groups): below the core that deals it
+    "banana_tests.core": 6,  # a suite run without pytest: settings, planning, scoring a selection
+    "banana_tests.session": 7,  # the pytest glue over the core
+    "banana_tests.api": 7,  # the public scoring step, over the core's planning and scoring
+    "banana_tests.commands": 8,
 }
-TOP = 8  # the plugin, the CLI and the shipped test modules sit above every stage
+TOP = 9  # the plugin, the CLI and the shipped test modules sit above every stage
 
 
 def module_name(path: Path) -> str:
