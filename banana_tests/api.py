@@ -170,12 +170,15 @@ def settings_from_options(values: Mapping[str, object], root: Path) -> Settings:
 
 
 def seed_images(settings: Settings) -> list[str]:
-    """The seed images of the selection's records, sorted: a cluster's unit of work."""
+    """The seed images of the selection's records, sorted: a cluster's unit of work. They are read
+    from the source the suite's planning reads (under `artifact`, the trial sets', built once)."""
+    from banana_tests.core.planning import CasePlanning
+    from banana_tests.core.usage_error import UsageError
     from banana_tests.trajectories.sources import load
 
     try:
-        records = load(settings.source, settings.selection).records
-    except DataError as exc:
+        records = load(CasePlanning(settings, ()).source, settings.selection).records
+    except (DataError, UsageError) as exc:
         raise ScoreSetupError(str(exc)) from exc
     return sorted({r.seed_image for r in records})
 

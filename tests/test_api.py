@@ -22,6 +22,7 @@ from banana_tests.api import (
     scoring_settings,
     settings_from_options,
 )
+from banana_tests.core.planning import CasePlanning
 from banana_tests.scoring.batching import case_records, group_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,3 +158,14 @@ def test_a_group_is_passed_whole_once_and_a_case_scores_references_first() -> No
     assert group_records(("m", "alpha"), passed, needs) == ()
     assert group_records(("m", "beta"), passed, needs) == ()
     assert passed == {("m", "alpha"), ("m", "beta")}
+
+
+def test_seed_images_are_the_planned_ones_under_an_artifact(tmp_path: Path) -> None:
+    """Under `--artifact` the planning reads the trial sets, whose seed images are
+    `<seed image>.<artifact>`: a cluster's units of work must be those, not the embedded set's."""
+    settings = settings_from_options({"artifact": "tint", "dataset-cache": str(tmp_path)}, tmp_path)
+    planning = CasePlanning(settings, ("piqe",))
+    planning.collect()
+    found = api.seed_images(settings)
+    assert found == sorted({r.seed_image for r in planning.records})
+    assert found and all(name.endswith(".tint") for name in found), found

@@ -1,7 +1,7 @@
 """The tree tells the data flow: imports run one way between stages, and no module imports itself back.
 
-Stages, lowest first: trajectories → scoring → verdicts → reports → the pytest-free core → the
-pytest session. Editors
+Stages, lowest first: trajectories → scoring → verdicts → reports → the scheduler → the pytest-free
+core → the pytest session. Editors
 feed trajectories; metrics_under_test is scored by scoring. A module may import its own stage or a
 lower one, never a higher one. Lazy imports inside functions count too.
 """
@@ -36,13 +36,13 @@ STAGES = {
     "banana_tests.scoring": 2,
     "banana_tests.verdicts": 3,
     "banana_tests.reports": 4,
-    "banana_tests.core": 5,  # a suite run without pytest: settings, planning, scoring a selection
-    "banana_tests.scheduler": 5,
-    "banana_tests.session": 6,  # the pytest glue over the core
-    "banana_tests.api": 6,  # the public scoring step, over the core's planning and scoring
-    "banana_tests.commands": 7,
+    "banana_tests.scheduler": 5,  # how the work is dealt (shards, xdist groups): below the core that deals it
+    "banana_tests.core": 6,  # a suite run without pytest: settings, planning, scoring a selection
+    "banana_tests.session": 7,  # the pytest glue over the core
+    "banana_tests.api": 7,  # the public scoring step, over the core's planning and scoring
+    "banana_tests.commands": 8,
 }
-TOP = 8  # the plugin, the CLI and the shipped test modules sit above every stage
+TOP = 9  # the plugin, the CLI and the shipped test modules sit above every stage
 
 
 def module_name(path: Path) -> str:
@@ -172,6 +172,68 @@ def test_split_parts_never_reach_their_entry(entry: str, part: str) -> None:
     assert entry not in reached_from(part)
 
 
+LAB = (
+    "banana_tests.editors",  # editing models, `generate`'s engine, the trial sets' builder
+    "banana_tests.commands.generate",
+    "banana_tests.judging",  # the LLM judge of the generator's reasoning
+    "banana_tests.commands.judge",
+    "banana_tests.reports.page",  # the HTML page and its figures
+    "metrics_under_test.vlm",  # the VLM metrics' adapters (torch, transformers)
+    "ray_score",  # the cluster example (examples/ray)
+)
+"""The lab: what makes or inspects data sets beside the suite. A plain run
+(`pytest --metric=piqe`) imports none of it (tests/test_plain_run.py runs one); the suite may
+import a lab module only inside a function that a lab option (`--artifact`) calls."""
+RUN_CORE = ("banana_tests.core", "banana_tests.api", "banana_tests.scheduler", "banana_tests.verdicts")
+
+
+def in_lab(module: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in LAB)
+
+
+def eager_imports(path: Path, known: dict[str, Path]) -> set[str]:
+    """Project modules that `path` imports when it is imported: at its top, outside functions
+    and `if TYPE_CHECKING:`."""
+    found: set[str] = set()
+    todo = list(ast.parse(path.read_text(encoding="utf-8")).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            found.update(name for name in names if name in known)
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def eagerly_reached(module: str) -> set[str]:
+    """Every project module importing `module` imports, with the packages above each."""
+    known = modules()
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        parents = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        for dep in (eager_imports(known[name], known) | parents) - seen:
+            if dep in known:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+@pytest.mark.parametrize("module", sorted(name for name in GRAPH if name.startswith(RUN_CORE)))
+def test_the_core_imports_no_lab_module(module: str) -> None:
+    """Importing the core, the api, the scheduler or the verdicts imports no lab module, directly
+    or through another (the runtime check of a whole run is tests/test_plain_run.py)."""
+    assert sorted(filter(in_lab, eagerly_reached(module))) == []
+
+
 PYTEST = ("pytest", "_pytest", "xdist", "pluggy")
 
 
@@ -253,7 +315,7 @@ COMMA_SITES = {
     ("banana_tests.core.planning", "CasePlanning.source"): "--artifact, in its error",
     ("banana_tests.core.selection_facts", "selection_facts"): "the selected steps, seed images, where",
     ("banana_tests.core.settings", "steps_text"): "--steps",
-    ("banana_tests.editors.trial_names", "parse_artifacts"): "--artifact",
+    ("banana_tests.trajectories.trial_names", "parse_artifacts"): "--artifact",
     ("banana_tests.reports.completeness", "Ledger.narrowing_of"): "the narrowing options' names",
     ("banana_tests.reports.run_facts", "_steps"): "the selected_steps property",
     ("banana_tests.scoring.cache", "ScoreCache.get"): "SQL placeholders",

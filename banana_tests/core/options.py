@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from banana_tests.scheduler.shards import MAX_SHARDS
 from metrics_under_test.metric_requests import DEFAULT_METRICS, option_text
 
 DEFAULT_METRIC_OPTION = option_text(DEFAULT_METRICS)
@@ -21,7 +22,6 @@ PREFIX = "--banana-"
 SNAPSHOT_DIR_INI = "banana_snapshot_dir"
 
 MAX_SEARCH = 100_000  # examples per metric of the worst-escape search: days of scoring already
-MAX_SHARDS = 10_000  # CI jobs of one run
 
 AddOption = Callable[..., Any]
 

@@ -20,11 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from banana_tests.core.options import MAX_SHARDS
 from banana_tests.counts import whole_number
 
 if TYPE_CHECKING:
     from banana_tests.scheduler.units import Group
+
+MAX_SHARDS = 10_000  # CI jobs of one run
 
 
 @dataclass(frozen=True)
