@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum, StrEnum
+from typing import Protocol
 
 _ID = re.compile(r"^(?P<head>.+)-step(?P<step>\d+)$")
 _RUN = re.compile(r"^(?P<head>.+)-run(?P<run>\d+)$")
@@ -15,7 +16,6 @@ _PY_SUFFIX = re.compile(r"\.py$")
 
 METRIC_FIXTURE = "banana_metric"  # the public fixture, and the parameter that names a case's metric
 CASE_FIXTURE = "banana_case"  # the indirect parameter that carries a case's key
-TREND_FIXTURE = "banana_trend"  # the indirect parameter that carries a trend key
 
 SCHEMA = 2
 """The record's version; bump it when a field changes meaning or goes away (adding one is fine)."""
@@ -70,7 +70,7 @@ class Field(StrEnum):
     TOLERANCE = "tolerance"
     CROP_SIDE = "crop_side"  # px
     RAISED = "raised"  # what the metric raised on the crops, when it could not be checked
-    # worst-escape searches (banana_tests/test_search.py): the image shown is the worst escape, else
+    # worst-escape searches (banana_tests/families/search): the image shown is the worst escape, else
     # the most degraded image detected; its normalised scores are NORM_REFERENCE (clean) and
     # NORM_STEP, its PSNR and SSIM against the clean image PSNR and SSIM
     EXAMPLES = "examples"  # examples the search scored
@@ -79,6 +79,38 @@ class Field(StrEnum):
     DEGRADATION = "degradation"  # the crop and the drawn degradation's parameters
     CLEAN_PNG = "clean_png"
     DEGRADED_PNG = "degraded_png"
+
+
+class FamilyKey(Protocol):
+    """A case of a test family (banana_tests.families) outside the matrix: a frozen, ordered
+    dataclass that names its kind, its metric, its id's parameters and the record and baseline
+    fields that identify it, so the record and the baseline write it without knowing its family."""
+
+    @property
+    def kind(self) -> CaseKind: ...
+
+    @property
+    def metric(self) -> str: ...
+
+    @property
+    def test_id(self) -> str: ...
+
+    @property
+    def unit_image(self) -> str | None:
+        """The seed image of the `--shard` unit it falls in; None: its metric's other tests."""
+        ...
+
+    def identity(self) -> list[tuple[Field, str]]:
+        """The record fields after `metric` that name the case."""
+        ...
+
+    def entry(self) -> dict[str, str]:
+        """The case as a baseline entry, `kind` first."""
+        ...
+
+    def rank(self) -> tuple[int, str]:
+        """Where a baseline lists it among its metric's entries (its Δ cells come first, at 0)."""
+        ...
 
 
 @dataclass(frozen=True, order=True)

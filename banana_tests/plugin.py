@@ -9,13 +9,13 @@ stack, nor the suite's data, scoring and reporting code.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, TREND_FIXTURE, CaseKey
+from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, CaseKey
 from banana_tests.core.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
 from banana_tests.public_fixtures import METRICS_FIXTURE, TRAJECTORIES_FIXTURE
 
@@ -30,7 +30,6 @@ from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 
 if TYPE_CHECKING:  # the rest of the suite is imported once a run is the suite's
     from banana_tests.core.suite import SuiteState
-    from banana_tests.verdicts.trend import Trend, TrendKey
     from banana_tests.verdicts.verdict import Verdict
 
 __all__ = [  # the hooks: pytest finds them by name; the public fixtures are registered above
@@ -50,11 +49,11 @@ __all__ = [  # the hooks: pytest finds them by name; the public fixtures are reg
 ]
 
 # Tests that need the data set read at collection, and those that need only the machine prepared.
-SUITE_PARAMS = frozenset({CASE_FIXTURE, TREND_FIXTURE, SNAPSHOT_PARAM, "control_metric"})
+SUITE_PARAMS = frozenset({CASE_FIXTURE, SNAPSHOT_PARAM, "control_metric"})
 DATA_FIXTURES = frozenset({TRAJECTORIES_FIXTURE})
 SCORING_FIXTURES = frozenset({METRIC_FIXTURE, METRICS_FIXTURE})
 # A test that requests any of these makes the run the suite's.
-SUITE_FIXTURES = SCORING_FIXTURES | DATA_FIXTURES | {CASE_FIXTURE, TREND_FIXTURE}
+SUITE_FIXTURES = SCORING_FIXTURES | DATA_FIXTURES | {CASE_FIXTURE}
 SPELLINGS = pytest.StashKey[tuple[str, ...]]()  # every spelling of a suite option this run owns
 USAGE_ERROR = pytest.StashKey[str]()  # why a run adopted at collection cannot be the suite's
 
@@ -194,14 +193,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> Generator[None, None, No
     set that cannot be read leaves the cases unplanned; collection then stops with that usage
     error (raised from a collector it would be a collection error, exit 2)."""
     names = metafunc.fixturenames
-    state = _adopt_at_collection(metafunc.config) if any(n in SUITE_FIXTURES for n in names) else None
+    ours = any(n in SUITE_FIXTURES for n in names)
+    state = _adopt_at_collection(metafunc.config) if ours else adopted(metafunc.config)
     if state is None:
         return (yield)
     if CASE_FIXTURE in names:
-        _parametrize_cases(metafunc, [p.key for p in state.try_collect()], CASE_FIXTURE)
-    elif TREND_FIXTURE in names:
-        state.try_collect()
-        _parametrize_cases(metafunc, sorted(state.planning.trends), TREND_FIXTURE)
+        from banana_tests.session.case_fixtures import parametrize_cases
+
+        parametrize_cases(metafunc, [p.key for p in state.try_collect()], CASE_FIXTURE)
+    elif not ours:
+        _parametrize_family(metafunc, state)
     elif METRIC_FIXTURE in names:
         from banana_tests.session.metric_choice import default_metrics
 
@@ -210,16 +211,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> Generator[None, None, No
     return (yield)
 
 
-def _parametrize_cases(metafunc: pytest.Metafunc, keys: Sequence[CaseKey | TrendKey], fixture: str) -> None:
-    """One test per case, its id starting with its metric. A test that also requests
-    `banana_metric` gets the case's metric as it, in (metric, case) pairs: a fixture set up and
-    torn down again on each case, which the shipped tests spare themselves."""
-    ids = [k.test_id for k in keys]
-    if METRIC_FIXTURE in metafunc.fixturenames:
-        pairs = [(k.metric, k) for k in keys]
-        metafunc.parametrize((METRIC_FIXTURE, fixture), pairs, ids=ids, indirect=True, scope="function")
-    else:
-        metafunc.parametrize(fixture, keys, ids=ids, indirect=True)
+def _parametrize_family(metafunc: pytest.Metafunc, state: SuiteState) -> None:
+    """A family's test on its own parameter (the trend's `banana_trend`), a case per key the family
+    plans on the selection (banana_tests.families.protocol.Family.cases); none without its option."""
+    from banana_tests.families.registry import FAMILIES
+    from banana_tests.session.case_fixtures import parametrize_cases
+
+    for family in FAMILIES:
+        if family.fixture is not None and family.fixture in metafunc.fixturenames:
+            state.try_collect()
+            chosen = metafunc.config.getoption(family.option, None) not in (None, False)
+            keys = family.cases(state.planning.run_means()) if chosen else []
+            parametrize_cases(metafunc, keys, family.fixture)
+            return
 
 
 def _adopt_at_collection(config: pytest.Config) -> SuiteState | None:
@@ -328,19 +332,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """The suite's trend module is collected only under --trend, its search module only under
-    --search (banana_tests.session.optional_modules)."""
+    """A family's test module is collected only under its option (--trend, --search; see
+    banana_tests.session.optional_modules)."""
     return left_out(collection_path, config)
-
-
-@pytest.fixture
-def banana_trend(request: pytest.FixtureRequest) -> Trend:
-    """One (metric, seed image) trend measured with its metric's `Scorer` (the one `banana_metric`
-    gives), with its JUnit properties; skips when the metric cannot load (see
-    banana_tests.session.scorer.load_or_skip)."""
-    from banana_tests.session.case_fixtures import trend
-
-    return trend(request.config.stash[STATE], request, request.param)
 
 
 @pytest.fixture

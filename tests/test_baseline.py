@@ -11,6 +11,8 @@ import pytest
 
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
+from banana_tests.families.search import SearchKey
+from banana_tests.families.trend.trend import TrendKey
 from banana_tests.reports.paper import paper_cells
 from banana_tests.reports.paper_baseline import FIXTURE
 from banana_tests.verdicts.baseline import (
@@ -21,12 +23,10 @@ from banana_tests.verdicts.baseline import (
     load_baseline,
     write_baseline,
 )
-from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord
-from banana_tests.verdicts.trend import TrendKey
 from metrics_under_test.table2 import PAPER_METRICS
 from tests.conftest import SUITE_MODULE, assert_outcomes, suite_folder
 
@@ -260,7 +260,8 @@ def test_entries_with_unknown_or_missing_keys_are_refused(
 
 WHOLE_SUITE = (
     SUITE_MODULE
-    + "from banana_tests.test_trend import test_trend_detects_degradation  # noqa: F401\n"
+    + "from banana_tests.families.trend.test_trend import (  # noqa: F401\n"
+    + "    banana_trend, test_trend_detects_degradation,\n)\n"
     + "from banana_tests.test_control import (  # noqa: F401\n"
     + "    pytest_generate_tests, test_detects_control_degradation,\n)\n"
     + "from banana_tests.test_invariance import test_score_is_invariant  # noqa: F401\n"

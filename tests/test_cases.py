@@ -6,11 +6,11 @@ import re
 import pytest
 
 from banana_tests.cases import SCHEMA, CaseKey, CaseKind, Field, strip_xdist_group
+from banana_tests.families.search import SearchKey
+from banana_tests.families.trend.trend import TrendKey
 from banana_tests.verdicts.baseline import ControlKey
-from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.record import CaseRecord, Key, RecordError
-from banana_tests.verdicts.trend import TrendKey
 
 
 @pytest.mark.parametrize(

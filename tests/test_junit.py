@@ -8,12 +8,13 @@ from xml.sax.saxutils import quoteattr
 
 import pytest
 
-from banana_tests.cases import CaseKey
+from banana_tests.cases import CaseKey, CaseKind
+from banana_tests.families.trend.trend import TrendKey
+from banana_tests.families.trend.trends import trend_series
 from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, read_junit
 from banana_tests.reports.run_agreement import AGREED
 from banana_tests.reports.sourced import describe_replacements
 from banana_tests.verdicts.baseline import ControlKey
-from banana_tests.verdicts.trend import TrendKey
 from metrics_under_test.own_code import distribution_versions
 
 
@@ -164,7 +165,7 @@ def test_within_one_file_the_later_result_wins(tmp_path: Path) -> None:
     [replaced] = reading.replaced
     assert (replaced.kept.cell.outcome, replaced.dropped.cell.outcome) == ("passed", "failed")
     assert reading.others == {TrendKey("piqe", "alpha"): "failed"}
-    [series] = reading.trends
+    [series] = trend_series(reading.family_cases[CaseKind.TREND])
     assert (series.metric, series.rows) == ("piqe", ((0, 1.0, 1.0, 1.0), (5, 0.5, 0.4, 0.6)))
 
 

@@ -9,9 +9,10 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cases import CaseKey
+from banana_tests.families.trend.trend import TrendTally
 from banana_tests.reports.junit import read_junit
 from banana_tests.reports.run_agreement import AGREED
-from banana_tests.verdicts.matrix import Cell, Matrix, TrendTally
+from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import Outcome
 from metrics_under_test.probe import PROBE
 from tests.conftest import assert_outcomes, parse_matrix, suite_folder

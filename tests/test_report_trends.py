@@ -16,11 +16,11 @@ from PIL import Image
 
 from banana_tests.cli import main
 from banana_tests.core.versions import package_versions
+from banana_tests.families.trend.trend import Trend, TrendKey
+from banana_tests.families.trend.trends import TrendSeries
 from banana_tests.reports.junit import JUnitError, read_junit
 from banana_tests.reports.junit_testcase import RUN_PROPERTIES
-from banana_tests.reports.trends import TrendSeries
 from banana_tests.verdicts.record import CaseRecord
-from banana_tests.verdicts.trend import Trend, TrendKey
 from tests.conftest import write_set
 
 PROJECT = Path(__file__).resolve().parent.parent

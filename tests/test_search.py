@@ -22,7 +22,9 @@ from metrics_under_test.pyiqa_backend import PyiqaMetric
 from metrics_under_test.registry import lookup
 from tests.conftest import assert_outcomes, suite_folder
 
-SEARCH_MODULE = "from banana_tests.test_search import banana_search, test_no_worst_escape  # noqa: F401\n"
+SEARCH_MODULE = (
+    "from banana_tests.families.search.test_search import banana_search, test_no_worst_escape  # noqa: F401\n"
+)
 PIQE_BUDGET = 20
 """docs/trial.md's budget for PIQE: `--search=20` finds its escape (measured: the 5th example)."""
 
@@ -200,8 +202,9 @@ def test_without_search_the_default_run_collects_no_search(
 
 
 def test_a_search_record_reads_back_and_its_failure_is_a_baseline_entry(tmp_path: Path) -> None:
+    from banana_tests.families.search import SearchKey
+    from banana_tests.families.search.escape import SearchLog, Seen
     from banana_tests.verdicts.baseline import dump_baseline, load_baseline
-    from banana_tests.verdicts.escape import SearchKey, SearchLog, Seen
     from banana_tests.verdicts.record import CaseRecord, figure_properties
 
     log = SearchLog()
@@ -220,7 +223,7 @@ def test_a_search_record_reads_back_and_its_failure_is_a_baseline_entry(tmp_path
 
 
 def test_the_objective_prefers_a_worse_escape_and_pulls_detected_images_towards_escaping() -> None:
-    from banana_tests.verdicts.escape import Seen
+    from banana_tests.families.search.escape import Seen
 
     def objective(psnr: float, degraded: float) -> float:
         return Seen("crop", "steps=1", psnr, 0.5, 60.0, degraded).objective
@@ -239,8 +242,8 @@ def test_every_drawn_example_reads_back_from_a_replay_file() -> None:
     from hypothesis import given
 
     from banana_tests.editors.degradation import Degradation, degradations
+    from banana_tests.families.search.test_search import crop_from_data, crops
     from banana_tests.test_control import Crop
-    from banana_tests.test_search import crop_from_data, crops
 
     @given(crop=crops(), degradation=degradations())
     def reads_back(crop: Crop, degradation: Degradation) -> None:

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from banana_tests.cases import CaseKey
+from banana_tests.families.trend.trend import Trend, TrendKey, plan_trends
 from banana_tests.trajectories.plan import CasePlan
-from banana_tests.verdicts.trend import Trend, TrendKey, plan_trends
 from tests.conftest import SUITE_MODULE, suite_folder
 
 KEY = TrendKey("piqe", "alpha")
@@ -55,7 +55,10 @@ def test_a_trend_with_a_bad_step_carries_its_error() -> None:
 def test_trend_cases_record_their_properties_beside_the_matrix(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    trend_module = "from banana_tests.test_trend import test_trend_detects_degradation  # noqa: F401\n"
+    trend_module = (
+        "from banana_tests.families.trend.test_trend import (  # noqa: F401\n"
+        "    banana_trend, test_trend_detects_degradation,\n)\n"
+    )
     suite_folder(
         pytester,
         monkeypatch,

@@ -16,21 +16,22 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cases import CaseKey, CaseKind
+from banana_tests.families.trend.trend import TrendKey, TrendTally
+from banana_tests.families.trend.trends import trend_series
 from banana_tests.reports.junit import (
     MAX_ATTRIBUTE,
     JUnitError,
+    SourcedCase,
     SourcedOther,
-    SourcedTrend,
     read_junit,
 )
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.records import check_sha256
 from banana_tests.verdicts.baseline import BaselineError, ControlKey, dump_baseline, load_baseline
 from banana_tests.verdicts.gaps import Gap, gap, run_mean
-from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts, TrendTally
+from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord
-from banana_tests.verdicts.trend import TrendKey
 from banana_tests.verdicts.uncertainty import StrictOutcome
 from banana_tests.verdicts.verdict import VERDICT_LINE, Verdict, fail_verdict
 from metrics_under_test.scale import Scale
@@ -514,7 +515,7 @@ def test_read_records_are_frozen(tmp_path: Path) -> None:
     reading = read_junit([xml, copy])
     [replacement] = reading.replaced
     other = SourcedOther(ControlKey("piqe", "jpeg"), Outcome.FAILED, datetime.now(UTC), (0, 0))
-    trend = SourcedTrend(None, datetime.now(UTC), (0, 0))  # type: ignore[arg-type]
+    trend = SourcedCase(None, datetime.now(UTC), (0, 0))  # type: ignore[arg-type]
     for value in (replacement, replacement.kept, replacement.dropped, other, trend):
         with pytest.raises(dataclasses.FrozenInstanceError):
             value.__setattr__(dataclasses.fields(value)[0].name, None)
@@ -564,7 +565,7 @@ def test_what_a_junit_file_counts_as_a_case(tmp_path: Path) -> None:
     )
     reading = read_junit([xml])
     assert list(reading.matrix.cells) == [KEY]
-    assert [(t.metric, t.seed_image, t.rows) for t in reading.trends] == [
+    assert [(t.metric, t.seed_image, t.rows) for t in trend_series(reading.family_cases[CaseKind.TREND])] == [
         ("piqe", "gamma", ((1, 60.0, 59.0, 61.0), (5, 50.0, 49.0, 51.0)))
     ]
     assert reading.others == {TrendKey("piqe", "gamma"): "passed"}

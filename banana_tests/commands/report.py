@@ -9,14 +9,14 @@ from pathlib import Path
 from banana_tests.core.local_paths import local_path
 from banana_tests.core.versions import SUITE, package_versions
 from banana_tests.counts import decimal_number_type
+from banana_tests.families.protocol import Report
+from banana_tests.families.registry import FAMILIES, section_of
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, Ledger
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.embedded_images import input_folders
 from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, read_junit
 from banana_tests.reports.run_agreement import MIXED_EXIT, disagreements
-from banana_tests.reports.search_table import SearchOutcome, refused_lines, search_markdown
 from banana_tests.reports.sourced import describe_replacements
-from banana_tests.reports.trends import TrendSeries
 from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.verdicts.baseline import Other, write_baseline
 from banana_tests.verdicts.matrix import Matrix
@@ -98,12 +98,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     notes: list[tuple[str, str]] = []
     summary_extra = ""
-    trends: list[TrendSeries] = []
+    families: list[Report] = []  # each family's section, for the families the files hold
     failing_others: list[Other] = []
     checked = ""  # the invariance table, when the run had invariance cases
     invariances: list[InvarianceOutcome] = []
     controls: list[ControlOutcome] = []
-    searches: list[SearchOutcome] = []
     incomplete = False
     if args.paper_only:
         matrix = Matrix.of(paper_cells())
@@ -124,13 +123,17 @@ def run(args: argparse.Namespace) -> int:
             for line in mixed:
                 print(f"  {line}", file=sys.stderr)
             return MIXED_EXIT
-        matrix, title, trends = reading.matrix, "banana-tests failure matrix", reading.trends
+        matrix, title = reading.matrix, "banana-tests failure matrix"
         failing_others = reading.failing_others()
         invariances = list(reading.invariance)
         checked = invariance_markdown(invariances)
         controls = reading.controls
-        searches = [o.checked(input_folders(args.junit)) for o in reading.searches]
-        for line in refused_lines(searches):
+        inputs = input_folders(args.junit)
+        for family in FAMILIES:
+            cases = reading.family_cases.get(family.kind)
+            if cases:
+                families.append(section_of(family).report(cases, inputs))
+        for line in (warning for family_report in families for warning in family_report.warnings):
             print(line, file=sys.stderr)
         metadata = _metadata(reading)
         for path in reading.repeated:
@@ -156,8 +159,9 @@ def run(args: argparse.Namespace) -> int:
         text = comparison_markdown(comparisons)
         print(text)
         summary_extra = text
-    if searches:
-        print(search_markdown(searches))
+    for family_report in families:
+        if family_report.markdown:
+            print(family_report.markdown)
     if checked:
         print(checked)
         summary_extra = f"{summary_extra}\n\n{checked}" if summary_extra else checked
@@ -176,12 +180,11 @@ def run(args: argparse.Namespace) -> int:
                 title,
                 notes,
                 summary_extra,
-                trends,
                 comparisons,
                 args.figure_steps,
                 controls,
-                searches,
                 invariances,
+                families,
             )
             written = [args.out / p.name for p in written]
             if args.write_baseline:

@@ -1,12 +1,12 @@
 """The suite's case planning: which trajectories a run reads (`--dataset` or the trial sets), the
-selected records, read once at collection, and the cases and trends planned on them."""
+selected records, read once at collection, and the cases planned on them."""
 
 from __future__ import annotations
 
 import functools
 import os
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from banana_tests.cases import CaseKey
@@ -18,20 +18,19 @@ from banana_tests.trajectories.problem_cases import with_problems
 from banana_tests.trajectories.records import DataError, DataWarning, Problem, Record
 from banana_tests.trajectories.selection import not_for_iqa_note
 from banana_tests.trajectories.sources import SourceOptions, load
-from banana_tests.verdicts.trend import TrendKey, TrendPlan, plan_trends
 from metrics_under_test.extras import TAEF2, missing
 
 
 @dataclass
 class CasePlanning:
-    """The selected records, read once at collection, and the cases and trends planned on them."""
+    """The selected records, read once at collection, and the cases planned on them."""
 
     settings: Settings
     metrics: tuple[str, ...]
     records: list[Record] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # the bad lines that concern the selection
     plans: dict[CaseKey, CasePlan] = field(default_factory=dict)
-    trends: dict[TrendKey, TrendPlan] = field(default_factory=dict)
+    held: Mapping[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)  # each (seed, run)'s steps
     # what the selected cases of a (metric, seed image) score: one scheduling group's records
     needs: dict[tuple[str, str], list[Record]] = field(default_factory=dict)
     # the steps the selected cases compare with each reference record (the oracle's)
@@ -78,22 +77,24 @@ class CasePlanning:
             self.say(not_for_iqa_note(loaded.not_for_iqa))  # once a run: by gw0, the controller is quiet
         held = sorted({step for steps in loaded.held.values() for step in steps})
         self._check_steps(loaded.records, held)
-        self.records, self.problems = loaded.records, loaded.problems
-        metrics, steps = list(self.metrics), selection.steps
+        self.records, self.problems, self.held = loaded.records, loaded.problems, loaded.held
+        self.plans = {p.key: p for p in self._planned(self.settings.per_run)}
 
-        def planned(per_run: bool) -> list[CasePlan]:
-            plans = plan_cases(
-                loaded.records, metrics, steps, selection.reference_step, per_run, held=loaded.held
-            )
-            return with_problems(plans, loaded.problems, selection, metrics)
+    def _planned(self, per_run: bool) -> list[CasePlan]:
+        selection, metrics = self.settings.selection, list(self.metrics)
+        plans = plan_cases(
+            self.records, metrics, selection.steps, selection.reference_step, per_run, held=self.held
+        )
+        return with_problems(plans, self.problems, selection, metrics)
 
-        cases = planned(self.settings.per_run)
-        self.plans = {p.key: p for p in cases}
-        if self.settings.trend:  # trends follow the run means, which are the cases unless per run
-            with warnings.catch_warnings():  # the cases' planning already warned
-                warnings.simplefilter("ignore", DataWarning)
-                trends = plan_trends(planned(False) if self.settings.per_run else cases)
-            self.trends = {t.key: t for t in trends}
+    def run_means(self) -> list[CasePlan]:
+        """The run-mean Δ plans, which a family over the steps (the trend) follows: the cases
+        themselves unless per run."""
+        if not self.settings.per_run:
+            return list(self.plans.values())
+        with warnings.catch_warnings():  # the cases' planning already warned
+            warnings.simplefilter("ignore", DataWarning)
+            return self._planned(False)
 
     def select(self, keys: Iterable[CaseKey]) -> None:
         """What the cases that will run need, once collection has chosen them: the first case of

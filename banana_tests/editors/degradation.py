@@ -1,6 +1,6 @@
 """A drawn degradation: typed parameters that turn a clean image into a degraded one.
 
-The search family (banana_tests/test_search.py) draws these with hypothesis and asks whether a
+The search family (banana_tests/families/search/test_search.py) draws these with hypothesis and asks whether a
 metric still scores the result as well as the clean image. This module is the one seam between
 the search and the emulator: `Degradation` names the parameters, `RANGES` their searched ranges,
 `degradations()` the strategy that draws them and `Degradation.apply` the pixels. It is written on

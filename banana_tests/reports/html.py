@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from banana_tests.families.protocol import Page
 from banana_tests.reports.artifact_table import artifact_html
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_rows
@@ -25,13 +25,7 @@ from banana_tests.reports.page_sections import (
 )
 from banana_tests.reports.page_tables import CASE_HEADERS, case_rows, summary_table
 from banana_tests.reports.run_facts import run_facts
-from banana_tests.reports.search_table import HEADER as SEARCH_HEADER
-from banana_tests.reports.search_table import SearchOutcome, search_pairs_html
-from banana_tests.verdicts.escape import VISIBLE_PSNR
 from banana_tests.verdicts.matrix import Matrix
-
-if TYPE_CHECKING:
-    from banana_tests.reports.trends import TrendFigure
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em; }
@@ -79,18 +73,18 @@ def html_chunks(
     metadata: Mapping[str, str],
     title: str,
     notes: Sequence[tuple[str, str]] = (),
-    trends: Sequence[TrendFigure] = (),
     comparisons: Sequence[MetricComparison] | None = None,
     separability_figure: Path | None = None,
     controls: Sequence[ControlOutcome] = (),
-    searches: Sequence[SearchOutcome] = (),
     invariances: Sequence[InvarianceOutcome] = (),
+    families: Sequence[Page] = (),
 ) -> Iterator[Html]:
     """The page, piece by piece for writing as it is made: the run's facts, per-metric summary
     (with the oracle's reference row), separability and the oracle when the cells recorded them,
-    the control, invariance and search families when the run had them, the comparison with the
-    paper when given, `notes` (heading, preformatted text, e.g. replaced cases), figures, the
-    trend figures if any, then every cell, a row a piece."""
+    the control and invariance families and the other families' parts when the run had them, the
+    comparison with the paper when given, `notes` (heading, preformatted text, e.g. replaced
+    cases), figures, the families' parts below the figures (the trends'), then every cell, a row
+    a piece."""
     summary = summary_table(matrix)
     facts = table(["fact", "value"], ([k, v] for k, v in run_facts(metadata)), kind="facts")
     parts = [
@@ -121,15 +115,7 @@ def html_chunks(
     section = invariance_html(invariances)
     if section:
         parts.append(section)
-    if searches:
-        parts += [
-            "<h2>Worst escape</h2>",
-            f"<p>Per metric, the most degraded image it still scores at least as well as its clean "
-            f"source (PSNR &lt; {VISIBLE_PSNR:g} dB), clean and degraded side by side; without an "
-            "escape, the most degraded image it detected.</p>",
-            table(SEARCH_HEADER, (o.row() for o in searches)),
-            search_pairs_html(searches),
-        ]
+    parts += [part for family in families if not family.after_figures for part in family.html]
     if comparisons is not None:
         parts += ["<h2>Compared with the paper (Figure 5)</h2>", comparison_html(comparisons)]
     for heading, text in notes:
@@ -137,13 +123,7 @@ def html_chunks(
     pngs = [figure(p) for p in figures if p.suffix == ".png"]
     if pngs:
         parts += ["<h2>Figures</h2>", *pngs]
-    if trends:
-        parts.append("<h2>Trends</h2>")
-        parts.append(
-            "<p>Normalised score against step per seed image: the run mean per metric, a band for "
-            "the spread over runs, and the reference score dashed.</p>"
-        )
-        parts += [figure(f.png, f.seed_image) for f in trends]
+    parts += [part for family in families if family.after_figures for part in family.html]
     if matrix.cells:
         parts += [
             "<h2>Every case</h2>",

@@ -19,25 +19,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from banana_tests.cases import CaseKey, Field, id_of_testcase
+from banana_tests.cases import CaseKey, CaseKind, Field, id_of_testcase
+from banana_tests.families.protocol import Case
 from banana_tests.regular_files import NotReadable, open_regular
 from banana_tests.reports.completeness import PLAN_PROPERTIES, Ledger
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.junit_testcase import LEGACY_PREFIXES, JUnitError, outcome_of, testcase_items
-from banana_tests.reports.search_table import SearchOutcome
 from banana_tests.reports.sourced import (
     OLDEST,
     Item,
     Replacement,
     Sourced,
+    SourcedCase,
     SourcedInvariance,
     SourcedOther,
-    SourcedSearch,
-    SourcedTrend,
     when,
 )
-from banana_tests.reports.trends import TrendSeries
 from banana_tests.verdicts.baseline import ControlKey, Other
 from banana_tests.verdicts.matrix import Matrix
 from banana_tests.verdicts.outcome import Outcome
@@ -51,21 +49,20 @@ MAX_ATTRIBUTE = 1 << 20
 
 @dataclass
 class Reading:
-    """The merged matrix, the replacements made, the run metadata found in the files, the
-    series of any trend cases (`--trend`), newest per (metric, seed image), the newest outcome
-    of each trend, control and invariance case, for baselines, and the newest invariance
-    outcomes with their figures, by metric and check."""
+    """The merged matrix, the replacements made, the run metadata found in the files, each
+    registered family's cases (oldest first, for its section), the newest outcome of each case
+    outside the matrix, for baselines, and the newest invariance outcomes with their figures, by
+    metric and check."""
 
     matrix: Matrix
     replaced: list[Replacement] = field(default_factory=list)
     metadata: dict[str, list[str]] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
     repeated: list[Path] = field(default_factory=list)  # files given more than once, read once
-    trends: list[TrendSeries] = field(default_factory=list)
+    family_cases: dict[CaseKind, list[Case]] = field(default_factory=dict)
     others: dict[Other, Outcome] = field(default_factory=dict)
     invariance: list[InvarianceOutcome] = field(default_factory=list)
     controls: list[ControlOutcome] = field(default_factory=list)
-    searches: list[SearchOutcome] = field(default_factory=list)  # newest per metric
     ledger: Ledger = field(default_factory=Ledger)  # the runs' plans against the testcases read
 
     def failing_others(self) -> list[Other]:
@@ -81,10 +78,9 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
     if not paths:
         raise JUnitError("no JUnit XML files given")
     sourced: list[Sourced] = []
-    trends: list[SourcedTrend] = []
     others: list[SourcedOther] = []
     invariance: list[SourcedInvariance] = []
-    searches: list[SourcedSearch] = []
+    cases: list[SourcedCase] = []
     metadata: dict[str, set[str]] = {}
     files, repeated = _distinct(paths)
     ledger = Ledger()
@@ -94,14 +90,12 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
             found[legacy].append((item, props))
         # A file with records is this version's: a legacy-looking testcase in it is another test.
         for item, props in found[False] or found[True]:
-            if isinstance(item, SourcedTrend):
-                trends.append(item)
-            elif isinstance(item, SourcedOther):
+            if isinstance(item, SourcedOther):
                 others.append(item)
             elif isinstance(item, SourcedInvariance):
                 invariance.append(item)
-            elif isinstance(item, SourcedSearch):
-                searches.append(item)
+            elif isinstance(item, SourcedCase):
+                cases.append(item)
             else:
                 sourced.append(item)
             for name, value in props.items():
@@ -118,8 +112,8 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
         metadata["date"] = {max(dates).isoformat(sep=" ", timespec="seconds")}
     reading = Reading(Matrix(), metadata={k: sorted(v) for k, v in sorted(metadata.items())})
     reading.files, reading.repeated, reading.ledger = files, repeated, ledger
-    newest = {(t.series.metric, t.series.seed_image): t.series for t in sorted(trends, key=when)}
-    reading.trends = [newest[k] for k in sorted(newest)]
+    for sourced_case in sorted(cases, key=when):
+        reading.family_cases.setdefault(sourced_case.case.key.kind, []).append(sourced_case.case)
     newest_others = {o.key: o for o in sorted(others, key=when)}
     reading.others = {k: o.outcome for k, o in newest_others.items()}
     controls = {k: o for k, o in newest_others.items() if isinstance(k, ControlKey)}
@@ -128,8 +122,6 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
     ]
     checked = {i.outcome.key: i.outcome for i in sorted(invariance, key=when)}
     reading.invariance = [checked[k] for k in sorted(checked)]
-    searched = {s.outcome.key: s.outcome for s in sorted(searches, key=when)}
-    reading.searches = [searched[k] for k in sorted(searched)]
     latest: dict[CaseKey, Sourced] = {}
     for item in sourced:
         reading.matrix.add(item.cell)

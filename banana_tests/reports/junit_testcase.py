@@ -9,17 +9,10 @@ from datetime import datetime
 from pathlib import Path
 
 from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
+from banana_tests.families.protocol import Case
+from banana_tests.families.registry import family_of
 from banana_tests.reports.invariance_table import InvarianceOutcome
-from banana_tests.reports.search_table import SearchOutcome
-from banana_tests.reports.sourced import (
-    Item,
-    Sourced,
-    SourcedInvariance,
-    SourcedOther,
-    SourcedSearch,
-    SourcedTrend,
-)
-from banana_tests.reports.trends import TrendSeries
+from banana_tests.reports.sourced import Item, Sourced, SourcedCase, SourcedInvariance, SourcedOther
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
@@ -52,8 +45,9 @@ class JUnitError(ValueError):
 def testcase_items(
     path: Path, case: ET.Element, suite_props: dict[str, str], stamp: datetime, order: tuple[int, int]
 ) -> tuple[list[tuple[Item, dict[str, str]]], bool]:
-    """One testcase as suite cases with their run metadata (a measured trend gives its series
-    and its outcome; none for another test), and whether it was read by schema 1's rules."""
+    """One testcase as suite cases with their run metadata (a family's case gives its outcome and
+    its record, for its section; none for another test), and whether it was read by schema 1's
+    rules."""
     name = strip_xdist_group(case.get("name", ""))
     props = _properties(case)
     try:
@@ -78,16 +72,16 @@ def testcase_items(
     found: list[tuple[Item, dict[str, str]]] = [
         (SourcedOther(record.key, verdict, stamp, order, message), meta)
     ]
-    if Field.TREND_SERIES in record.figures:
+    family = family_of(record.kind)
+    if family is not None:
+        props = dict(record.properties())
         try:
-            series = TrendSeries.from_properties(dict(record.properties()))
+            family.check(props)
         except (KeyError, ValueError) as exc:
-            raise JUnitError(f"{path}: trend testcase {name!r}: {exc}") from exc
-        found.append((SourcedTrend(series, stamp, order), {}))
+            raise JUnitError(f"{path}: {record.kind.value} testcase {name!r}: {exc}") from exc
+        found.append((SourcedCase(Case(record.key, verdict.value, props, message), stamp, order), {}))
     if record.kind is CaseKind.INVARIANCE:
         found.append((SourcedInvariance(InvarianceOutcome.of(record, verdict), stamp, order), {}))
-    if record.kind is CaseKind.SEARCH:
-        found.append((SourcedSearch(SearchOutcome.of(record, verdict), stamp, order), {}))
     return found, legacy
 
 
@@ -96,7 +90,7 @@ def legacy_record(name: str, props: dict[str, str]) -> CaseRecord | None:
     `kind` property, a control case by its test's name (it recorded no properties), a Δ case by
     its test's name or, on `banana_case` in a user's test, by the properties it always recorded."""
     if props.get("kind") == CaseKind.TREND.value:
-        return CaseRecord.of(CaseKind.TREND, props)
+        return CaseRecord.of(CaseKind.TREND, props) if family_of(CaseKind.TREND) else None
     kind = next((k for prefix, k in LEGACY_PREFIXES.items() if name.startswith(prefix)), None)
     if kind is CaseKind.CONTROL:
         try:

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from banana_tests.families.protocol import Case
 from banana_tests.reports.invariance_table import InvarianceOutcome
-from banana_tests.reports.search_table import SearchOutcome
-from banana_tests.reports.trends import TrendSeries
 from banana_tests.verdicts.baseline import Other
 from banana_tests.verdicts.matrix import Cell
 from banana_tests.verdicts.outcome import Outcome
@@ -56,15 +55,6 @@ class Replacement:
 
 
 @dataclass(frozen=True)
-class SourcedTrend:
-    """A trend case's series, ordered like `Sourced` so the newest of a repeated trend wins."""
-
-    series: TrendSeries
-    timestamp: datetime
-    order: tuple[int, int]
-
-
-@dataclass(frozen=True)
 class SourcedOther:
     """The outcome of a case outside the matrix (a trend, control or invariance case), ordered
     like `Sourced`."""
@@ -86,15 +76,15 @@ class SourcedInvariance:
 
 
 @dataclass(frozen=True)
-class SourcedSearch:
-    """A search case's outcome with its figures, ordered like `Sourced`."""
+class SourcedCase:
+    """A registered family's case with its record, for its section, ordered like `Sourced`."""
 
-    outcome: SearchOutcome
+    case: Case
     timestamp: datetime
     order: tuple[int, int]
 
 
-Item = Sourced | SourcedTrend | SourcedOther | SourcedInvariance | SourcedSearch
+Item = Sourced | SourcedOther | SourcedInvariance | SourcedCase
 
 
 def describe_replacements(replaced: Sequence[Replacement]) -> list[str]:

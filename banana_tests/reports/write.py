@@ -9,16 +9,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from banana_tests.families.protocol import Page, Report
 from banana_tests.reports.artifact_table import artifact_markdown
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_markdown, write_control_csv
 from banana_tests.reports.html import html_chunks
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.oracle_table import oracle_markdown
-from banana_tests.reports.search_table import SearchOutcome, search_markdown
 from banana_tests.reports.separability_table import separabilities, separability_markdown
 from banana_tests.reports.tables import summary_markdown, write_csv
-from banana_tests.reports.trends import TrendSeries, render_trends
 from banana_tests.verdicts.matrix import Matrix
 
 
@@ -29,21 +28,20 @@ def write_report(
     title: str,
     notes: Sequence[tuple[str, str]] = (),
     summary_extra: str = "",
-    trends: Sequence[TrendSeries] = (),
     comparisons: Sequence[MetricComparison] | None = None,
     figure_steps: Sequence[int] | None = None,
     controls: Sequence[ControlOutcome] = (),
-    searches: Sequence[SearchOutcome] = (),
     invariances: Sequence[InvarianceOutcome] = (),
+    families: Sequence[Report] = (),
 ) -> list[Path]:
-    """matrix.csv, summary.md (`summary_sections`, then `summary_extra`), the figures (heatmaps
-    for `figure_steps`, see `heatmap_steps`; separability.png/.svg when the cells carry per-run
-    scores), a trend figure per seed image when `trends` are given, and report.html (with
-    `notes`: a heading and preformatted text each, and the comparison with the paper when
-    `comparisons` is given), and controls.csv with the control cases' outcomes when there are any
-    (also in summary.md and the page), and the worst-escape searches' rows (and images on the
-    page), and the invariance table on the page (summary.md has it from `summary_extra`).
-    Returns the files written, each once."""
+    """matrix.csv, summary.md (`summary_sections`, the families' parts, then `summary_extra`),
+    the figures (heatmaps for `figure_steps`, see `heatmap_steps`; separability.png/.svg when the
+    cells carry per-run scores), each family's files (a trend figure per seed image), and
+    report.html (with `notes`: a heading and preformatted text each, and the comparison with the
+    paper when `comparisons` is given), and controls.csv with the control cases' outcomes when
+    there are any (also in summary.md and the page), the families' parts of the page, and the
+    invariance table on the page (summary.md has it from `summary_extra`). Returns the files
+    written, each once."""
     from banana_tests.reports.figures import render_figures
     from banana_tests.reports.step_plots import separability_figure
 
@@ -57,13 +55,13 @@ def write_report(
             write_control_csv(controls, table)
     cases = summary_markdown(matrix, title) if matrix.cells else ""  # no empty table (a search-only run)
     sections = [cases, *summary_sections(matrix), control_markdown(controls)]
-    sections.append(search_markdown(searches))
+    sections += [family.markdown for family in families]
     sections.append(summary_extra)
     written[1].write_text("\n".join(s for s in sections if s), encoding="utf-8")
     figures = render_figures(matrix, out, figure_steps)
     separable = separabilities(matrix)
     separable_files = separability_figure(separable, out / "separability") if separable else []
-    trend_figures = render_trends(trends, out)
+    pages: list[Page] = [family.write(out) for family in families]
     page = out / "report.html"
     with page.open("w", encoding="utf-8") as html:  # written as made: its case table is the bulk
         html.writelines(
@@ -73,16 +71,15 @@ def write_report(
                 metadata,
                 title,
                 notes,
-                trend_figures,
                 comparisons,
                 separable_files[0] if separable_files else None,
                 controls,
-                searches,
                 invariances,
+                pages,
             )
         )
-    trend_files = (p for f in trend_figures for p in f.files)
-    return list(dict.fromkeys([*written, *figures, *separable_files, *trend_files, page]))
+    family_files = (p for f in pages for p in f.files)
+    return list(dict.fromkeys([*written, *figures, *separable_files, *family_files, page]))
 
 
 def summary_sections(matrix: Matrix) -> list[str]:

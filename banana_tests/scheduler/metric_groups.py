@@ -17,7 +17,7 @@ from banana_tests.cases import CaseKey, metric_of_id
 from banana_tests.scheduler.units import Group
 
 _PARAM = re.compile(r"\[(?P<id>[^\]]+)\]$")
-TREND_TEST = "::test_trend_detects_degradation["  # banana_tests/test_trend.py's test, wherever imported
+TREND_TEST = "::test_trend_detects_degradation["  # the trend family's test, wherever imported
 
 
 def group_of(nodeid: str, metrics: tuple[str, ...]) -> Group | None:

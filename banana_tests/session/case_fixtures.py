@@ -1,15 +1,15 @@
-"""The work behind the suite's own fixtures: one Δ case's verdict and one trend, each measured
-with its metric's `Scorer` (the one `banana_metric` gives) and recorded as JUnit properties, so
-the plugin's fixtures stay a line into the session."""
+"""The work behind the suite's own fixtures: one case parametrized per key, measured with its
+metric's `Scorer` (the one `banana_metric` gives) and recorded as JUnit properties, so the
+plugin's fixture, and a family's, stay a line into the session."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
 import pytest
 
-from banana_tests.cases import CaseKey, Field
+from banana_tests.cases import METRIC_FIXTURE, CaseKey, FamilyKey, Field
 from banana_tests.core.suite import SuiteState
 from banana_tests.scoring import oracle
 from banana_tests.scoring.batching import group_records
@@ -20,10 +20,28 @@ from banana_tests.trajectories.records import DataError
 from banana_tests.verdicts.gaps import Gap
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord, figure_properties
-from banana_tests.verdicts.trend import Trend, TrendKey, measure
 from banana_tests.verdicts.verdict import Verdict, skip_as
 
-Measured = TypeVar("Measured", Verdict, Trend)
+
+class Figures(Protocol):
+    """A measured case: its figures as record fields."""
+
+    def properties(self) -> dict[Field, str]: ...
+
+
+Measured = TypeVar("Measured", bound=Figures)
+
+
+def parametrize_cases(metafunc: pytest.Metafunc, keys: Sequence[CaseKey | FamilyKey], fixture: str) -> None:
+    """One test per case, its id starting with its metric. A test that also requests
+    `banana_metric` gets the case's metric as it, in (metric, case) pairs: a fixture set up and
+    torn down again on each case, which the shipped tests spare themselves."""
+    ids = [k.test_id for k in keys]
+    if METRIC_FIXTURE in metafunc.fixturenames:
+        pairs = [(k.metric, k) for k in keys]
+        metafunc.parametrize((METRIC_FIXTURE, fixture), pairs, ids=ids, indirect=True, scope="function")
+    else:
+        metafunc.parametrize(fixture, keys, ids=ids, indirect=True)
 
 
 def measured(request: pytest.FixtureRequest, record: CaseRecord, measure: Callable[[], Measured]) -> Measured:
@@ -82,14 +100,3 @@ def gap(state: SuiteState, key: CaseKey, scorer: Scorer) -> Gap:
         raise DataError(plan.error)
     upcoming = group_records((key.metric, key.seed_image), state.prefetched, state.planning.needs)
     return scorer.delta(plan.pairs, upcoming)
-
-
-def trend(state: SuiteState, request: pytest.FixtureRequest, key: TrendKey) -> Trend:
-    """One (metric, seed image) trend, its images scored like the Δ cases'."""
-    plan = state.planning.trends[key]
-    scorer = scorer_of(request.config, state, key.metric)
-    return measured(
-        request,
-        CaseRecord(plan.key, plan.reference_step),
-        lambda: scorer.guard(lambda: measure(plan, scorer.spec, scorer.book)),
-    )

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, TREND_FIXTURE, CaseKey
+from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, CaseKey
+from banana_tests.families.registry import FAMILIES
 from banana_tests.verdicts.baseline import BaselineError, ControlKey, Known, load_baseline
-from banana_tests.verdicts.escape import SEARCH_FIXTURE, SearchKey
 from banana_tests.verdicts.invariance import PARAM as INVARIANCE_PARAM
 from banana_tests.verdicts.invariance import Invariance, InvarianceKey
-from banana_tests.verdicts.trend import TrendKey
 
 
 def item_key(item: pytest.Item) -> Known | None:
@@ -27,8 +26,8 @@ def item_key(item: pytest.Item) -> Known | None:
     if callspec is None:
         return None
     params = callspec.params
-    key = params.get(CASE_FIXTURE, params.get(TREND_FIXTURE))
-    if isinstance(key, CaseKey | TrendKey):
+    key = params.get(CASE_FIXTURE)
+    if isinstance(key, CaseKey):
         return key
     metric, distortion = (params.get(name) for name in ControlKey.PARAMS)
     if isinstance(metric, str) and isinstance(distortion, str):
@@ -36,9 +35,8 @@ def item_key(item: pytest.Item) -> Known | None:
     metric, check = params.get(METRIC_FIXTURE), params.get(INVARIANCE_PARAM)
     if isinstance(metric, str) and isinstance(check, Invariance):
         return InvarianceKey(metric, check.value)
-    if isinstance(metric, str) and SEARCH_FIXTURE in getattr(item, "fixturenames", ()):
-        return SearchKey(metric)
-    return None
+    fixtures = getattr(item, "fixturenames", ())
+    return next((k for f in FAMILIES if (k := f.item_key(params, fixtures)) is not None), None)
 
 
 VERDICT_FAILURES = (pytest.fail.Exception, AssertionError)

@@ -1,6 +1,7 @@
-"""The suite's test modules that only some options collect: the trend module under --trend, the
-search module under --search. The plugin's `pytest_ignore_collect` and the shard selection's
-count of unreached modules read the same rule here."""
+"""The suite's test modules that only some options collect: each family's module under its option
+(banana_tests.families.registry: the trend module under --trend, the search module under
+--search). The plugin's `pytest_ignore_collect` and the shard selection's count of unreached
+modules read the same rule here."""
 
 from __future__ import annotations
 
@@ -8,15 +9,20 @@ from pathlib import Path
 
 import pytest
 
-TREND_MODULE = Path(__file__).resolve().parents[1] / "test_trend.py"
-SEARCH_MODULE = TREND_MODULE.with_name("test_search.py")
+from banana_tests.families.registry import FAMILIES
+
+SUITE = Path(__file__).resolve().parents[1]
+"""The installed suite's folder, which holds its test modules."""
 
 
 def left_out(collection_path: Path, config: pytest.Config) -> bool | None:
-    """True for an optional module its option did not ask for; None for any other path."""
-    if collection_path not in (TREND_MODULE, SEARCH_MODULE):
+    """True for a family's module its option did not ask for; None for any other path."""
+    option = next((f.option for f in FAMILIES if f.module == collection_path), None)
+    if option is None:
         return None
-    from banana_tests.session.run_state import settings_of
+    return None if config.getoption(option, None) not in (None, False) else True
 
-    chosen = settings_of(config)
-    return None if (chosen.trend if collection_path == TREND_MODULE else chosen.search) else True
+
+def suite_modules() -> list[Path]:
+    """Every test module of the suite: its own at the top, and each registered family's."""
+    return sorted([*SUITE.glob("test_*.py"), *(f.module for f in FAMILIES)])

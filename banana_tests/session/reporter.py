@@ -1,8 +1,8 @@
-"""The suite's reporting in a run: the live matrix, the trend summary and the terminal's words.
+"""The suite's reporting in a run: the live matrix, the families' sections and the terminal's words.
 
 A case writes its `CaseRecord` (banana_tests.verdicts.record) as JUnit properties
 (banana_tests.session.case_fixtures). MatrixReporter reads the records back from the test
-reports (the same path serial and under xdist) into the live matrix and trend summary, writes
+reports (the same path serial and under xdist) into the live matrix and each family's cases, writes
 the run's facts and plan once as testsuite properties (banana_tests.core.run_facts,
 banana_tests.reports.completeness), and adds its own summary sections. The plan, and the facts
 that take long to find, are taken when collection ends: a run stopped early (Ctrl-C, SIGTERM)
@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 
-from banana_tests.cases import CaseKind, Field, junit_id
+from banana_tests.cases import CaseKey, CaseKind, junit_id
 from banana_tests.core.run_facts import device_of, run_facts
 from banana_tests.core.suite import SuiteState
 from banana_tests.core.versions import metric_libraries
+from banana_tests.families.protocol import Case
+from banana_tests.families.registry import FAMILIES, family_of, section_of
 from banana_tests.reports.artifact_table import artifact_lines
 from banana_tests.reports.completeness import Narrowing
-from banana_tests.reports.search_table import SearchOutcome, search_lines
 from banana_tests.reports.separability_table import separability_lines
 from banana_tests.scheduler.metric_groups import group_of
 from banana_tests.scoring.faults import environment_fault
@@ -41,9 +42,8 @@ from banana_tests.session.shard_selection import ShardSelection, is_empty_share
 from banana_tests.session.snapshot_selection import NOT_RECORDED
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.verdicts.baseline import ControlKey
-from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
-from banana_tests.verdicts.matrix import Matrix, TrendTally
+from banana_tests.verdicts.matrix import Matrix
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
 from banana_tests.verdicts.saturation import saturations, warn
@@ -83,7 +83,7 @@ class KnownPlan:
 
 
 class MatrixReporter:
-    """Builds the matrix and the trend summary from the cases' records and prints them, with
+    """Builds the matrix and the families' sections from the cases' records and prints them, with
     what a run's header and deselections need explained."""
 
     def __init__(self, state: SuiteState, config: pytest.Config, shards: ShardSelection) -> None:
@@ -91,7 +91,7 @@ class MatrixReporter:
         self.shards = shards  # holds the run's plan
         self.config = config
         self.matrix = Matrix()
-        self.trends = TrendTally()
+        self.family_cases: dict[CaseKind, list[Case]] = {}  # each family's cases, for its section
         self.records = 0  # reports that carried a case record
         self.unreadable: list[str] = []  # "nodeid: why" of records that could not be read
         self.other_snapshots = 0  # snapshot cases of metrics not selected, deselected at collection
@@ -99,7 +99,6 @@ class MatrixReporter:
         self.verdict_lines: list[str] = []  # failing verdicts, printed one line each
         # under --tb=long or --full-trace, their reports: printed with their tracebacks instead
         self.verdict_reports: list[pytest.TestReport] = []
-        self.searches: list[SearchOutcome] = []  # the worst-escape searches (--search)
         self.xpassed: list[str] = []  # cases the baseline expects to fail that passed, by test name
         self.tracebacks = keeps_traceback(config)
         # an xdist worker's reports go to the controller, which builds the matrix it prints
@@ -111,11 +110,15 @@ class MatrixReporter:
         self.libraries: str | None = None  # the run facts' metric libraries, found at collection
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """A control, invariance or search case's identity is known from its parameters:
-        recorded now, so a case that errors in setup still names itself."""
+        """A control or invariance case's identity, or a family's named at collection (a
+        search's), is known from its parameters: recorded now, so a case that errors in setup
+        still names itself."""
         for item in items:
             key = item_key(item)
-            if isinstance(key, ControlKey | InvarianceKey | SearchKey):
+            if key is None or isinstance(key, CaseKey):
+                continue
+            family = family_of(key.kind)
+            if isinstance(key, ControlKey | InvarianceKey) or (family and family.named_at_collection):
                 item.user_properties.extend(CaseRecord(key).identity())
 
     @pytest.hookimpl(trylast=True)
@@ -218,13 +221,11 @@ class MatrixReporter:
             self.verdict_lines.append(getattr(report, VERDICT_LINE))
             if self.tracebacks:
                 self.verdict_reports.append(report)
-        if record.kind is CaseKind.TREND:
-            first = record.step_number(Field.FIRST_DETECTION_STEP)
-            self.trends.add(record.key.metric, outcome, record.number(Field.SPEARMAN), first)
-        elif record.kind is CaseKind.DELTA:
+        if isinstance(record.key, CaseKey):
             self.matrix.add(record.cell(outcome).as_verdict())
-        elif record.kind is CaseKind.SEARCH:
-            self.searches.append(SearchOutcome.of(record, outcome))
+        elif family_of(record.kind) is not None:
+            case = Case(record.key, outcome.value, dict(record.properties()))
+            self.family_cases.setdefault(record.kind, []).append(case)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: object) -> None:
@@ -316,15 +317,14 @@ class MatrixReporter:
         for found in saturations(self.matrix):
             write(f"banana-tests: warning: {found.message()}", yellow=True)
             warn(found)
-        if self.searches:
-            terminalreporter.section("banana-tests worst escape")
-            for line in search_lines(self.searches):
-                write(line)
-        trends = self.trends.lines()
-        if trends:
-            terminalreporter.section("banana-tests trends")
-            for line in trends:
-                write(line)
+        for family in FAMILIES:
+            cases = self.family_cases.get(family.kind, [])
+            section = section_of(family) if cases else None
+            shown = section.terminal(cases) if section else []
+            if section and shown:
+                terminalreporter.section(section.title)
+                for line in shown:
+                    write(line)
         if self.xpassed:
             baseline = self.state.settings.baseline
             write(

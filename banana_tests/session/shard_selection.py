@@ -29,7 +29,6 @@ from banana_tests.scheduler.shards import Shard
 from banana_tests.scheduler.units import Group
 from banana_tests.session.gating import item_key
 from banana_tests.session.snapshot_selection import PARAM
-from banana_tests.verdicts.trend import TrendKey
 
 
 @dataclass
@@ -58,10 +57,10 @@ def unit_of(item: pytest.Item, metrics: tuple[str, ...]) -> Group | None:
     key = item_key(item)
     metric: object
     seed_image: str | None
-    if isinstance(key, CaseKey | TrendKey):
+    if isinstance(key, CaseKey):
         metric, seed_image = key.metric, key.seed_image
     elif key is not None:
-        metric, seed_image = key.metric, None
+        metric, seed_image = key.metric, key.unit_image
     else:
         callspec = getattr(item, "callspec", None)
         params = callspec.params if callspec is not None else {}
@@ -73,9 +72,9 @@ def unreached_suite_modules(config: pytest.Config, reached: set[Path]) -> list[P
     """The suite's test modules a whole run of these options collects (the rule of
     banana_tests.session.optional_modules) that this run never got to, when it got to any: its
     test paths or node ids named only part of the suite."""
-    from banana_tests.session.optional_modules import SEARCH_MODULE, left_out
+    from banana_tests.session.optional_modules import left_out, suite_modules
 
-    modules = [p for p in sorted(SEARCH_MODULE.parent.glob("test_*.py")) if not left_out(p, config)]
+    modules = [p for p in suite_modules() if not left_out(p, config)]
     if not any(module in reached for module in modules):
         return []
     return [module for module in modules if module not in reached]

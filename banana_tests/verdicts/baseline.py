@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.atomic import write_atomic
-from banana_tests.cases import CaseKey
+from banana_tests.cases import CaseKey, CaseKind, FamilyKey, Field
+from banana_tests.families.registry import family_of
 from banana_tests.regular_files import NotReadable, read_regular
 from banana_tests.trajectories.records import DataError, check_index
-from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix
 from banana_tests.verdicts.outcome import Outcome
-from banana_tests.verdicts.trend import TrendKey
 
 FORMAT = "banana-tests-baseline/2"
 READABLE = frozenset({"banana-tests-baseline/1", FORMAT})  # /1 files (Δ cells only) still load
@@ -44,6 +43,23 @@ class ControlKey:
     def test_id(self) -> str:
         return f"{self.metric}-{self.distortion}"
 
+    @property
+    def kind(self) -> CaseKind:
+        return CaseKind.CONTROL
+
+    @property
+    def unit_image(self) -> None:
+        return None
+
+    def identity(self) -> list[tuple[Field, str]]:
+        return [(Field.DISTORTION, self.distortion)]
+
+    def entry(self) -> dict[str, str]:
+        return {"kind": "control", "metric": self.metric, "distortion": self.distortion}
+
+    def rank(self) -> tuple[int, str]:
+        return 2, self.distortion
+
     @classmethod
     def from_test_id(cls, test_id: str) -> ControlKey:
         """Distortion names hold no '-', so the last '-' splits; metric names may hold one."""
@@ -53,18 +69,17 @@ class ControlKey:
         return cls(metric, distortion)
 
 
-Other = TrendKey | ControlKey | InvarianceKey | SearchKey
-"""A case outside the matrix that a baseline can list."""
+Other = FamilyKey
+"""A case outside the matrix that a baseline can list (a family's, banana_tests.families)."""
 Known = CaseKey | Other
 """Any case a baseline can list."""
 
-# Entry keys by kind: a Δ cell has no `kind` (the /1 format), the others name theirs.
-ENTRY_KEYS = {
+# Entry keys by kind: a Δ cell has no `kind` (the /1 format), the others name theirs; a family's
+# entries are its own (banana_tests.families.protocol.Family.entry_fields).
+ENTRY_KEYS: dict[str | None, tuple[set[str], set[str]]] = {
     None: ({"metric", "seed_image", "step"}, {"run"}),
-    "trend": ({"kind", "metric", "seed_image"}, set()),
     "control": ({"kind", "metric", "distortion"}, set()),
     "invariance": ({"kind", "metric", "check"}, set()),
-    "search": ({"kind", "metric"}, set()),
 }
 
 
@@ -73,14 +88,8 @@ class BaselineError(ValueError):
 
 
 def _entry(key: Known) -> dict[str, Any]:
-    if isinstance(key, TrendKey):
-        return {"kind": "trend", "metric": key.metric, "seed_image": key.seed_image}
-    if isinstance(key, ControlKey):
-        return {"kind": "control", "metric": key.metric, "distortion": key.distortion}
-    if isinstance(key, InvarianceKey):
-        return {"kind": "invariance", "metric": key.metric, "check": key.check}
-    if isinstance(key, SearchKey):
-        return {"kind": "search", "metric": key.metric}
+    if not isinstance(key, CaseKey):
+        return dict(key.entry())
     entry: dict[str, Any] = {"metric": key.metric, "seed_image": key.seed_image, "step": key.step}
     if key.run is not None:
         entry["run"] = key.run
@@ -88,16 +97,11 @@ def _entry(key: Known) -> dict[str, Any]:
 
 
 def _order(key: Known) -> tuple[str, int, str, int, int]:
-    """A metric's entries together: its Δ cells (as `cases.sort_key`), then trends, controls and
-    invariance checks, searches."""
-    if isinstance(key, TrendKey):
-        return key.metric, 1, key.seed_image, 0, 0
-    if isinstance(key, ControlKey):
-        return key.metric, 2, key.distortion, 0, 0
-    if isinstance(key, InvarianceKey):
-        return key.metric, 3, key.check, 0, 0
-    if isinstance(key, SearchKey):
-        return key.metric, 4, "", 0, 0
+    """A metric's entries together: its Δ cells (as `cases.sort_key`), then each family's cases by
+    their rank (trends, controls, invariance checks, searches)."""
+    if not isinstance(key, CaseKey):
+        rank, name = key.rank()
+        return key.metric, rank, name, 0, 0
     return key.metric, 0, key.seed_image, key.step, -1 if key.run is None else key.run
 
 
@@ -134,29 +138,46 @@ def load_baseline(path: Path) -> frozenset[Known]:
     keys = []
     for i, entry in enumerate(failures):
         try:
-            keys.append(_key(entry))
+            key = _key(entry)
+            if key is not None:
+                keys.append(key)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BaselineError(f"baseline {path}: failure entry {i} {entry!r} is malformed: {exc}") from exc
     return frozenset(keys)
 
 
-def _key(entry: dict[str, Any]) -> Known:
+def entry_keys() -> dict[str | None, tuple[set[str], set[str]]]:
+    """The fields of each kind's entries, in `CaseKind` order: the Δ cell's, then each kind's a
+    registered family or this module reads."""
+    found = dict(ENTRY_KEYS)
+    for kind in CaseKind:
+        family = family_of(kind)
+        if family is not None:
+            found[kind.value] = (set(family.entry_fields), set())
+    return {None: found[None], **{k.value: found[k.value] for k in CaseKind if k.value in found}}
+
+
+def _key(entry: dict[str, Any]) -> Known | None:
+    """An entry's case; None for a kind of a family this suite does not hold (its folder deleted)."""
     kind = entry.get("kind")
-    if kind not in ENTRY_KEYS:
-        known = "trend, control, invariance, search, or none for a Δ cell"
-        raise ValueError(f"unknown kind {kind!r} (known: {known})")
-    required, optional = ENTRY_KEYS[kind]
+    kinds = entry_keys()
+    if kind not in kinds:
+        if kind in {k.value for k in CaseKind}:
+            return None
+        known = ", ".join(k for k in kinds if k is not None)
+        raise ValueError(f"unknown kind {kind!r} (known: {known}, or none for a Δ cell)")
+    required, optional = kinds[kind]
     unknown = sorted(set(entry) - required - optional)
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(map(repr, unknown))}")
-    if kind == "trend":
-        return TrendKey(str(entry["metric"]), str(entry["seed_image"]))
     if kind == "control":
         return ControlKey(str(entry["metric"]), str(entry["distortion"]))
     if kind == "invariance":
         return InvarianceKey(str(entry["metric"]), str(entry["check"]))
-    if kind == "search":
-        return SearchKey(str(entry["metric"]))
+    if kind is not None:
+        family = family_of(CaseKind(kind))
+        assert family is not None
+        return family.key(entry)
     run = entry.get("run")
     try:  # JSON integers within the data set reader's bound: never 5.9, true, "٥" or 1e999
         step = check_index("step", entry["step"])

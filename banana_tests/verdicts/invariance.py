@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from banana_tests.cases import CaseKind, Field
+
 PARAM = "banana_invariance"
 """The parameter the invariance test is parametrized with (an `Invariance`); the gate finds its
 cases by it, so a user's own parameter named `invariance` is never taken for one."""
@@ -41,3 +43,20 @@ class InvarianceKey:
     @property
     def test_id(self) -> str:
         return f"{self.metric}-{self.check}"
+
+    @property
+    def kind(self) -> CaseKind:
+        return CaseKind.INVARIANCE
+
+    @property
+    def unit_image(self) -> None:
+        return None
+
+    def identity(self) -> list[tuple[Field, str]]:
+        return [(Field.INVARIANCE, self.check)]
+
+    def entry(self) -> dict[str, str]:
+        return {"kind": "invariance", "metric": self.metric, "check": self.check}
+
+    def rank(self) -> tuple[int, str]:
+        return 3, self.check

@@ -6,14 +6,12 @@ test reports (serial or xdist) or from JUnit XML files read back later.
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from banana_tests.cases import CaseKey
-from banana_tests.verdicts.outcome import VERDICTS, Outcome
+from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.uncertainty import StrictOutcome
 
 STRICT_OUTCOMES = {
@@ -208,42 +206,3 @@ class Matrix:
             note = f"… {len(hidden)} more seed images ({failing} with failures): in the totals and the report"
             lines.append(note)
         return lines
-
-
-@dataclass
-class TrendTally:
-    """Trend cases (`--trend`) by metric, for one summary line each: on how many seed images the
-    score falls (Spearman ρ < 0), the spread of ρ, and the first detection step."""
-
-    cases: dict[str, list[tuple[Outcome, float, int | None]]] = field(default_factory=dict)
-
-    def add(
-        self, metric: str, outcome: Outcome, spearman: float | None, first_detection_step: int | None
-    ) -> None:
-        """One trend case: its outcome, ρ (None before it was measured) and first detection step."""
-        entry = (outcome, math.nan if spearman is None else spearman, first_detection_step)
-        self.cases.setdefault(metric, []).append(entry)
-
-    def lines(self) -> list[str]:
-        out = []
-        width = max((len(m) for m in self.cases), default=0)
-        for metric in sorted(self.cases):
-            cases = self.cases[metric]
-            verdicts = [c for c in cases if c[0] in VERDICTS]
-            falling = sum(c[0] is Outcome.PASSED for c in verdicts)
-            line = f"{metric.ljust(width)}  falling (ρ < 0) on {falling}"
-            line += f"/{len(verdicts)} seed images"
-            rhos = [rho for _, rho, _ in verdicts if not math.isnan(rho)]
-            if rhos:
-                line += f"; ρ median {statistics.median(rhos):+.2f} ({min(rhos):+.2f} … {max(rhos):+.2f})"
-            firsts = [f for _, _, f in verdicts if f is not None]
-            if verdicts:
-                line += "; first detection step "
-                line += f"median {statistics.median(firsts):g}" if firsts else "none"
-                if firsts and len(firsts) < len(verdicts):
-                    line += f", none on {len(verdicts) - len(firsts)}"
-            others = OutcomeCounts.of(outcome for outcome, _, _ in cases if outcome not in VERDICTS)
-            if others.skipped or others.error:
-                line += f" ({others.skipped} skipped, {others.error} errors)"
-            out.append(line)
-        return out

@@ -15,15 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from banana_tests.cases import SCHEMA, CaseKey, CaseKind, Field
+from banana_tests.cases import SCHEMA, CaseKey, CaseKind, FamilyKey, Field
+from banana_tests.families.registry import family_of
 from banana_tests.scoring.oracle import valid_trial
 from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.verdicts.baseline import ControlKey
-from banana_tests.verdicts.escape import SearchKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Cell
 from banana_tests.verdicts.outcome import Outcome
-from banana_tests.verdicts.trend import TrendKey
 from banana_tests.verdicts.uncertainty import StrictOutcome
 
 FIGURES = {
@@ -32,29 +31,32 @@ FIGURES = {
         | {Field.RUNS, Field.SCORE_CACHED}
         | {Field.STRICT, Field.PSNR, Field.SSIM, Field.RUN_NORM_REFERENCES, Field.RUN_NORM_STEPS}
     ),
-    CaseKind.TREND: frozenset(
-        {Field.SPEARMAN, Field.FIRST_DETECTION_STEP, Field.TREND_STEPS, Field.TREND_SERIES}
-    ),
     CaseKind.CONTROL: frozenset(),
     CaseKind.INVARIANCE: frozenset(
         {Field.CHANGE, Field.TOLERANCE, Field.SCORE_CACHED, Field.CROP_SIDE, Field.RAISED}
     ),
-    CaseKind.SEARCH: frozenset(
-        {Field.EXAMPLES, Field.ESCAPED, Field.SEARCH_SECONDS, Field.DEGRADATION, Field.CLEAN_PNG}
-        | {Field.DEGRADED_PNG, Field.NORM_REFERENCE, Field.NORM_STEP, Field.PSNR, Field.SSIM}
-    ),
 }
-"""The measured fields each kind may carry; identity fields come from its key."""
-FIGURE_ORDER = {kind: tuple(name for name in Field if name in names) for kind, names in FIGURES.items()}
-"""Each kind's figures in `Field` order, the order a record keeps them in."""
+"""The measured fields each kind may carry; identity fields come from its key. A registered
+family's are its own (banana_tests.families.protocol.Family.figures)."""
 
 NUMBERS = {
     CaseKind.INVARIANCE: (Field.CHANGE, Field.TOLERANCE),
-    CaseKind.SEARCH: (Field.EXAMPLES, Field.NORM_REFERENCE, Field.NORM_STEP, Field.PSNR, Field.SSIM),
 }
 """Figures a kind's readers compute with: a record whose value is no number is refused."""
 
-Key = CaseKey | TrendKey | ControlKey | InvarianceKey | SearchKey
+Key = CaseKey | FamilyKey
+
+
+def figure_order(kind: CaseKind) -> tuple[Field, ...]:
+    """A kind's figures in `Field` order, the order a record keeps them in."""
+    family = family_of(kind)
+    names = FIGURES[kind] if family is None else family.figures
+    return tuple(name for name in Field if name in names)
+
+
+def numbers_of(kind: CaseKind) -> tuple[Field, ...]:
+    family = family_of(kind)
+    return NUMBERS.get(kind, ()) if family is None else family.numbers
 
 
 def figure_properties(figures: Mapping[Field, str]) -> list[tuple[str, str]]:
@@ -80,15 +82,7 @@ class CaseRecord:
 
     @property
     def kind(self) -> CaseKind:
-        if isinstance(self.key, TrendKey):
-            return CaseKind.TREND
-        if isinstance(self.key, ControlKey):
-            return CaseKind.CONTROL
-        if isinstance(self.key, InvarianceKey):
-            return CaseKind.INVARIANCE
-        if isinstance(self.key, SearchKey):
-            return CaseKind.SEARCH
-        return CaseKind.DELTA
+        return CaseKind.DELTA if isinstance(self.key, CaseKey) else self.key.kind
 
     def identity(self) -> list[tuple[str, str]]:
         """The properties that name the case, `banana_record` first; recorded before it is
@@ -96,16 +90,12 @@ class CaseRecord:
         `str`, as xdist sends a report's properties to its controller."""
         key = self.key
         out = [(Field.RECORD, f"{self.kind.value}/{SCHEMA}"), (Field.METRIC, key.metric)]
-        if isinstance(key, ControlKey):
-            out.append((Field.DISTORTION, key.distortion))
-        elif isinstance(key, InvarianceKey):
-            out.append((Field.INVARIANCE, key.check))
-        elif not isinstance(key, SearchKey):  # a search is named by its metric alone
-            out.append((Field.SEED_IMAGE, key.seed_image))
         if isinstance(key, CaseKey):
-            out.append((Field.STEP, str(key.step)))
+            out += [(Field.SEED_IMAGE, key.seed_image), (Field.STEP, str(key.step))]
             if key.run is not None:
                 out.append((Field.RUN, str(key.run)))
+        else:
+            out += key.identity()
         if self.reference_step is not None:
             out.append((Field.REFERENCE_STEP, str(self.reference_step)))
         return [(name.value, value) for name, value in out]
@@ -162,7 +152,8 @@ class CaseRecord:
     @classmethod
     def read(cls, props: Mapping[str, str]) -> CaseRecord | None:
         """The record a testcase's properties carry; None when they carry none (another test's
-        case, whatever its other properties are called). RecordError when it cannot be read."""
+        case, whatever its other properties are called) or are of a family this suite does not
+        hold. RecordError when it cannot be read."""
         tag = props.get(Field.RECORD)
         if tag is None:
             return None
@@ -179,6 +170,8 @@ class CaseRecord:
         except ValueError:
             known = ", ".join(k.value for k in CaseKind)
             raise RecordError(f"{Field.RECORD} {tag!r}: unknown kind {kind_text!r} ({known})") from None
+        if kind not in FIGURES and family_of(kind) is None:
+            return None  # a family whose folder is gone
         return cls.of(kind, props)
 
     @classmethod
@@ -188,14 +181,13 @@ class CaseRecord:
         try:
             metric = props[Field.METRIC]
             key: Key
-            if kind is CaseKind.CONTROL:
+            family = family_of(kind)
+            if family is not None:
+                key = family.key(props)
+            elif kind is CaseKind.CONTROL:
                 key = ControlKey(metric, props[Field.DISTORTION])
-            elif kind is CaseKind.TREND:
-                key = TrendKey(metric, props[Field.SEED_IMAGE])
             elif kind is CaseKind.INVARIANCE:
                 key = InvarianceKey(metric, props[Field.INVARIANCE])
-            elif kind is CaseKind.SEARCH:
-                key = SearchKey(metric)
             else:
                 run = props.get(Field.RUN)
                 step = _index(Field.STEP.value, props[Field.STEP])
@@ -213,9 +205,9 @@ class CaseRecord:
             raise RecordError(f"a {kind.value} record without its {str(exc.args[0])!r} property") from None
         except ValueError as exc:
             raise RecordError(f"a {kind.value} record with a malformed property: {exc}") from None
-        figures = {name: props[name] for name in FIGURE_ORDER[kind] if name in props}
+        figures = {name: props[name] for name in figure_order(kind) if name in props}
         record = cls(key, reference_step, figures)
-        for name in NUMBERS.get(kind, ()):
+        for name in numbers_of(kind):
             try:
                 record.number(name)
             except ValueError:

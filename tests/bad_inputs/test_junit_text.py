@@ -17,7 +17,9 @@ from tests.conftest import suite_folder
 
 pytestmark = pytest.mark.slow  # each test runs pytest in a child process: the slow tier
 
-SEARCH_MODULE = "from banana_tests.test_search import banana_search, test_no_worst_escape  # noqa: F401\n"
+SEARCH_MODULE = (
+    "from banana_tests.families.search.test_search import banana_search, test_no_worst_escape  # noqa: F401\n"
+)
 METRICS = """
 class Blind:
     '''Every image scores the same: every degradation escapes.'''

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from banana_tests.families.registry import FAMILIES
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, PLANNED
-from banana_tests.session.optional_modules import SEARCH_MODULE, TREND_MODULE
+from banana_tests.session.optional_modules import suite_modules
 from tests.conftest import write_set
 from tests.test_shards import PROJECT, TARGETS, cases_in, report, suite_property
 
@@ -24,9 +25,7 @@ pytestmark = pytest.mark.slow  # each test runs pytest in a child process: the s
 DEGRADATION = "banana_tests/test_degradation.py"
 INVARIANCE_CASE = "banana_tests/test_invariance.py::test_score_is_invariant[noise_level-resize]"
 # the suite modules a whole run without --trend and --search collects, but test_degradation
-UNREACHED = (
-    len([p for p in SEARCH_MODULE.parent.glob("test_*.py") if p not in (TREND_MODULE, SEARCH_MODULE)]) - 1
-)
+UNREACHED = len([p for p in suite_modules() if p not in {f.module for f in FAMILIES}]) - 1
 
 
 def run_suite(data: Path, xml: Path, *paths: str, status: int = 1) -> Path:

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from banana_tests.cli import main
+from banana_tests.families.trend.trends import figure_stem
 from banana_tests.reports.junit import MAX_ATTRIBUTE
-from banana_tests.reports.trends import figure_stem
 from banana_tests.session.gating import BaselineGate
 from tests.conftest import needs, noisy_image
 from tests.test_junit import case, junit

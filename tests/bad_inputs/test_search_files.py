@@ -32,7 +32,9 @@ from tests.known_metrics import install_known_metrics
 
 pytestmark = pytest.mark.slow  # each test runs pytest in a child process: the slow tier
 
-SEARCH_MODULE = "from banana_tests.test_search import banana_search, test_no_worst_escape  # noqa: F401\n"
+SEARCH_MODULE = (
+    "from banana_tests.families.search.test_search import banana_search, test_no_worst_escape  # noqa: F401\n"
+)
 METRICS = ("noise_level", "noise_level_reversed")
 BAD = "noise_level"  # the metric searched, whose file is bad; noise_level_reversed's verdicts must not change
 SET = {"seeds": ("alpha",), "runs": (0,), "steps": (1, 5)}

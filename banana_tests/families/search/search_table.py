@@ -1,5 +1,6 @@
-"""The worst-escape searches read back from JUnit: per metric, the escape found, or "none found in
-N examples" with the most degraded image the metric did detect.
+"""The search family's section: the worst-escape searches read back from a run or JUnit, per
+metric the escape found, or "none found in N examples" with the most degraded image the metric did
+detect.
 
 `report` puts one row a metric in summary.md; report.html adds the two images side by side,
 embedded when both pass banana_tests.reports.embedded_images' checks, else named with the reason.
@@ -15,9 +16,11 @@ from html import escape
 from pathlib import Path
 
 from banana_tests.cases import CaseKind, Field
+from banana_tests.families.protocol import Case, Page, Report
+from banana_tests.families.search import SearchKey
+from banana_tests.families.search.escape import VISIBLE_PSNR
 from banana_tests.markdown import table
 from banana_tests.reports.embedded_images import Shown, shown
-from banana_tests.verdicts.escape import VISIBLE_PSNR, SearchKey
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord
 
@@ -146,3 +149,46 @@ def refused_lines(outcomes: Sequence[SearchOutcome]) -> list[str]:
         for s in o.shown or ()
         if s.png is None
     ]
+
+
+def search_page(outcomes: Sequence[SearchOutcome]) -> tuple[str, ...]:
+    """report.html's Worst escape section: the table and each metric's pair of images."""
+    from banana_tests.reports.page_markup import table as html_table
+
+    return (
+        "<h2>Worst escape</h2>",
+        f"<p>Per metric, the most degraded image it still scores at least as well as its clean "
+        f"source (PSNR &lt; {VISIBLE_PSNR:g} dB), clean and degraded side by side; without an "
+        "escape, the most degraded image it detected.</p>",
+        html_table(HEADER, (o.row() for o in outcomes)),
+        search_pairs_html(outcomes),
+    )
+
+
+def outcome_of(case: Case) -> SearchOutcome:
+    record = CaseRecord.read(case.props)
+    assert record is not None
+    return SearchOutcome.of(record, Outcome(case.outcome))
+
+
+@dataclass(frozen=True)
+class SearchSection:
+    """The search family's section (banana_tests.families.protocol.Section)."""
+
+    title: str = "banana-tests worst escape"
+
+    def terminal(self, cases: Sequence[Case]) -> list[str]:
+        return search_lines([outcome_of(c) for c in cases])
+
+    def report(self, cases: Sequence[Case], inputs: Sequence[Path]) -> Report:
+        """The table in summary.md and on the page, with the pairs of images embedded from
+        `inputs` (or a score cache); a warning for each image refused."""
+        newest = {c.key: c for c in cases}  # oldest first: a search run twice shows its newest
+        outcomes = [outcome_of(newest[k]).checked(inputs) for k in sorted(newest, key=lambda k: k.metric)]
+        if not outcomes:
+            return Report()
+        page = Page(html=search_page(outcomes))
+        return Report(search_markdown(outcomes), tuple(refused_lines(outcomes)), lambda out: page)
+
+
+SECTION = SearchSection()

@@ -12,29 +12,20 @@ import json
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from banana_tests.cases import Field
+from banana_tests.families.trend import TrendKey
 from banana_tests.trajectories.plan import CasePlan
 from banana_tests.trajectories.records import DataError
 from banana_tests.verdicts.gaps import gap
+from banana_tests.verdicts.matrix import OutcomeCounts
+from banana_tests.verdicts.outcome import VERDICTS, Outcome
 from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
     from banana_tests.scoring.score_book import ScoreBook
-
-
-@dataclass(frozen=True, order=True)
-class TrendKey:
-    """One trend case: `metric` on `seed_image` over all selected steps."""
-
-    metric: str
-    seed_image: str
-
-    @property
-    def test_id(self) -> str:
-        return f"{self.metric}-{self.seed_image}"
 
 
 @dataclass(frozen=True)
@@ -177,3 +168,42 @@ def _ranks(values: Sequence[float]) -> list[float]:
             ranks[order[k]] = (start + end) / 2 + 1
         start = end + 1
     return ranks
+
+
+@dataclass
+class TrendTally:
+    """Trend cases (`--trend`) by metric, for one summary line each: on how many seed images the
+    score falls (Spearman ρ < 0), the spread of ρ, and the first detection step."""
+
+    cases: dict[str, list[tuple[Outcome, float, int | None]]] = field(default_factory=dict)
+
+    def add(
+        self, metric: str, outcome: Outcome, spearman: float | None, first_detection_step: int | None
+    ) -> None:
+        """One trend case: its outcome, ρ (None before it was measured) and first detection step."""
+        entry = (outcome, math.nan if spearman is None else spearman, first_detection_step)
+        self.cases.setdefault(metric, []).append(entry)
+
+    def lines(self) -> list[str]:
+        out = []
+        width = max((len(m) for m in self.cases), default=0)
+        for metric in sorted(self.cases):
+            cases = self.cases[metric]
+            verdicts = [c for c in cases if c[0] in VERDICTS]
+            falling = sum(c[0] is Outcome.PASSED for c in verdicts)
+            line = f"{metric.ljust(width)}  falling (ρ < 0) on {falling}"
+            line += f"/{len(verdicts)} seed images"
+            rhos = [rho for _, rho, _ in verdicts if not math.isnan(rho)]
+            if rhos:
+                line += f"; ρ median {statistics.median(rhos):+.2f} ({min(rhos):+.2f} … {max(rhos):+.2f})"
+            firsts = [f for _, _, f in verdicts if f is not None]
+            if verdicts:
+                line += "; first detection step "
+                line += f"median {statistics.median(firsts):g}" if firsts else "none"
+                if firsts and len(firsts) < len(verdicts):
+                    line += f", none on {len(verdicts) - len(firsts)}"
+            others = OutcomeCounts.of(outcome for outcome, _, _ in cases if outcome not in VERDICTS)
+            if others.skipped or others.error:
+                line += f" ({others.skipped} skipped, {others.error} errors)"
+            out.append(line)
+        return out

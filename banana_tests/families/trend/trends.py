@@ -1,4 +1,5 @@
-"""Trend figures: normalised score against step per seed image, read back from trend cases.
+"""The trend family's section: its terminal lines, and figures of the normalised score against
+step per seed image, read back from trend cases.
 
 Each `--trend` case records its series as the JUnit property `trend_series`: a JSON list of
 `[step, run mean, min over runs, max over runs]`, normalised. The figure draws the run mean per
@@ -8,14 +9,18 @@ metric with a band for the spread over runs, so a falling score stands out from 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from banana_tests.cases import Field
+from banana_tests.families.protocol import Case, Page, Report
+from banana_tests.families.trend import series_of
+from banana_tests.families.trend.trend import TrendTally
 from banana_tests.reports.figure_style import pyplot, save
-from banana_tests.trajectories.records import DataError, check_index
+from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.record import CaseRecord
 
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")  # what a seed image name may not bring into a file name
 MAX_NAME = 80  # characters of a seed image name kept in a file name (file systems allow 255 bytes)
@@ -38,21 +43,8 @@ class TrendSeries:
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> TrendSeries:
         """From a trend case's properties; ValueError (naming the property) when malformed."""
-        text = props["trend_series"]
-        try:
-            rows = tuple(
-                (check_index("step", s), float(mean), float(lo), float(hi))
-                for s, mean, lo, hi in json.loads(text)
-            )
-        except (TypeError, ValueError, DataError) as exc:
-            raise ValueError(f"trend_series {text!r} is not a JSON list of [step, mean, min, max]") from exc
-        try:
-            reference_step = check_index("reference_step", props["reference_step"], columnar=True)
-        except DataError as exc:
-            raise ValueError(str(exc)) from None
-        if reference_step not in {r[0] for r in rows}:
-            raise ValueError(f"trend_series has no row for the reference step {reference_step}")
-        return cls(props["metric"], props["seed_image"], reference_step, tuple(sorted(rows)))
+        reference_step, rows = series_of(props)
+        return cls(props["metric"], props["seed_image"], reference_step, rows)
 
 
 def trend_figure(seed_image: str, series: Sequence[TrendSeries], stem: Path) -> list[Path]:
@@ -109,3 +101,55 @@ def render_trends(trends: Sequence[TrendSeries], out: Path) -> list[TrendFigure]
         TrendFigure(seed, tuple(trend_figure(seed, by_seed[seed], out / figure_stem(seed))))
         for seed in sorted(by_seed)
     ]
+
+
+def trend_page(figures: Sequence[TrendFigure]) -> tuple[str, ...]:
+    """report.html's Trends section, below the matrix's figures; none without trend figures."""
+    from banana_tests.reports.page_markup import figure
+
+    if not figures:
+        return ()
+    return (
+        "<h2>Trends</h2>",
+        "<p>Normalised score against step per seed image: the run mean per metric, a band for "
+        "the spread over runs, and the reference score dashed.</p>",
+        *(figure(f.png, f.seed_image) for f in figures),
+    )
+
+
+def trend_series(cases: Sequence[Case]) -> list[TrendSeries]:
+    """The measured trends' series, the newest per (metric, seed image) of `cases` (oldest
+    first), sorted."""
+    measured = [TrendSeries.from_properties(c.props) for c in cases if Field.TREND_SERIES in c.props]
+    newest = {(t.metric, t.seed_image): t for t in measured}
+    return [newest[k] for k in sorted(newest)]
+
+
+@dataclass(frozen=True)
+class TrendSection:
+    """The trend family's section (banana_tests.families.protocol.Section)."""
+
+    title: str = "banana-tests trends"
+
+    def terminal(self, cases: Sequence[Case]) -> list[str]:
+        """One line a metric (`TrendTally`)."""
+        tally = TrendTally()
+        for case in cases:
+            record = CaseRecord.read(case.props)
+            assert record is not None
+            first = record.step_number(Field.FIRST_DETECTION_STEP)
+            tally.add(case.key.metric, Outcome(case.outcome), record.number(Field.SPEARMAN), first)
+        return tally.lines()
+
+    def report(self, cases: Sequence[Case], inputs: Sequence[Path]) -> Report:
+        """A figure per seed image of the measured trends, newest per (metric, seed image)."""
+        ordered = trend_series(cases)
+
+        def write(out: Path) -> Page:
+            figures = render_trends(ordered, out)
+            return Page(tuple(p for f in figures for p in f.files), trend_page(figures), after_figures=True)
+
+        return Report(write=write)
+
+
+SECTION = TrendSection()

@@ -4,7 +4,7 @@ Under `--search=N` each selected metric gets one case, `test_no_worst_escape[<me
 which hypothesis draws N degradations (banana_tests.editors.degradation: strengths and step counts
 of the replica emulator) of crops of the clean seed images, scores clean and degraded with the
 metric's `Scorer` (batched and cached as every family), and targets the most degraded image the
-metric still rates at least as well as the clean one (banana_tests.verdicts.escape). An escape,
+metric still rates at least as well as the clean one (banana_tests.families.search.escape). An escape,
 plainly visible by the documented PSNR rule, fails the case; hypothesis shrinks it, and the case
 names the worst escape seen and writes its PNG pair. Beside the score cache, hypothesis's example
 database keeps what it found and `replay/<metric>.json` the worst escape, which the next run
@@ -13,7 +13,7 @@ files are data: a replay file the search could not have written is not replayed,
 database with an entry hypothesis could not have written is not used, and a folder that refuses
 the files loses them, not the verdict (one SearchFileWarning each).
 
-Written on the public fixtures; collected only under `--search` (banana_tests.plugin).
+Written on the public fixtures; collected only under `--search` (banana_tests.session.optional_modules).
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ import pytest
 from _pytest.outcomes import Failed
 
 from banana_tests.atomic import write_atomic
+from banana_tests.families.search import FIXTURE as SEARCH_FIXTURE
+from banana_tests.families.search.escape import SearchLog, Seen
 from banana_tests.regular_files import NotReadable, read_regular, require_regular
 from banana_tests.scoring.faults import environment_fault
 from banana_tests.session.no_verdict import NoVerdict
@@ -42,7 +44,6 @@ from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import Scorer
 from banana_tests.test_control import CROP, Crop, clean_images
 from banana_tests.test_invariance import write
-from banana_tests.verdicts.escape import SEARCH_FIXTURE, SearchLog, Seen
 from banana_tests.verdicts.record import figure_properties
 from banana_tests.verdicts.verdict import fail_verdict
 from metrics_under_test.protocol import raised_at

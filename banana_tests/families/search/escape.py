@@ -3,8 +3,8 @@
 An escape is a degraded image that the metric scores at least as well as its clean source
 (normalised, so higher is better for every metric) while the degradation is plainly visible:
 its PSNR against the clean image (BT.601 luma, as the degradation oracle computes it) is below
-VISIBLE_PSNR. The search (banana_tests/test_search.py) fails a metric on an escape and reports the
-worst one it saw (the lowest PSNR); with none, the most degraded image the metric did detect.
+VISIBLE_PSNR. The search (`test_search` beside this module) fails a metric on an escape and
+reports the worst one it saw (the lowest PSNR); with none, the most degraded image the metric did detect.
 Kept apart from the test module, which imports hypothesis and numpy: the record and the report
 read these figures without them.
 """
@@ -22,19 +22,6 @@ JPEG at quality 10 or Gaussian noise of σ 8 does to these seed images; the embe
 sits at 22-27 dB from step 1."""
 UNCHANGED_CAP = 100.0
 """dB: an unchanged image's PSNR (infinite) as the objective counts it."""
-SEARCH_FIXTURE = "banana_search"
-"""The fixture the search test requests: the gate and the scheduler know its cases by it."""
-
-
-@dataclass(frozen=True, order=True)
-class SearchKey:
-    """One metric's search, `test_no_worst_escape[<metric>]`."""
-
-    metric: str
-
-    @property
-    def test_id(self) -> str:
-        return self.metric
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,2 @@
+"""Test families: each one package holding its test module, its case key and verdict, and its
+report section; the rest of the suite knows them only through `protocol` and `registry`."""

@@ -1,0 +1,139 @@
+"""What the rest of the suite knows of a test family: the one protocol a family's descriptor
+(its package's `FAMILY`) speaks, and the parts of a run's outputs it adds (`Section`).
+
+Deleting a family's folder and its line in banana_tests.families.registry leaves everything else
+working: its test module is gone, its records are no case of this version (skipped by the
+readers), its baseline entries are skipped, and the terminal and the report drop its section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from banana_tests.cases import CaseKind, FamilyKey, Field
+from banana_tests.trajectories.plan import CasePlan
+
+
+class Family(Protocol):
+    """A family as the core sees it: its record's kind and fields, how its key is read back, which
+    test module holds its cases and which option collects it, and where its report section is."""
+
+    @property
+    def kind(self) -> CaseKind:
+        """Its record's kind (`banana_record`'s `<kind>/`) and its baseline entries' `kind`."""
+        ...
+
+    @property
+    def figures(self) -> frozenset[Field]:
+        """The measured fields its records may carry, besides the key's."""
+        ...
+
+    @property
+    def numbers(self) -> tuple[Field, ...]:
+        """Figures its readers compute with: a record whose value is no number is refused."""
+        ...
+
+    @property
+    def entry_fields(self) -> frozenset[str]:
+        """The fields of its baseline entries, `kind` included."""
+        ...
+
+    @property
+    def module(self) -> Path:
+        """Its test module, collected only when `option` is given."""
+        ...
+
+    @property
+    def option(self) -> str:
+        """The pytest dest of the option that collects its module (`banana_trend`)."""
+        ...
+
+    @property
+    def named_at_collection(self) -> bool:
+        """Its record's identity is its key's alone, so it is recorded at collection and a case
+        that errors in setup still names itself; else its fixture records it."""
+        ...
+
+    @property
+    def section(self) -> str:
+        """The module that holds its `SECTION` (a `Section`), imported by the outputs that show it."""
+        ...
+
+    @property
+    def fixture(self) -> str | None:
+        """The indirect parameter the plugin parametrizes its test with, a case per key of `cases`;
+        None when its test parametrizes itself."""
+        ...
+
+    def cases(self, run_means: Sequence[CasePlan]) -> list[FamilyKey]:
+        """Its cases on the run-mean Δ plans of the selection, in their test order."""
+        ...
+
+    def key(self, fields: Mapping[str, object]) -> FamilyKey:
+        """Its key from a record's properties or a baseline entry (KeyError, ValueError when they
+        do not name one)."""
+        ...
+
+    def item_key(self, params: Mapping[str, object], fixtures: Sequence[str]) -> FamilyKey | None:
+        """The case a collected test runs, from its parameters and fixtures; None for another test."""
+        ...
+
+    def check(self, props: Mapping[str, str]) -> None:
+        """A ValueError naming the property when a record's figures cannot be shown."""
+        ...
+
+
+@dataclass(frozen=True)
+class Case:
+    """One of a family's cases as a run or a JUnit file left it: the newest of its key."""
+
+    key: FamilyKey
+    outcome: str  # an Outcome's value
+    props: Mapping[str, str]  # the record as properties
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Page:
+    """What a section adds to the report's folder: files written and report.html parts, which sit
+    with the families' tables or, `after_figures`, below the matrix's figures."""
+
+    files: tuple[Path, ...] = ()
+    html: tuple[str, ...] = ()
+    after_figures: bool = False
+
+
+def no_page(out: Path) -> Page:
+    """A section that adds nothing to the report's folder."""
+    return Page()
+
+
+@dataclass(frozen=True)
+class Report:
+    """A section as `banana-tests report` shows it: summary.md's part (printed too), warning lines
+    for the terminal, and what it writes into the report's folder (`write`)."""
+
+    markdown: str = ""
+    warnings: tuple[str, ...] = ()
+    write: Callable[[Path], Page] = no_page
+
+
+@runtime_checkable
+class Section(Protocol):
+    """A family's part of the terminal summary and of `banana-tests report`, from its cases."""
+
+    @property
+    def title(self) -> str:
+        """The terminal section's title."""
+        ...
+
+    def terminal(self, cases: Sequence[Case]) -> list[str]:
+        """The terminal section's lines; none: no section."""
+        ...
+
+    def report(self, cases: Sequence[Case], inputs: Sequence[Path]) -> Report:
+        """Its report; `inputs` are the folders whose files it may embed (the JUnit files')."""
+        ...
