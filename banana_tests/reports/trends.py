@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from banana_tests.reports.figure_style import pyplot, save
+from banana_tests.reports.page.figure_style import pyplot, save
 from banana_tests.trajectories.records import DataError, check_index
 
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")  # what a seed image name may not bring into a file name
