@@ -21,7 +21,7 @@ from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 from banana_tests.data import SEEDS
-from banana_tests.editors.distortions import DISTORTIONS, Array
+from banana_tests.distortions import DISTORTIONS, Array
 from banana_tests.session.cannot_check import cannot_check
 from banana_tests.session.no_verdict import NoVerdict
 from banana_tests.session.ownership import STATE

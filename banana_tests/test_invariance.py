@@ -51,7 +51,7 @@ from metrics_under_test.scale import Scale
 from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
-    from banana_tests.editors.distortions import Array
+    from banana_tests.distortions import Array
 
 SIDE = 96  # NIQE's smallest block; each crop costs ~0.1-0.3 CPU s per metric here
 BATCH = 16

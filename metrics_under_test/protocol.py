@@ -33,6 +33,16 @@ class MetricError(Exception):
     """A metric broke the protocol; the message says which part."""
 
 
+class UnscoredImages(MetricError):
+    """Some images of a batch got no score; `reasons` says why for each batch position, `scores`
+    holds the others' scores, so the suite can fail those images alone, naming each."""
+
+    def __init__(self, metric: str, scores: list[float | None], reasons: dict[int, str]) -> None:
+        listed = "; ".join(f"batch position {i}: {why}" for i, why in sorted(reasons.items()))
+        super().__init__(f"metric {metric!r} could not score {len(reasons)} image(s): {listed}")
+        self.metric, self.scores, self.reasons = metric, scores, reasons
+
+
 F = TypeVar("F", bound=Callable[[Sequence[Image]], Sequence[float]])
 
 

@@ -417,8 +417,8 @@ def test_a_vlm_metrics_key_holds_its_adapters_code_its_libraries_and_its_hub_rev
     """A VLM scores by the adapters' code, transformers, torch and pyiqa, and the hub commit of its
     files: a change to any of them is a miss."""
     needs("transformers"), needs("pyiqa")
-    from metrics_under_test import vlm
     from metrics_under_test.registry import lookup
+    from metrics_under_test.vlm import adapters
 
     spec = lookup("qalign")
     description = identity(spec, "cuda:0")
@@ -428,7 +428,7 @@ def test_a_vlm_metrics_key_holds_its_adapters_code_its_libraries_and_its_hub_rev
         "backend": "vlm",
         "suite": code_hashes(Backend.VLM),  # the adapters' code, with the suite's scoring path
         "version": f"vlm; {libraries}",
-        "revision": vlm.revision(spec),
+        "revision": adapters.revision(spec),
         "precision": "model default",
         "weights": {},
         "device": "cuda",

@@ -30,6 +30,7 @@ STAGES = {
     "banana_tests.http_retry": 0,  # the one retry policy of paid API calls, for the editors and the judges
     "banana_tests.data": 0,
     "metrics_under_test": 1,
+    "banana_tests.distortions": 1,  # the classical distortions, for the control cases and the editors
     "banana_tests.trajectories": 1,
     "banana_tests.editors": 2,
     "banana_tests.judging": 2,  # reads trajectories, guards requests as the editors do
@@ -338,7 +339,7 @@ COMMA_SITES = {
     ("banana_tests.trajectories.plan", "parse_steps"): "--steps",
     ("banana_tests.families.trend.trend", "Trend.properties"): "a trend's steps",
     ("metrics_under_test.pyiqa_catalog", "parse_range"): "a score range in pyiqa's docs",
-    ("metrics_under_test.rali", "load_trusted_pickle"): "the trusted-pickle environment variable",
+    ("metrics_under_test.vlm.rali", "load_trusted_pickle"): "the trusted-pickle environment variable",
     (METRIC_VALIDATOR, "metric_requests"): "--metric",
     (METRIC_VALIDATOR, "option_text"): "--metric",
     (METRIC_VALIDATOR, "metric_set"): "the selected metrics' names (metric_set)",

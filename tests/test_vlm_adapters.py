@@ -1,4 +1,4 @@
-"""The VLM metrics' adapters (metrics_under_test/vlm.py), offline.
+"""The VLM metrics' adapters (metrics_under_test/vlm/), offline.
 
 VisualQuality-R1 runs on a tiny randomly initialised Qwen2.5-VL built from a config, with the real
 transformers processor around a small word-level tokenizer built in code: the model card's chat
@@ -23,10 +23,10 @@ import pytest
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError
-from metrics_under_test import vlm
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import lookup, resolve
 from metrics_under_test.spec import Backend
+from metrics_under_test.vlm import adapters as vlm
 from metrics_under_test.vlm_catalog import Q_ALIGN, RALI, VISUALQUALITY_R1
 from metrics_under_test.weights import MissingWeights
 from tests.conftest import needs, write_crops
@@ -501,7 +501,7 @@ def test_the_q_align_shim_is_transformers_4s_helper() -> None:
     dtype's lowest value added), broadcast over heads; added only to a class that lacks it."""
     import torch
 
-    from metrics_under_test import qalign_compat
+    from metrics_under_test.vlm import qalign_compat
 
     class Owner:
         dtype = torch.float16
@@ -723,7 +723,7 @@ def test_an_untrusted_pickle_is_refused_naming_its_sha256_and_the_opt_in(
     import hashlib
 
     joblib = pytest.importorskip("joblib")
-    from metrics_under_test.rali import TRUST_VARIABLE, load_trusted_pickle
+    from metrics_under_test.vlm.rali import TRUST_VARIABLE, load_trusted_pickle
 
     path = tmp_path / "pca.pkl"
     joblib.dump({"mean_": [1.0, 2.0]}, path)
@@ -771,7 +771,7 @@ def test_a_vlm_is_keyed_and_loaded_by_the_hub_commit_of_its_pin(
     import shutil
 
     from banana_tests.scoring.cache import identity
-    from metrics_under_test import rali
+    from metrics_under_test.vlm import rali
 
     main, pinned = "1" * 40, "2" * 40
     assert identity(lookup("rali"), "cpu")["revision"] == main
@@ -800,7 +800,7 @@ def test_the_score_cache_keys_a_vlm_metric_by_its_adapter_code() -> None:
     assert isinstance(suite, dict)
     adapters = {m: h for m, h in suite.items() if m.startswith("metrics_under_test.")}
     assert {m.rpartition(".")[2] for m in adapters} == {
-        "vlm",
+        "adapters",
         "vlm_catalog",
         "rali",
         "qalign_compat",

@@ -45,7 +45,7 @@ class CasePlanning:
         settings = self.settings
         if not settings.artifacts:
             return settings.source
-        from banana_tests.editors.trial_names import Artifact
+        from banana_tests.trajectories.trial_names import Artifact
         from banana_tests.editors.trial_sets import TrialSetError, ensure
 
         absent = missing(f"--artifact={Artifact.VAE_ROUNDTRIP}", TAEF2)

@@ -27,7 +27,7 @@ from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-    from banana_tests.editors.distortions import Array
+    from banana_tests.distortions import Array
 
 STRENGTHS: dict[str, tuple[str, str]] = {
     "soften_sigma": ("soften", "sigma"),

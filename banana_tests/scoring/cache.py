@@ -306,11 +306,11 @@ def identity(
         description["libraries"] = custom.libraries(spec)
         description["files"] = own_code.declared_files(spec.files, weight_hash)
     elif spec.backend is Backend.VLM:  # the libraries that run the model (its adapters: "suite")
-        from metrics_under_test import vlm
+        from metrics_under_test.vlm import adapters
 
         libraries = "; ".join(f"{n} {metadata.version(n)}" for n in ("transformers", "torch", "pyiqa"))
         description["version"] = f"vlm; {libraries}"
-        description["revision"] = vlm.revision(spec)  # the hub commit its files come from
+        description["revision"] = adapters.revision(spec)  # the hub commit its files come from
         description["precision"] = "model default"
     else:
         description["version"] = (

@@ -61,9 +61,9 @@ def built_metric(spec: MetricSpec, device: str) -> Metric:
 
         return build(spec, device, probed=False)
     if spec.backend is Backend.VLM:
-        from metrics_under_test import vlm
+        from metrics_under_test.vlm import adapters
 
-        return vlm.build(spec, device)
+        return adapters.build(spec, device)
     from metrics_under_test.pyiqa_backend import PyiqaMetric
 
     return PyiqaMetric(spec, device)

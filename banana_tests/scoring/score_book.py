@@ -217,7 +217,7 @@ class ScoreBook:
     def _score_batch(self, spec: MetricSpec, chunk: Sequence[tuple[Record, Image]]) -> None:
         """Score one batch. When the metric raises on it, the images are tried in smaller batches
         (see `smaller`), so that only the image that makes it raise errors, with what it raised."""
-        from metrics_under_test.vlm import UnscoredImages
+        from metrics_under_test.protocol import UnscoredImages
 
         records = [r for r, _ in chunk]
         values: list[float | DataError] = []

@@ -36,10 +36,10 @@ SCORING = (
 BACKENDS = {
     Backend.PYIQA: ("metrics_under_test.pyiqa_backend",),
     Backend.VLM: (
-        "metrics_under_test.vlm",
+        "metrics_under_test.vlm.adapters",
         "metrics_under_test.vlm_catalog",
-        "metrics_under_test.rali",
-        "metrics_under_test.qalign_compat",
+        "metrics_under_test.vlm.rali",
+        "metrics_under_test.vlm.qalign_compat",
     ),
     Backend.CUSTOM: ("metrics_under_test.custom",),
 }

@@ -176,7 +176,7 @@ def report_into_read_only_folder(root: Path, mp: pytest.MonkeyPatch) -> Act:
 
 def report_fails_while_rendering(root: Path, mp: pytest.MonkeyPatch) -> Act:
     """A disk that fills up halfway through the figures: the old report stays whole."""
-    from banana_tests.reports import figures
+    from banana_tests.reports.page import figures
 
     def full(*args: object) -> list[Path]:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(root / "out" / "gaps_step5.png"))

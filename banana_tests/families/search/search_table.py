@@ -153,7 +153,7 @@ def refused_lines(outcomes: Sequence[SearchOutcome]) -> list[str]:
 
 def search_page(outcomes: Sequence[SearchOutcome]) -> tuple[str, ...]:
     """report.html's Worst escape section: the table and each metric's pair of images."""
-    from banana_tests.reports.page_markup import table as html_table
+    from banana_tests.reports.page.markup import table as html_table
 
     return (
         "<h2>Worst escape</h2>",

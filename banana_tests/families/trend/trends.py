@@ -18,7 +18,7 @@ from banana_tests.cases import Field
 from banana_tests.families.protocol import Case, Page, Report
 from banana_tests.families.trend import series_of
 from banana_tests.families.trend.trend import TrendTally
-from banana_tests.reports.figure_style import pyplot, save
+from banana_tests.reports.page.figure_style import pyplot, save
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord
 
@@ -105,7 +105,7 @@ def render_trends(trends: Sequence[TrendSeries], out: Path) -> list[TrendFigure]
 
 def trend_page(figures: Sequence[TrendFigure]) -> tuple[str, ...]:
     """report.html's Trends section, below the matrix's figures; none without trend figures."""
-    from banana_tests.reports.page_markup import figure
+    from banana_tests.reports.page.markup import figure
 
     if not figures:
         return ()

@@ -16,14 +16,14 @@ from banana_tests.reports.artifact_table import artifact_html
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_rows
 from banana_tests.reports.invariance_table import InvarianceOutcome
-from banana_tests.reports.page_markup import Html, figure, table, table_chunks
-from banana_tests.reports.page_sections import (
+from banana_tests.reports.page.case_tables import CASE_HEADERS, case_rows, summary_table
+from banana_tests.reports.page.markup import Html, figure, table, table_chunks
+from banana_tests.reports.page.sections import (
     comparison_html,
     invariance_html,
     oracle_html,
     separability_html,
 )
-from banana_tests.reports.page_tables import CASE_HEADERS, case_rows, summary_table
 from banana_tests.reports.run_facts import run_facts
 from banana_tests.verdicts.matrix import Matrix
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from banana_tests.reports.figure_style import pyplot, save
+from banana_tests.reports.page.figure_style import pyplot, save
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import VERDICTS, Outcome
 from banana_tests.verdicts.separability import Separability

@@ -10,7 +10,7 @@ from pathlib import Path
 from banana_tests.reports.compare import MetricComparison, failure_rate
 from banana_tests.reports.invariance_table import InvarianceOutcome, invariance_rows
 from banana_tests.reports.oracle_table import ORACLE, invalid_trials, oracle_cells, oracle_steps, psnr_text
-from banana_tests.reports.page_markup import Html, Value, anchor, figure, number, table
+from banana_tests.reports.page.markup import Html, Value, anchor, figure, number, table
 from banana_tests.reports.separability_table import separability_rows
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL, UNCHANGED_PSNR
 from banana_tests.verdicts.matrix import Cell, Matrix

@@ -1,13 +1,13 @@
 """Every figure of a report from a matrix: which steps get a heatmap, and the files written
-(heatmaps in banana_tests.reports.heatmaps, plots against step in step_plots)."""
+(heatmaps in banana_tests.reports.page.heatmaps, plots against step in step_plots)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from banana_tests.reports.heatmaps import artifact_figure, colour_limit, failure_counts, gap_heatmap
-from banana_tests.reports.step_plots import step_summary
+from banana_tests.reports.page.heatmaps import artifact_figure, colour_limit, failure_counts, gap_heatmap
+from banana_tests.reports.page.step_plots import step_summary
 from banana_tests.verdicts.matrix import Matrix
 
 PAPER_STEPS = (5, 10, 20)

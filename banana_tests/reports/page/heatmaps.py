@@ -7,7 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from banana_tests.reports.figure_style import (
+from banana_tests.reports.oracle_table import ORACLE, OracleCell, oracle_cells
+from banana_tests.reports.page.figure_style import (
     ERROR,
     FRAME,
     INVALID,
@@ -25,7 +26,6 @@ from banana_tests.reports.figure_style import (
     pyplot,
     save,
 )
-from banana_tests.reports.oracle_table import ORACLE, OracleCell, oracle_cells
 from banana_tests.reports.tables import row_label
 from banana_tests.scoring.oracle import UNCHANGED_PSNR
 from banana_tests.verdicts.matrix import Matrix, OutcomeCounts

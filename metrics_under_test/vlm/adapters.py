@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from metrics_under_test.protocol import Image, MetricError
+from metrics_under_test.protocol import Image, MetricError, UnscoredImages
 from metrics_under_test.spec import Backend, MetricSpec
 from metrics_under_test.vlm_catalog import BY_METRIC, Q_ALIGN, RALI, VISUALQUALITY_R1, check_files
 from metrics_under_test.weights import MissingWeights
@@ -48,16 +48,6 @@ class Decoding:
     top_k: int = 50
     top_p: float = 1.0
     seed: int = 0
-
-
-class UnscoredImages(MetricError):
-    """Some images of a batch got no score; `reasons` says why for each batch position, `scores`
-    holds the others' scores, so the suite can fail those images alone, naming each."""
-
-    def __init__(self, metric: str, scores: list[float | None], reasons: dict[int, str]) -> None:
-        listed = "; ".join(f"batch position {i}: {why}" for i, why in sorted(reasons.items()))
-        super().__init__(f"metric {metric!r} could not score {len(reasons)} image(s): {listed}")
-        self.metric, self.scores, self.reasons = metric, scores, reasons
 
 
 def parse_score(output: str) -> float:
@@ -179,7 +169,7 @@ def build(spec: MetricSpec, device: str) -> Any:
     if spec.name == VISUALQUALITY_R1.metric:
         return VisualQualityR1.load(device)
     if spec.name == RALI.metric:
-        from metrics_under_test.rali import Rali
+        from metrics_under_test.vlm.rali import Rali
 
         return Rali.load(device)
     if spec.name == Q_ALIGN.metric:
@@ -190,7 +180,7 @@ def build(spec: MetricSpec, device: str) -> Any:
         except ImportError as exc:
             raise missing_extra(spec.name, "icecream") from exc
         check_files(Q_ALIGN)
-        from metrics_under_test import qalign_compat
+        from metrics_under_test.vlm import qalign_compat
 
         qalign_compat.apply()
         return PyiqaMetric(dataclasses.replace(spec, backend=Backend.PYIQA), device)

@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterator
 from html import escape
 
-from banana_tests.reports.page_markup import Html, Value, anchor, number, table_chunks
+from banana_tests.reports.page.markup import Html, Value, anchor, number, table_chunks
 from banana_tests.reports.tables import sorted_cells, summarise
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL
 from banana_tests.verdicts.matrix import Cell, Matrix
