@@ -45,8 +45,8 @@ class CasePlanning:
         settings = self.settings
         if not settings.artifacts:
             return settings.source
-        from banana_tests.trajectories.trial_names import Artifact
         from banana_tests.editors.trial_sets import TrialSetError, ensure
+        from banana_tests.trajectories.trial_names import Artifact
 
         absent = missing(f"--artifact={Artifact.VAE_ROUNDTRIP}", TAEF2)
         if Artifact.VAE_ROUNDTRIP in settings.artifacts and absent is not None:
