@@ -17,6 +17,7 @@ from banana_tests.cases import CaseKind, FamilyKey, Field
 from banana_tests.trajectories.plan import CasePlan
 
 
+@runtime_checkable
 class Family(Protocol):
     """A family as the core sees it: its record's kind and fields, how its key is read back, which
     test module holds its cases and which option collects it, and where its report section is."""

@@ -1,28 +1,33 @@
 """The test families of the suite, one line each: delete a family's folder and its line, and the
-suite runs without it (banana_tests.families.protocol)."""
+suite runs without it (banana_tests.families.protocol). Named, as pytest names its own plugins,
+so the record and the baseline below the families' sections never import those."""
 
 from __future__ import annotations
 
 import importlib
 
-from banana_tests.cases import CaseKind, FamilyKey
+from banana_tests.cases import CaseKind
 from banana_tests.families.protocol import Family, Section
-from banana_tests.families.search import FAMILY as SEARCH
-from banana_tests.families.trend import FAMILY as TREND
 
-FAMILIES: tuple[Family, ...] = (SEARCH, TREND)
-"""In the order their sections are shown."""
+PACKAGES = (
+    "banana_tests.families.search",
+    "banana_tests.families.trend",
+)
+"""Each family's package, whose `FAMILY` is its descriptor; in the order their sections are shown."""
+
+
+def descriptor(package: str) -> Family:
+    family = importlib.import_module(package).FAMILY
+    assert isinstance(family, Family), package
+    return family
+
+
+FAMILIES: tuple[Family, ...] = tuple(descriptor(package) for package in PACKAGES)
 
 
 def family_of(kind: CaseKind) -> Family | None:
     """The registered family of a record kind; None for a kind no family of this suite has."""
     return next((f for f in FAMILIES if f.kind is kind), None)
-
-
-def family_of_key(key: FamilyKey) -> Family:
-    family = family_of(key.kind)
-    assert family is not None, key
-    return family
 
 
 def section_of(family: Family) -> Section:
