@@ -76,7 +76,9 @@ def shipped_snapshots(tree: Path) -> dict[str, Path]:
     for metric in ("brisque", "niqe", "piqe"):
         name = SNAPSHOT.format(metric)
         found[metric] = [
-            p for p in (tree / "banana_tests").rglob(name) if p.parent.parent.name == "__snapshots__"
+            p  # rglob would read the name's brackets as a pattern
+            for p in (tree / "banana_tests").rglob("*.json")
+            if p.name == name and p.parent.parent.name == "__snapshots__"
         ]
     assert all(len(paths) == 1 for paths in found.values()), found
     return {metric: paths[0] for metric, paths in found.items()}
