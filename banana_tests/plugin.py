@@ -313,7 +313,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """What the run changed in its process (SIGTERM's handler, the collector, allocator, torch's
-    threads) is put back (banana_tests.scoring.saved_state), except the rest in an xdist worker,
+    threads) is put back (banana_tests.scoring.process_tuning), except the rest in an xdist worker,
     whose process ends with the session: unfreezing there would hand its exit a full collection
     (cost in docs/research/speed.md). The score cache is closed in every process, so the file
     alone holds the run's scores."""
@@ -326,7 +326,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     default_sigterm()
     if hasattr(config, "workerinput"):
         return
-    from banana_tests.scoring.saved_state import SAVED
+    from banana_tests.scoring.process_tuning import SAVED
 
     SAVED.restore()
 

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from banana_tests.scoring import process_tuning
-from banana_tests.scoring.process_tuning import fix_threads, keep_freed_memory, score_threads
-from banana_tests.scoring.saved_state import SavedState
+from banana_tests.scoring.process_tuning import SavedState, fix_threads, keep_freed_memory, score_threads
 
 GLIBC = process_tuning._glibc() is not None
 

@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 
 from banana_tests.cases import CaseKey
-from banana_tests.trajectories.loaded import Loaded
-from banana_tests.trajectories.mapping import parse_map
 from banana_tests.trajectories.parquet_rows import INDEX_FOLDER
 from banana_tests.trajectories.plan import plan_cases
 from banana_tests.trajectories.records import DataError
-from banana_tests.trajectories.selection import Selection, parse_where
+from banana_tests.trajectories.row_records import parse_map
+from banana_tests.trajectories.selection import Loaded, Selection, parse_where
 from banana_tests.trajectories.sources import SourceOptions, detect_format, load
 from tests.conftest import MakeSet
 

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 from banana_tests.core.devices import resolve_device
 from banana_tests.core.settings import Settings
 from banana_tests.core.usage_error import UsageError
-from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
-from banana_tests.scoring.hung import Hung
+from banana_tests.scoring.batch_watch import BatchWatch, Hung, to_stderr
 from metrics_under_test.extras import missing_for_metrics
 from metrics_under_test.metric_requests import DEFAULT_METRICS
 from metrics_under_test.registry import stage_mirror
@@ -128,7 +127,7 @@ def tuned_load(spec: MetricSpec, device: str) -> Metric:
     """A suite run's metric loader: the metric, then this process tuned for scoring (only in a
     suite run, never in another project's: see banana_tests.scoring.process_tuning). The book
     probes it next (`probe_custom`)."""
-    from banana_tests.scoring.loading import built_metric
+    from banana_tests.scoring.metric_model import built_metric
     from banana_tests.scoring.process_tuning import tune_for_scoring
 
     metric = built_metric(spec, device)
@@ -137,6 +136,6 @@ def tuned_load(spec: MetricSpec, device: str) -> Metric:
 
 
 def probe_custom(spec: MetricSpec, metric: Metric) -> None:
-    from banana_tests.scoring.loading import probe_custom as probe
+    from banana_tests.scoring.metric_model import probe_custom as probe
 
     probe(spec, metric)

@@ -24,8 +24,8 @@ from banana_tests.counts import MAX_SECONDS, decimal_number, whole_number
 from banana_tests.data import EMBEDDED
 from banana_tests.scheduler.shards import Shard, parse_shard
 from banana_tests.scoring.batch_watch import DEFAULT_LOAD_LIMIT, Limit
-from banana_tests.trajectories.mapping import parse_map
 from banana_tests.trajectories.plan import parse_steps
+from banana_tests.trajectories.row_records import parse_map
 from banana_tests.trajectories.selection import Selection, parse_where
 from banana_tests.trajectories.sources import SourceOptions, default_cache_dir
 from banana_tests.trajectories.trial_names import Artifact, parse_artifacts

@@ -13,8 +13,7 @@ from banana_tests.core.planning import CasePlanning
 from banana_tests.core.process_scoring import Scoring
 from banana_tests.core.settings import Settings
 from banana_tests.core.usage_error import UsageError
-from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
-from banana_tests.scoring.hung import Hung
+from banana_tests.scoring.batch_watch import BatchWatch, Hung, to_stderr
 from banana_tests.trajectories.plan import CasePlan
 from metrics_under_test.metric_requests import MetricRequest
 from metrics_under_test.spec import MetricSpec

@@ -1,5 +1,5 @@
 """A batch that runs long: a line on the terminal every so often, and an optional time limit,
-without taking a signal another plugin uses.
+without taking a signal another plugin uses; a metric stopped for hanging is hung for the run.
 
 A metric taking 30 s an image showed nothing for minutes, and a hung one held the run forever.
 The batch runs in a scoring thread while the calling thread waits for it in steps of at most
@@ -13,6 +13,12 @@ thread cannot be killed; one that kept running kept allocating until the process
 exception unwinds the call's frames, so what they hold is freed; a model it leaves half-updated is
 never used again. Code that never returns to Python (a C loop) is not stopped, but it allocates
 nothing through Python either.
+
+Since the abandoned call may still be inside the model, or inside the import of the metric's
+module holding that module's import lock, using the metric again could wait forever (a second
+import blocks on the lock) or read a half-updated model, and waiting out the limit again in every
+case made one hung constructor cost 24 × `--timeout`. So a metric that hung is `Hung` for the rest
+of the run: its remaining cases error at once, in one line naming it and the phase that hung.
 """
 
 from __future__ import annotations
@@ -234,3 +240,26 @@ class BatchWatch:
 def _interrupted(what: str, exc: BaseException, start: float) -> str:
     why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"{what} was stopped after {time.monotonic() - start:.1f} s by the case's interruption ({why})"
+
+
+class MetricHung(MetricError):
+    """A case of a metric that hung earlier in the run, or the case that stopped it."""
+
+
+@dataclass(frozen=True)
+class Hung:
+    """`metric` hung in `phase`; `reason` says what stopped it (the limit, or the case's
+    interruption by pytest-timeout)."""
+
+    metric: str
+    phase: Phase
+    reason: str
+
+    def line(self) -> str:
+        return (
+            f"metric {self.metric!r} hung in its {self.phase}: {self.reason}; its other cases in this "
+            "run error without waiting"
+        )
+
+    def error(self) -> MetricHung:
+        return MetricHung(self.line())

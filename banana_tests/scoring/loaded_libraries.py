@@ -328,7 +328,7 @@ def _unhashed(path: Path) -> str:
 def _child(request: Mapping[str, object]) -> None:
     """In the fresh interpreter: build the metric, score its probe, write what loaded and what
     could not be imported to the request's answer file."""
-    from banana_tests.scoring.loading import built_metric
+    from banana_tests.scoring.metric_model import built_metric
     from metrics_under_test.probe import probe
     from metrics_under_test.registry import resolve, stage_mirror
 

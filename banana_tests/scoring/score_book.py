@@ -1,8 +1,8 @@
 """The score book: one worker's scores, each image scored once per metric. Checking what a metric
 returned is banana_tests.scoring.returned_scores, the batches banana_tests.scoring.batching,
-loading banana_tests.scoring.loading, the one model held at a time banana_tests.scoring.held_model
-and in-memory images banana_tests.scoring.pixels; the degradation oracle's figures, which need no
-model, are banana_tests.scoring.oracle_figures."""
+loading and holding the model banana_tests.scoring.metric_model and in-memory images
+banana_tests.scoring.pixels; the degradation oracle's figures, which need no model, are
+banana_tests.scoring.oracle_figures."""
 
 from __future__ import annotations
 
@@ -12,13 +12,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from banana_tests.scoring.batch_watch import Abandoned, BatchTimeout, BatchWatch, Phase
+from banana_tests.scoring.batch_watch import Abandoned, BatchTimeout, BatchWatch, Hung, Phase
 from banana_tests.scoring.batching import WINDOW_BYTES, OutOfMemory, batches, out_of_memory, smaller
 from banana_tests.scoring.cache import ScoreCache, identity, identity_key
 from banana_tests.scoring.faults import environment_fault
-from banana_tests.scoring.held_model import HeldModel
-from banana_tests.scoring.hung import Hung
-from banana_tests.scoring.loading import KEPT, Loader, Prober, load_metric
+from banana_tests.scoring.metric_model import KEPT, HeldModel, Loader, Prober, load_metric
 from banana_tests.scoring.pixels import PixelScores
 from banana_tests.scoring.returned_scores import (
     UnscoredByEnvironment,

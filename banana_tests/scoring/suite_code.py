@@ -27,8 +27,7 @@ SCORING = (
     "banana_tests.scoring.pixels",  # in-memory images, batched as files are
     "banana_tests.scoring.returned_scores",  # what a metric returned → one float per image
     "metrics_under_test.score_value",  # the conversion of one returned value
-    "banana_tests.scoring.loading",  # how a spec's model is built
-    "banana_tests.scoring.held_model",  # when a model is built again (after a hang, out of memory)
+    "banana_tests.scoring.metric_model",  # how a spec's model is built, and built again (after a hang)
     "banana_tests.scoring.process_tuning",  # torch's threads: the order a reduction sums in
 )
 """Every backend's scoring path."""
@@ -53,9 +52,9 @@ UNSCORED = {
     "metrics_under_test.vlm": "a package docstring",
     "banana_tests.regular_files": "reads a file's bytes unchanged (their sha256 keys the score)",
     "banana_tests.trajectories.records": "the record type and its errors",
-    "banana_tests.scoring.batch_watch": "runs a call under a time limit and returns what it returned",
-    "banana_tests.scoring.hung": "remembers a metric that hung; it scores nothing after",
-    "banana_tests.scoring.saved_state": "puts the process settings back when the run ends",
+    "banana_tests.scoring.batch_watch": (
+        "runs a call under a time limit and returns what it returned; remembers a metric that hung"
+    ),
     "banana_tests.scoring.cache": "stores the scores; what keys them is its `identity`, itself the key",
     "banana_tests.scoring.loaded_libraries": "what a metric loads, itself in the key",
     "metrics_under_test.own_code": "finds a custom metric's code for its key",

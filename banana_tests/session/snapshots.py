@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from banana_tests.data import EMBEDDED
-from banana_tests.trajectories.hub_rows import HUB
 from banana_tests.trajectories.records import Record
+from banana_tests.trajectories.table_rows import HUB
 from metrics_under_test.spec import MetricSpec
 
 Scores = dict[str, float]

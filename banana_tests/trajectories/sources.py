@@ -2,8 +2,8 @@
 that kind: the canonical folder, a hub data set or local files in a `datasets` layout.
 
 Local sets are read from their files, never through `datasets`: the canonical folder by its
-own strict reader (imagefolder.py), any other layout row by row (local_rows.py). Only a hub id goes
-through `datasets.load_dataset` (hub_rows.py). Rows of either become records the same way
+own strict reader (imagefolder.py), any other layout row by row (table_rows.py). Only a hub id goes
+through `datasets.load_dataset` (table_rows.py too). Rows of either become records the same way
 (row_records.py). Collection never decodes an image.
 """
 
@@ -16,13 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from banana_tests.trajectories.hub_rows import HUB, HubRows
 from banana_tests.trajectories.imagefolder import BOM, read_imagefolder
-from banana_tests.trajectories.loaded import Loaded, cap_and_select
-from banana_tests.trajectories.local_rows import METADATA_FILES, open_table, walk
 from banana_tests.trajectories.records import METADATA, REQUIRED, DataError
 from banana_tests.trajectories.row_records import RowSource, records_from_rows
-from banana_tests.trajectories.selection import Selection
+from banana_tests.trajectories.selection import Loaded, Selection, cap_and_select
+from banana_tests.trajectories.table_rows import HUB, METADATA_FILES, HubRows, open_table, walk
 
 FORMATS = ("auto", "canonical", "imagefolder", "parquet", "csv", "json")
 _SUFFIX_FORMAT = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
