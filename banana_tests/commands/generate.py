@@ -86,7 +86,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--device",
         default="auto",
-        help="torch device for the diffusers and flux2-tiny-vae editors (default: auto; cpu for flux2-tiny-vae)",
+        help="torch device, diffusers and flux2-tiny-vae (default: auto; the CPU for flux2-tiny-vae)",
     )
     p.add_argument("--dtype", default="bfloat16", help="torch dtype for the diffusers editor")
     p.add_argument(

@@ -1,7 +1,8 @@
 """The `flux2-tiny-vae` editor: each edit is one round trip through FLUX.2's tiny autoencoder.
 
-Offline and deterministic, on the CPU with torch alone (or `--device cuda`, whose bytes differ): encode, perturb the latent by
-`latent_noise`, decode, blend with the input at `strength`, round to 8 bits. It is the learned
+Offline and deterministic, on the CPU with torch alone (`--device cuda`: other bytes): encode,
+perturb the latent by `latent_noise`, decode, blend with the input at `strength`, round to 8
+bits. It is the learned
 artifact family `vae_roundtrip` (banana_tests.editors.artifacts) behind the editor protocol, with
 the same random draws, so `generate --editor flux2-tiny-vae` and `--artifact=vae_roundtrip` agree
 on the same settings (the editor's default adds latent noise, so that its replicate runs differ).
