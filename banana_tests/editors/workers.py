@@ -59,8 +59,9 @@ def run_parallel(
             procs.append(proc)
             pipes[reader] = (index, [None, 0])
         while pipes:
-            for reader in wait(list(pipes)):
-                assert isinstance(reader, Connection)
+            for ready in wait(list(pipes)):
+                assert isinstance(ready, Connection)
+                reader = ready
                 index, doing = pipes[reader]
                 try:
                     kind, payload = reader.recv()
@@ -84,11 +85,11 @@ def run_parallel(
                 elif kind == "failed":
                     raise ChainFailed(payload)
     finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-        for proc in procs:
-            proc.join()
+        for ending in procs:
+            if ending.is_alive():
+                ending.terminate()
+        for ending in procs:
+            ending.join()
         for reader in pipes:
             reader.close()
 
