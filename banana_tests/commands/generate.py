@@ -19,6 +19,9 @@ MAX_RUNS = 1000
 MAX_STEPS = 1000  # the paper's runs have 100; step files are named step<NNN>.png
 MAX_SEED = 2**31 - 1  # the editing APIs' seeds are 32-bit
 MAX_PRICE = 1000.0  # USD per call
+DEVICE_EXIT = 4
+"""The exit status when the --device asked for is not on this machine: the environment's fault,
+as a usage error of the suite exits 4."""
 
 SECRET_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "HF_TOKEN")
 """Values that must never be printed, whichever editor or library put them in a message."""
@@ -72,7 +75,19 @@ def add_parser(subparsers: Any) -> None:
         help="output size (gemini: 1K, 2K, 4K); a list is used in turn, one per step (1K,2K,4K interleaves)",
     )
     p.add_argument("--model", default=None, help="model id (gemini: nano-banana-pro, nano-banana-2, ...)")
-    p.add_argument("--device", default="auto", help="torch device for the diffusers editor (default: auto)")
+    p.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        metavar="N|auto",
+        help="processes making chains (seed image x run) side by side, at most the cores; auto: all"
+        " of them (default: 1). The set's bytes are the same at any N",
+    )
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="torch device, diffusers and flux2-tiny-vae (default: auto; the CPU for flux2-tiny-vae)",
+    )
     p.add_argument("--dtype", default="bfloat16", help="torch dtype for the diffusers editor")
     p.add_argument(
         "--endpoint",
@@ -121,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
         unused = sorted(k for k, v in asked.items() if v not in (None, ()) and k not in editor.accepts)
         if unused:
             raise ValueError(f"editor {args.editor!r} does not take --{', --'.join(unused)}")
+        if args.workers > 1 and args.max_requests is not None:
+            raise ValueError("--max-requests counts one process's calls: use it with --workers 1")
         job = Job(
             editor=args.editor,
             prompt=prompt,
@@ -133,7 +150,10 @@ def run(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             resolution=args.resolution,
         )
-        summary: Summary = generate(job, editor, args.out)
+        summary: Summary = generate(job, editor, args.out, workers=args.workers)
+    except base.DeviceUnavailable as exc:
+        print(f"banana-tests generate: error: {exc}", file=sys.stderr)
+        return DEVICE_EXIT
     except KeyboardInterrupt as stop:
         print("\ninterrupted: finished steps are kept; rerun the same command to continue", file=sys.stderr)
         return interrupt_status(stop)
@@ -174,6 +194,22 @@ def _options(items: list[str]) -> dict[str, str]:
             raise ValueError(f"--option takes KEY=VALUE, got {item!r}")
         out[key.strip()] = value  # kept as typed: `negative_prompt= ` is one space
     return out
+
+
+def _workers(text: str) -> int:
+    """`auto` is every core this process may use; a number above them is refused: each worker runs
+    one torch thread, so more workers than cores only take turns."""
+    from banana_tests.editors.workers import cores
+
+    available = cores()
+    if text.strip().lower() == "auto":
+        return available
+    count = whole_number_type(1)(text)
+    if count > available:
+        raise argparse.ArgumentTypeError(
+            f"{count} is more than the {available} core(s) here (auto uses them all)"
+        )
+    return count
 
 
 def _resolutions(text: str) -> tuple[str, ...]:

@@ -37,6 +37,10 @@ class EditorError(Exception):
     """An editor cannot be built or cannot make this edit; the message is safe to print."""
 
 
+class DeviceUnavailable(EditorError):
+    """The `--device` asked for is not on this machine (`generate` exits 4, the environment's fault)."""
+
+
 class NoImage(EditorError):
     """The editor answered this step without an image after its own retries: only this run
     stops; the other runs go on, and a rerun asks again."""

@@ -14,31 +14,24 @@ a run are made again. Until a first step is recorded, a rerun may change the set
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from PIL import Image
-
 from banana_tests.atomic import append_json_line, exclusive_lock, fsync_dir, write_atomic
-from banana_tests.editors.base import Editor, EditRequest, NoImage
+from banana_tests.editors.base import Editor
+from banana_tests.editors.chains import ASPECT_TOLERANCE, Chain, Made, Stopped, sha256, steps
 from banana_tests.editors.generate_settings import check_settings
 from banana_tests.editors.progress import Progress
 from banana_tests.editors.prompts import Prompt
 from banana_tests.editors.resume import read_resume, remove_temp_files
-from banana_tests.editors.seed_images import open_image
+from banana_tests.editors.seed_images import check_image
 from banana_tests.editors.twin_runs import Twins
 from banana_tests.trajectories.records import METADATA, DataError
 
-ASPECT_TOLERANCE = (2816 / 1504) / (5632 / 3072) - 1
-"""The paper's crop, 2.1 %: Nano Banana Pro's first output 5632×3072 came back 2816×1504 at 2K. A
-step whose aspect ratio moves further than this from the one asked for is flagged."""
 LOCK = ".generate.lock"
 
 
@@ -86,7 +79,7 @@ class Job:
                     "resolution": list(self.resolution)
                     if len(self.resolution) > 1
                     else self.resolution_for(1),
-                    "seed_images": {n: _sha256(p.read_bytes()) for n, p in sorted(self.seed_images.items())},
+                    "seed_images": {n: sha256(p.read_bytes()) for n, p in sorted(self.seed_images.items())},
                 }
             )
         )
@@ -109,21 +102,29 @@ def generate(
     *,
     stream: TextIO | None = None,
     log: Callable[[str], None] = print,
+    workers: int = 1,
 ) -> Summary:
-    """Make (or continue) the set in `out`; finished steps are never redone or lost."""
+    """Make (or continue) the set in `out`; finished steps are never redone or lost. With
+    `workers` > 1 the chains are made in that many processes (banana_tests.editors.workers), with
+    the same bytes; this process stays the set's one writer."""
     out = Path(out)
+    for path in job.seed_images.values():  # a bad seed is refused before any step of any chain
+        check_image(path)
     out.mkdir(parents=True, exist_ok=True)
     busy = DataError(f"another `banana-tests generate` is writing to {out}")  # one writer per folder
     with exclusive_lock(out / LOCK, busy=busy, remove=True):  # the set is left as it was made
         check_settings(out, job.settings(editor), log)
         remove_temp_files(out)
         resume = read_resume(out, log)
+        chains = [
+            Chain(name, run, start, path if start == 0 else out / file_name)
+            for name, path in sorted(job.seed_images.items())
+            for run in range(job.runs)
+            for start, file_name in [resume.last.get((name, run), (0, ""))]
+            if start < job.steps
+        ]
         total = len(job.seed_images) * job.runs * job.steps
-        done = sum(
-            min(resume.last.get((n, r), (0, ""))[0], job.steps)
-            for n in job.seed_images
-            for r in range(job.runs)
-        )
+        done = total - sum(job.steps - chain.start for chain in chains)
         note = editor.cost_estimate(total - done, max(job.resolution, default=None))  # a cycle: its largest
         if note and done < total:
             log(note)
@@ -131,92 +132,42 @@ def generate(
         if job.runs > 1 and done < total and getattr(editor, "deterministic", False):
             twins.warn(f"editor {job.editor!r} is deterministic: its {job.runs} runs will be byte-identical")
         progress = Progress(total, done, stream)
-        made = requests = 0
+        counts = {"made": 0, "requests": 0}
         stopped: list[str] = []
         fd = os.open(out / METADATA, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         fsync_dir(out)  # a new metadata.jsonl must survive with its first line
+
+        def take(event: Made | Stopped) -> None:
+            """Record one finished step (image, then its line), or a chain that stopped."""
+            if isinstance(event, Stopped):
+                stopped.append(event.message)
+                counts["requests"] += event.requests
+                log(f"warning: {event.message}; this run stops here, the others go on")
+                return
+            row = event.row
+            if row["aspect_changed"]:
+                log(
+                    f"warning: {row['seed_image']} run {row['run']} step {row['step']}: {job.editor!r}"
+                    f" changed the aspect ratio ({row['input_size']} -> {row['output_size']}) beyond the"
+                    f" paper's {ASPECT_TOLERANCE:.1%} crop; recorded as aspect_changed"
+                )
+            write_atomic(out / row["file_name"], event.data)
+            append_json_line(fd, row, out / METADATA)
+            twins.check(row["seed_image"], row["run"], row["step"], row["sha256"])
+            counts["made"] += 1
+            counts["requests"] += row["requests"]
+            progress.advance()
+
         try:
-            for name, path in sorted(job.seed_images.items()):
-                for run in range(job.runs):
-                    start, file_name = resume.last.get((name, run), (0, ""))
-                    if start >= job.steps:
-                        continue
-                    image = open_image(path) if start == 0 else open_image(out / file_name)
-                    for step in range(start + 1, job.steps + 1):
-                        try:
-                            image, row = _edit(job, editor, image, name, run, step)
-                        except NoImage as exc:  # one run's trouble: the others go on
-                            stopped.append(f"{name} run {run} step {step}: {exc}")
-                            requests += exc.requests
-                            log(f"warning: {stopped[-1]}; this run stops here, the others go on")
-                            break
-                        if row["aspect_changed"]:
-                            log(
-                                f"warning: {name} run {run} step {step}: {job.editor!r} changed the aspect"
-                                f" ratio ({row['input_size']} -> {row['output_size']}) beyond the paper's"
-                                f" {ASPECT_TOLERANCE:.1%} crop; recorded as aspect_changed"
-                            )
-                        data = _png(image)
-                        row["sha256"] = _sha256(data)
-                        write_atomic(out / row["file_name"], data)
-                        append_json_line(fd, row, out / METADATA)
-                        twins.check(name, run, step, row["sha256"])
-                        made, requests = made + 1, requests + row["requests"]
-                        progress.advance()
+            if workers > 1 and len(chains) > 1:
+                from banana_tests.editors.workers import run_parallel
+
+                run_parallel(job, editor, chains, workers, take)
+            else:
+                for chain in chains:
+                    for event in steps(job, editor, chain):
+                        take(event)
         finally:
             os.close(fd)
             progress.close()
-    return Summary(total, done, made, requests, tuple(stopped))
-
-
-def _edit(
-    job: Job, editor: Editor, image: Image.Image, name: str, run: int, step: int
-) -> tuple[Image.Image, dict[str, Any]]:
-    prompt = job.prompt.for_step(step)
-    request = EditRequest(
-        image, prompt, step, run, name, job.seed_for(run, step), job.temperature, job.resolution_for(step),
-        job.prompt.transform,
-    )  # fmt: skip
-    start = time.monotonic()
-    result = editor.edit(request)
-    wall = time.monotonic() - start
-    width = max(3, len(str(job.steps)))
-    row: dict[str, Any] = {
-        "file_name": f"images/{name}/run{run}/step{step:0{width}d}.png",
-        "seed_image": name,
-        "variant": job.variant,
-        "run": run,
-        "step": step,
-        "editor": job.editor,
-        "model": editor.model,
-        "prompt": prompt,
-        "seed": request.seed if result.seed is None else result.seed,
-        "temperature": job.temperature,
-        "resolution": request.resolution,
-        "input_size": list(image.size),
-        "output_size": list(result.image.size),
-        "aspect_changed": aspect_changed(image.size, result.image.size, job.prompt.transform),
-        "for_iqa": job.prompt.for_iqa,
-        "wall_time_s": round(wall, 3),
-        "requests": result.requests,
-    }
-    if result.text is not None:
-        row["text"] = result.text
-    return result.image, row
-
-
-def aspect_changed(before: tuple[int, int], after: tuple[int, int], transform: str | None) -> bool:
-    """Whether `after` is further from the aspect ratio asked for than the paper's crop (a
-    `rotate` prompt asks for the turned one)."""
-    width, height = reversed(before) if transform == "rotate" else before
-    return abs((after[0] / after[1]) / (width / height) - 1) > ASPECT_TOLERANCE
-
-
-def _png(image: Image.Image) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return Summary(total, done, counts["made"], counts["requests"], tuple(stopped))

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import io
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from PIL import Image
@@ -64,6 +65,21 @@ def _check_name(path: Path) -> None:
 def open_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
     """The image at `path` as 8-bit RGB, or a DataError naming the file: not a regular file, over
     the data-set reader's byte or pixel limit, undecodable, or of a mode with no 8-bit reading."""
+    with _opened(path, max_pixels) as image:
+        return _eight_bit_rgb(path, image)
+
+
+def check_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
+    """What `open_image` refuses from the file and its header (not its pixels, left to decode when
+    its chain starts): every editor's seeds are checked so before any step is made."""
+    with _opened(path, max_pixels) as image:
+        _check_mode(path, image)
+
+
+@contextmanager
+def _opened(path: Path, max_pixels: int) -> Iterator[ImageFile]:
+    """The file read within the byte limit and opened by PIL, its size checked on the header; what
+    goes wrong decoding it in the block is one line naming the file too."""
     try:
         data = read_regular(path, max_file_bytes(max_pixels))
     except NotReadable as exc:
@@ -75,7 +91,7 @@ def open_image(path: Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
                 width, height = image.size
                 if width * height > max_pixels:
                     raise DataError(f"{path}: {width}x{height} is over the {max_pixels:,}-pixel limit")
-                return _eight_bit_rgb(path, image)
+                yield image
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         raise DataError(f"{path}: over the {max_pixels:,}-pixel limit ({exc})") from None
     except (OSError, SyntaxError, ValueError) as exc:
@@ -90,10 +106,15 @@ def _eight_bit_rgb(path: Path, image: ImageFile) -> Image.Image:
 
         wide = np.asarray(image, dtype=np.uint32)
         return Image.fromarray(((wide * 255 + 32767) // 65535).astype(np.uint8), mode="L").convert("RGB")
-    if image.mode in ("I", "F"):
+    _check_mode(path, image)
+    return image.convert("RGB")
+
+
+def _check_mode(path: Path, image: ImageFile) -> None:
+    """32-bit integer and floating-point images have no known range: refused."""
+    if image.mode in ("I", "F") and not _sixteen_bit(image):
         kind = "32-bit integer" if image.mode == "I" else "floating-point"
         raise DataError(f"{path}: a {kind} image (mode {image.mode}); convert it to 8-bit RGB first")
-    return image.convert("RGB")
 
 
 def _sixteen_bit(image: ImageFile) -> bool:

@@ -40,6 +40,18 @@ POOL_WIDTH = 256
 POOL_GROUPS = 4
 SOFT_CLAMP = 3.0
 """The decoder's first layer: z ↦ 3·tanh(z/3), the latent's usual range."""
+TILE_ABOVE = 2048 * 1024
+"""Padded pixels above which a round trip runs in tiles: up to this size it runs on the whole
+image (the bytes of every set made before tiling), peaking at about 2.4 GB."""
+TILE = 768
+"""A tile's side in image pixels, before its halo (a multiple of 32)."""
+QUARTER = 4
+ENCODER_SPLIT, DECODER_SPLIT = 7, 8
+"""The encoder's layers before index 7 take the image down to quarter resolution; the decoder's
+from index 8 on take a quarter-resolution map back up. Those run in tiles."""
+ENCODER_HALO, DECODER_HALO = 32, 64
+"""Image pixels of context around a tile, beyond the receptive field of its tiled layers (25 px
+for the encoder's, 61 px for the decoder's): a multiple of 8 keeps the strides aligned."""
 
 
 @dataclass(frozen=True)
@@ -153,34 +165,87 @@ def load(folder: Path | None = None) -> TinyVae:
 
 
 @cache
-def shipped() -> TinyVae:
-    """The shipped network, built once a process."""
-    return load()
+def shipped(device: str = "cpu") -> TinyVae:
+    """The shipped network on `device`, built once a process (a worker of `generate` builds its own)."""
+    vae = load()
+    return TinyVae(vae.encoder.to(device), vae.decoder.to(device))
 
 
 def round_trip(
-    x: np.ndarray, latent_noise: float = 0.0, rng: np.random.Generator | None = None
+    x: np.ndarray,
+    latent_noise: float = 0.0,
+    rng: np.random.Generator | None = None,
+    *,
+    device: str = "cpu",
+    tile_above: int = TILE_ABOVE,
 ) -> np.ndarray:
     """decode(encode(x)) of an (H, W, 3) image in 8-bit code values, as float64 code values.
 
     The image is padded by reflection to multiples of 8 and cropped back. `latent_noise` adds
     Gaussian noise of that std (drawn from `rng`, numpy's, so it is the same on every machine) to
-    the latent before decoding: the model's own randomness.
+    the latent before decoding: the model's own randomness. Above `tile_above` padded pixels the
+    full-resolution layers run in tiles (`tiled`), so memory stays bounded.
     """
-    vae = shipped()
+    vae = shipped(device)
     h, w, _ = x.shape
     pad = ((0, -h % SCALE), (0, -w % SCALE), (0, 0))
     padded = np.pad(x / 255.0, pad, mode="reflect" if min(h, w) > SCALE else "edge")
+    tiles = padded.shape[0] * padded.shape[1] > tile_above
     with torch.inference_mode(), _threads(THREADS):
         image = torch.from_numpy(np.ascontiguousarray(padded.transpose(2, 0, 1), dtype=np.float32))[None]
-        latent = vae.encoder(image)
+        del padded
+        image = image.to(device)
+        latent = encode_tiled(vae.encoder, image) if tiles else vae.encoder(image)
+        del image
         if latent_noise > 0:
             if rng is None:
                 raise ValueError("latent_noise needs a random generator")
             noise = rng.standard_normal(tuple(latent.shape)).astype(np.float32)
-            latent = latent + latent_noise * torch.from_numpy(noise)
-        out = vae.decoder(latent).clamp(0.0, 1.0)[0].numpy().astype(np.float64)
-    return np.asarray(out.transpose(1, 2, 0)[:h, :w] * 255.0)
+            latent = latent + latent_noise * torch.from_numpy(noise).to(device)
+        decoded = decode_tiled(vae.decoder, latent) if tiles else vae.decoder(latent)
+        out = decoded.clamp_(0.0, 1.0)[0, :, :h, :w].cpu().numpy()
+    return np.asarray(out.transpose(1, 2, 0), dtype=np.float64) * 255.0
+
+
+def encode_tiled(encoder: nn.Sequential, image: torch.Tensor) -> torch.Tensor:
+    """The encoder with its layers down to quarter resolution run tile by tile; the rest (whose
+    GroupNorm needs the whole image) on the whole quarter-resolution map."""
+    quarter = _tiled(encoder[:ENCODER_SPLIT], image, QUARTER, 1, TILE, ENCODER_HALO)
+    return encoder[ENCODER_SPLIT:](quarter)  # type: ignore[no-any-return]
+
+
+def decode_tiled(decoder: nn.Sequential, latent: torch.Tensor) -> torch.Tensor:
+    """The decoder on the whole map down to quarter resolution, the rest tile by tile."""
+    quarter = decoder[:DECODER_SPLIT](latent)
+    return _tiled(decoder[DECODER_SPLIT:], quarter, 1, QUARTER, TILE // QUARTER, DECODER_HALO // QUARTER)
+
+
+def _tiled(
+    layers: nn.Sequential, x: torch.Tensor, shrink: int, grow: int, core: int, halo: int
+) -> torch.Tensor:
+    """`layers(x)` computed on overlapping windows of `x` (a tile of `core` input cells and `halo`
+    more on each side, wider than the layers' receptive field) and cropped to each tile's core.
+    Every kept value sees exactly the inputs it sees on the whole map, so no seam shows; the
+    output (`grow` times the input size, divided by `shrink`) is one buffer filled in place."""
+    _, _, height, width = x.shape
+    out: torch.Tensor | None = None
+    for top in range(0, height, core):
+        for left in range(0, width, core):
+            y0, x0 = max(0, top - halo), max(0, left - halo)
+            y1, x1 = min(height, top + core + halo), min(width, left + core + halo)
+            piece = layers(x[:, :, y0:y1, x0:x1])
+            if out is None:
+                out = piece.new_empty((1, piece.shape[1], height * grow // shrink, width * grow // shrink))
+            bottom, right = min(height, top + core), min(width, left + core)
+            out[:, :, _cells(top, bottom, grow, shrink), _cells(left, right, grow, shrink)] = piece[
+                :, :, _cells(top - y0, bottom - y0, grow, shrink), _cells(left - x0, right - x0, grow, shrink)
+            ]
+    assert out is not None
+    return out
+
+
+def _cells(start: int, stop: int, grow: int, shrink: int) -> slice:
+    return slice(start * grow // shrink, stop * grow // shrink)
 
 
 @contextmanager

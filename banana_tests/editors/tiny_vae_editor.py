@@ -1,7 +1,8 @@
 """The `flux2-tiny-vae` editor: each edit is one round trip through FLUX.2's tiny autoencoder.
 
-Offline and deterministic, on the CPU with torch alone: encode, perturb the latent by
-`latent_noise`, decode, blend with the input at `strength`, round to 8 bits. It is the learned
+Offline and deterministic, on the CPU with torch alone (`--device cuda`: other bytes): encode,
+perturb the latent by `latent_noise`, decode, blend with the input at `strength`, round to 8
+bits. It is the learned
 artifact family `vae_roundtrip` (banana_tests.editors.artifacts) behind the editor protocol, with
 the same random draws, so `generate --editor flux2-tiny-vae` and `--artifact=vae_roundtrip` agree
 on the same settings (the editor's default adds latent noise, so that its replicate runs differ).
@@ -17,9 +18,16 @@ import numpy as np
 from PIL import Image
 
 from banana_tests.editors import tiny_vae
-from banana_tests.editors.artifacts import FAMILIES, check_ranges, stable_rng
+from banana_tests.editors.artifacts import check_ranges, stable_rng
 from banana_tests.editors.artifacts import vae_roundtrip as family
-from banana_tests.editors.base import EditorConfig, EditorError, EditRequest, EditResult, take_options
+from banana_tests.editors.base import (
+    DeviceUnavailable,
+    EditorConfig,
+    EditorError,
+    EditRequest,
+    EditResult,
+    take_options,
+)
 from banana_tests.editors.emulate import EmulatorParams
 from banana_tests.editors.prompts import apply_transform
 
@@ -39,14 +47,16 @@ class TinyVaeEditor:
     model = "taef2"
     accepts = frozenset({"seed"})
 
-    def __init__(self, params: family.Params = DEFAULTS) -> None:
-        self.params = params
+    def __init__(self, params: family.Params = DEFAULTS, device: str = "cpu") -> None:
+        self.params, self.device = params, device
         # without latent noise (or without the round trip) every run is the same: generate warns
         self.deterministic = params.latent_noise == 0 or params.strength == 0
 
     def settings(self) -> dict[str, Any]:
         weights = {w.name: w.sha256 for w in (tiny_vae.ENCODER, tiny_vae.DECODER)}
-        return {"model": self.model, "params": dataclasses.asdict(self.params), "weights": weights}
+        found = {"model": self.model, "params": dataclasses.asdict(self.params), "weights": weights}
+        # the CPU's sets carry no device, as before there was a choice: they resume as they are
+        return found if self.device == "cpu" else {**found, "device": self.device}
 
     def cost_estimate(self, edits: int, resolution: str | None) -> str | None:
         return None
@@ -54,7 +64,9 @@ class TinyVaeEditor:
     def edit(self, request: EditRequest) -> EditResult:
         image = apply_transform(request.image.convert("RGB"), request.transform)
         rng = stable_rng(request.seed or 0, request.key, request.run, request.step, family.NAME)
-        x = FAMILIES[family.NAME].apply(np.asarray(image, dtype=np.float64), rng, request.step, self.params)
+        x = family.apply(
+            np.asarray(image, dtype=np.float64), rng, request.step, self.params, device=self.device
+        )
         return EditResult(Image.fromarray(np.clip(np.rint(x), 0, 255).astype(np.uint8), mode="RGB"))
 
 
@@ -67,5 +79,30 @@ def make(config: EditorConfig) -> TinyVaeEditor:
         check_ranges(params)
     except ValueError as exc:
         raise EditorError(f"editor {NAME!r}: {exc}") from None
-    tiny_vae.shipped()
-    return TinyVaeEditor(params)
+    device = _device(config.device)
+    tiny_vae.shipped(device)
+    return TinyVaeEditor(params, device)
+
+
+def _device(asked: str) -> str:
+    """`auto` is the CPU, whose bytes are the same on every machine measured; `cuda` (or `cuda:N`)
+    must be there. A set's bytes differ between devices."""
+    if asked in ("auto", "cpu"):
+        return "cpu"
+    if asked != "cuda" and not asked.startswith("cuda:"):
+        raise EditorError(f"editor {NAME!r} runs on --device cpu or cuda, got {asked!r}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise DeviceUnavailable(
+            f"--device {asked}: no CUDA device on this machine (torch {torch.__version__}); use --device cpu"
+        )
+    number = asked.partition(":")[2] or "0"
+    if not number.isdigit():
+        raise EditorError(f"editor {NAME!r} runs on --device cpu or cuda[:N], got {asked!r}")
+    index = int(number)
+    if index >= torch.cuda.device_count():
+        raise DeviceUnavailable(
+            f"--device {asked}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+        )
+    return f"cuda:{index}"

@@ -81,7 +81,20 @@ def float_tiff(folder: Path) -> Path:
     return folder / "float.tiff"
 
 
+def good_and_big(folder: Path) -> Path:
+    """A good seed sorted before one over the pixel limit: the big one is refused before any step."""
+    noisy_image("alpha", 0, 0, (40, 56)).save(folder / "alpha.png")
+    png_header(folder / "zbig.png", 9000, 9000)
+    return folder
+
+
 ROWS = [
+    Row(
+        "a seed over the pixel limit after a good one is refused before any step",
+        good_and_big,
+        1,
+        r"{seed}/zbig\.png: 9000x9000 is over the 64,000,000-pixel limit",
+    ),
     Row("16-bit grayscale is scaled to 8 bits", gray16, 0, r"1 step\(s\) made", not_white),
     Row(
         "a seed named ...png",

@@ -28,10 +28,11 @@ class Params:
     """Std of Gaussian noise added to the latent (values roughly in [−3, 3]) before decoding."""
 
 
-def apply(x: Array, rng: np.random.Generator, step: int, params: Params) -> Array:
+def apply(x: Array, rng: np.random.Generator, step: int, params: Params, *, device: str = "cpu") -> Array:
+    """One round; on another `device` than the CPU the bytes differ (float sums in another order)."""
     if params.strength <= 0:
         return x
     from banana_tests.editors import tiny_vae
 
-    decoded = tiny_vae.round_trip(x, params.latent_noise, rng)
+    decoded = tiny_vae.round_trip(x, params.latent_noise, rng, device=device)
     return (1.0 - params.strength) * x + params.strength * decoded
