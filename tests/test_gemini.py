@@ -13,6 +13,7 @@ import pytest
 from PIL import Image, ImageOps
 
 from banana_tests.editors import base, gemini
+from banana_tests.editors.chains import ChainFailed
 from banana_tests.editors.generate import Job, generate
 from banana_tests.editors.prompts import resolve
 from tests.conftest import needs, noisy_image
@@ -226,8 +227,9 @@ def test_budget_stops_a_run_which_a_rerun_finishes(tmp_path: Path) -> None:
     out, j = tmp_path / "set", job(tmp_path, steps=2)
     notes: list[str] = []
     with serve() as stub:
-        with pytest.raises(gemini.BudgetExhausted):
+        with pytest.raises(ChainFailed, match=r"^gy run \d step \d: request budget of 3 used up") as failed:
             generate(j, editor(stub.url, max_requests=3)[0], out, log=notes.append)
+        assert isinstance(failed.value.__cause__, gemini.BudgetExhausted)
         assert notes[0] == (
             "4 gemini-3-pro-image-preview calls at $0.134: about $0.54 before retries;"
             " at most 3 requests this run"
@@ -305,7 +307,7 @@ def test_the_papers_own_crop_passes_through_the_stub_and_a_larger_one_is_flagged
 
 def test_an_aspect_ratio_changed_beyond_the_papers_crop_is_warned_and_recorded(tmp_path: Path) -> None:
     """The paper's crop (5632x3072 -> 2816x1504, 2.1 %) passes; a 10 % cut of the width is flagged."""
-    from banana_tests.editors.generate import ASPECT_TOLERANCE, aspect_changed
+    from banana_tests.editors.chains import ASPECT_TOLERANCE, aspect_changed
 
     assert not aspect_changed((5632, 3072), (2816, 1504), None)
     assert aspect_changed((5632, 3072), (2816, 1450), None)

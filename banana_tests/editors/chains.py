@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PIL import Image
 
 from banana_tests.editors.base import Editor, EditorError, EditRequest, NoImage
+from banana_tests.editors.prompts import Prompt
 from banana_tests.editors.seed_images import open_image
-
-if TYPE_CHECKING:
-    from banana_tests.editors.generate import Job
 
 ASPECT_TOLERANCE = (2816 / 1504) / (5632 / 3072) - 1
 """The paper's crop, 2.1 %: Nano Banana Pro's first output 5632×3072 came back 2816×1504 at 2K. A
@@ -56,6 +55,56 @@ class Stopped:
 
     message: str
     requests: int
+
+
+@dataclass(frozen=True)
+class Job:
+    """What to generate: every seed image × `runs` runs × `steps` steps."""
+
+    editor: str
+    prompt: Prompt
+    variant: str
+    runs: int
+    steps: int
+    seed_images: dict[str, Path]
+    seed: int | None = None
+    vary_seed: bool = False
+    temperature: float | None = None
+    resolution: tuple[str, ...] = ()
+    """Output sizes, one per step in turn (`1K, 2K, 4K` interleaves them, as the paper did); () for none."""
+
+    def seed_for(self, run: int, step: int) -> int | None:
+        """The request seed: fixed, or (`vary_seed`) different for every run and step."""
+        if self.seed is None or not self.vary_seed:
+            return self.seed
+        return self.seed + 100_000 * run + step
+
+    def resolution_for(self, step: int) -> str | None:
+        return self.resolution[(step - 1) % len(self.resolution)] if self.resolution else None
+
+    def settings(self, editor: Editor) -> dict[str, Any]:
+        """Everything that decides the pixels, as stored in `generate.json` (no secrets)."""
+        return json.loads(
+            json.dumps(
+                {
+                    "editor": self.editor,
+                    "editor_settings": editor.settings(),
+                    "prompt": self.prompt.name,
+                    "prompt_text": self.prompt.text,
+                    "transform": self.prompt.transform,
+                    "variant": self.variant,
+                    "runs": self.runs,
+                    "steps": self.steps,
+                    "seed": self.seed,
+                    "vary_seed": self.vary_seed,
+                    "temperature": self.temperature,
+                    "resolution": list(self.resolution)
+                    if len(self.resolution) > 1
+                    else self.resolution_for(1),
+                    "seed_images": {n: sha256(p.read_bytes()) for n, p in sorted(self.seed_images.items())},
+                }
+            )
+        )
 
 
 class ChainFailed(EditorError):

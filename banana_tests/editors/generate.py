@@ -14,75 +14,23 @@ a run are made again. Until a first step is recorded, a rerun may change the set
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from banana_tests.atomic import append_json_line, exclusive_lock, fsync_dir, write_atomic
 from banana_tests.editors.base import Editor
-from banana_tests.editors.chains import ASPECT_TOLERANCE, Chain, Made, Stopped, sha256, steps
+from banana_tests.editors.chains import ASPECT_TOLERANCE, Chain, Job, Made, Stopped, steps
 from banana_tests.editors.generate_settings import check_settings
 from banana_tests.editors.progress import Progress
-from banana_tests.editors.prompts import Prompt
 from banana_tests.editors.resume import read_resume, remove_temp_files
 from banana_tests.editors.seed_images import check_image
 from banana_tests.editors.twin_runs import Twins
 from banana_tests.trajectories.records import METADATA, DataError
 
 LOCK = ".generate.lock"
-
-
-@dataclass(frozen=True)
-class Job:
-    """What to generate: every seed image × `runs` runs × `steps` steps."""
-
-    editor: str
-    prompt: Prompt
-    variant: str
-    runs: int
-    steps: int
-    seed_images: dict[str, Path]
-    seed: int | None = None
-    vary_seed: bool = False
-    temperature: float | None = None
-    resolution: tuple[str, ...] = ()
-    """Output sizes, one per step in turn (`1K, 2K, 4K` interleaves them, as the paper did); () for none."""
-
-    def seed_for(self, run: int, step: int) -> int | None:
-        """The request seed: fixed, or (`vary_seed`) different for every run and step."""
-        if self.seed is None or not self.vary_seed:
-            return self.seed
-        return self.seed + 100_000 * run + step
-
-    def resolution_for(self, step: int) -> str | None:
-        return self.resolution[(step - 1) % len(self.resolution)] if self.resolution else None
-
-    def settings(self, editor: Editor) -> dict[str, Any]:
-        """Everything that decides the pixels, as stored in `generate.json` (no secrets)."""
-        return json.loads(
-            json.dumps(
-                {
-                    "editor": self.editor,
-                    "editor_settings": editor.settings(),
-                    "prompt": self.prompt.name,
-                    "prompt_text": self.prompt.text,
-                    "transform": self.prompt.transform,
-                    "variant": self.variant,
-                    "runs": self.runs,
-                    "steps": self.steps,
-                    "seed": self.seed,
-                    "vary_seed": self.vary_seed,
-                    "temperature": self.temperature,
-                    "resolution": list(self.resolution)
-                    if len(self.resolution) > 1
-                    else self.resolution_for(1),
-                    "seed_images": {n: sha256(p.read_bytes()) for n, p in sorted(self.seed_images.items())},
-                }
-            )
-        )
 
 
 @dataclass(frozen=True)

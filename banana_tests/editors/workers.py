@@ -29,7 +29,7 @@ from banana_tests.editors.chains import Chain, ChainFailed, Made, Stopped, steps
 if TYPE_CHECKING:
     from multiprocessing.sharedctypes import Synchronized
 
-    from banana_tests.editors.generate import Job
+    from banana_tests.editors.chains import Job
 
 INTERRUPTED = 130
 
