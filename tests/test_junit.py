@@ -438,9 +438,10 @@ def test_a_file_of_f958bf8_reads_to_the_cells_this_version_writes(pytester: pyte
     assert sorted(c.delta for c in old.matrix.cells.values()) == sorted(deltas)
     assert all(math.isfinite(c.delta) for c in now.matrix.cells.values())
     assert old.others == now.others and len(old.others) == 10  # 6 control and 4 trend cases
-    assert [(t.metric, t.seed_image, t.reference_step) for t in old.trends] == [
-        (t.metric, t.seed_image, t.reference_step) for t in now.trends
+    trends = [
+        [(t.key, t.props["reference_step"]) for t in r.family_cases[CaseKind.TREND]] for r in (old, now)
     ]
+    assert trends[0] == trends[1] and len(trends[0]) == 4
     facts = {"variant", "dataset", "versions", "device", "command", "date"}
     assert old.metadata.keys() == facts and now.metadata.keys() == facts | {"libraries"} | AGREED.keys()
     # what metrics_under_test.examples imports, and what that requires

@@ -34,7 +34,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     reads the injected noise (tests/known_metrics.py), so every Δ and trend case passes."""
     root = tmp_path_factory.mktemp("trend-run")
     data, xml = write_set(root / "set", seeds=SEEDS), root / "junit.xml"
-    cmd = [sys.executable, "-m", "pytest", "banana_tests/test_degradation.py", "banana_tests/test_trend.py"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "banana_tests/test_degradation.py",
+        "banana_tests/families/trend/test_trend.py",
+    ]
     cmd += [
         "-q",
         "-p",
