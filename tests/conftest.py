@@ -13,7 +13,6 @@ import signal
 import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
@@ -24,6 +23,7 @@ from hypothesis import settings
 from PIL import Image
 
 from banana_tests.trajectories.records import Record
+from metrics_under_test.extras import installed
 
 MakeSet = Callable[..., Path]
 PROJECT = Path(__file__).resolve().parent.parent
@@ -112,14 +112,6 @@ def unavailable(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must run this test: {reason}")
     pytest.skip(reason)
-
-
-def installed(distribution: str) -> bool:
-    try:
-        metadata.distribution(distribution)
-    except metadata.PackageNotFoundError:
-        return False
-    return True
 
 
 def needs(distribution: str, module: str | None = None) -> ModuleType:

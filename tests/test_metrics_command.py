@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from banana_tests.cli import main
+from metrics_under_test.extras import installed
 from metrics_under_test.registry import CATALOG, catalog
 from metrics_under_test.weights import stage
-from tests.conftest import SHARED_MIRROR, installed, needs, offline
+from tests.conftest import SHARED_MIRROR, needs, offline
 
 
 def listing(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, dict]:  # type: ignore[type-arg]

@@ -199,9 +199,9 @@ def _options(items: list[str]) -> dict[str, str]:
 def _workers(text: str) -> int:
     """`auto` is every core this process may use; a number above them is refused: each worker runs
     one torch thread, so more workers than cores only take turns."""
-    from banana_tests.editors.workers import cores
+    from banana_tests.scheduler.worker_count import usable_cores
 
-    available = cores()
+    available = usable_cores()
     if text.strip().lower() == "auto":
         return available
     count = whole_number_type(1)(text)

@@ -34,13 +34,6 @@ if TYPE_CHECKING:
 INTERRUPTED = 130
 
 
-def cores() -> int:
-    """The cores this process may run on (its CPU affinity, as a container or `taskset` sets it)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def run_parallel(
     job: Job, editor: Editor, chains: Sequence[Chain], workers: int, take: Callable[[Made | Stopped], None]
 ) -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import installed, suite_folder
+from metrics_under_test.extras import installed
+from tests.conftest import suite_folder
 
 HIDDEN = ("pyiqa", "torch", "transformers", "icecream", "diffusers", "google-genai")
 MODULES = {"google-genai": "google.genai"}
