@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from banana_tests.core.devices import Device, DeviceChoice
+from banana_tests.core.machine import Device, DeviceChoice
 from banana_tests.core.options import DEFAULT_STEPS, suite_options
 from banana_tests.core.settings import Settings
 from banana_tests.scheduler.shards import Shard
@@ -172,8 +172,7 @@ def settings_from_options(values: Mapping[str, object], root: Path) -> Settings:
 def seed_images(settings: Settings) -> list[str]:
     """The seed images of the selection's records, sorted: a cluster's unit of work. They are read
     from the source the suite's planning reads (under `artifact`, the trial sets', built once)."""
-    from banana_tests.core.planning import CasePlanning
-    from banana_tests.core.usage_error import UsageError
+    from banana_tests.core.suite import CasePlanning, UsageError
     from banana_tests.trajectories.sources import load
 
     try:

@@ -23,9 +23,17 @@ from banana_tests.public_fixtures import METRICS_FIXTURE, TRAJECTORIES_FIXTURE
 from banana_tests.public_fixtures import banana_metric as banana_metric
 from banana_tests.public_fixtures import banana_metrics as banana_metrics
 from banana_tests.public_fixtures import banana_trajectories as banana_trajectories
-from banana_tests.session.option_spellings import add_free_aliases, given_options, spaced_path_options
-from banana_tests.session.optional_modules import left_out
-from banana_tests.session.ownership import GIVEN, STATE, adopt, adopted, asks_for_suite
+from banana_tests.session.ownership import (
+    GIVEN,
+    STATE,
+    add_free_aliases,
+    adopted,
+    asks_for_suite,
+    given_options,
+    left_out,
+    spaced_path_options,
+)
+from banana_tests.session.run_state import adopt
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 
 if TYPE_CHECKING:  # the rest of the suite is imported once a run is the suite's
@@ -160,7 +168,7 @@ def pytest_configure_node(node) -> None:  # type: ignore[no-untyped-def]  # xdis
     state = adopted(node.config)
     if state is None:
         return
-    from banana_tests.core.process_scoring import LOADED_LIBRARIES
+    from banana_tests.core.suite import LOADED_LIBRARIES
 
     node.workerinput[LOADED_LIBRARIES] = state.scoring.loaded_libraries()
     if not state.scoring.hung:
@@ -189,7 +197,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> Generator[None, None, No
     can keep a metric's tests together; the suite's case ids start with their metric too (see
     `_parametrize_cases`). The hook wraps every other one: a user who parametrizes
     `banana_metric` in any of pytest's ways (a marker, an overriding fixture's params, their own
-    pytest_generate_tests) replaces the selection (banana_tests.session.metric_choice). A data
+    pytest_generate_tests) replaces the selection (banana_tests.session.case_fixtures). A data
     set that cannot be read leaves the cases unplanned; collection then stops with that usage
     error (raised from a collector it would be a collection error, exit 2)."""
     names = metafunc.fixturenames
@@ -204,7 +212,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> Generator[None, None, No
     elif not ours:
         _parametrize_family(metafunc, state)
     elif METRIC_FIXTURE in names:
-        from banana_tests.session.metric_choice import default_metrics
+        from banana_tests.session.case_fixtures import default_metrics
 
         with default_metrics(metafunc, list(state.metrics)):
             return (yield)
@@ -261,7 +269,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
 def pytest_collection_split(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Late in collection: other metrics' snapshot cases are deselected, then `--shard`'s part
-    of the run is kept and the run's plan noted (banana_tests.session.shard_selection). Late
+    of the run is kept and the run's plan noted (banana_tests.session.collection). Late
     hooks run in the order their plugins were registered: this module's comes after pytest's
     `-k` and syrupy's, and before pytest-split's, whose plugin is registered at configure, and
     before `--lf`'s narrowing (a wrapper). The shard is dealt over the selection's units, not
@@ -271,9 +279,9 @@ def pytest_collection_split(config: pytest.Config, items: list[pytest.Item]) -> 
     state = adopted(config)
     if state is None:
         return
-    from banana_tests.core.shard_units import selection_units
-    from banana_tests.session.ownership import SHARDS, SNAPSHOTS
-    from banana_tests.session.shard_selection import ShardSelection
+    from banana_tests.core.suite import selection_units
+    from banana_tests.session.collection import ShardSelection
+    from banana_tests.session.run_state import SHARDS, SNAPSHOTS
     from banana_tests.session.snapshot_selection import SnapshotSelection
 
     snapshots, shards = (config.pluginmanager.get_plugin(name) for name in (SNAPSHOTS, SHARDS))
@@ -290,7 +298,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if state is None:
         return
     from banana_tests.scoring.process_tuning import freeze_collected
-    from banana_tests.session.gating import item_key
+    from banana_tests.session.collection import item_key
 
     state.planning.select(key for item in session.items if isinstance(key := item_key(item), CaseKey))
     freeze_collected()
@@ -299,12 +307,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     """A test whose `banana_metric` (a user's override) is not the metric its id names errors at
-    setup (banana_tests.session.metric_choice.wrong_metric), never runs on the wrong metric."""
+    setup (banana_tests.session.case_fixtures.wrong_metric), never runs on the wrong metric."""
     yield
     state = adopted(item.config)
     if state is None or METRIC_FIXTURE not in getattr(item, "fixturenames", ()):
         return
-    from banana_tests.session.metric_choice import wrong_metric
+    from banana_tests.session.case_fixtures import wrong_metric
 
     reason = wrong_metric(item, tuple(state.metrics))
     if reason is not None:
@@ -333,7 +341,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """A family's test module is collected only under its option (--trend, --search; see
-    banana_tests.session.optional_modules)."""
+    banana_tests.session.ownership)."""
     return left_out(collection_path, config)
 
 

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from banana_tests.session.ownership import adopt
-from banana_tests.session.run_state import scorer_of
+from banana_tests.session.run_state import adopt, scorer_of
 
 if TYPE_CHECKING:
     from banana_tests.session.scorer import Scorer

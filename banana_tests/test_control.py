@@ -22,12 +22,9 @@ from hypothesis import strategies as st
 
 from banana_tests.data import SEEDS
 from banana_tests.distortions import DISTORTIONS, Array
-from banana_tests.session.cannot_check import cannot_check
-from banana_tests.session.no_verdict import NoVerdict
 from banana_tests.session.ownership import STATE
-from banana_tests.session.scorer import Scorer
-from banana_tests.verdicts.saturation import clipped_tie
-from banana_tests.verdicts.verdict import fail_verdict
+from banana_tests.session.scorer import NoVerdict, Scorer, cannot_check
+from banana_tests.verdicts.verdict import clipped_tie, fail_verdict
 
 MIN_GAP = 0.25  # strengths closer than this may legitimately tie
 CROP = (160, 320)

@@ -40,9 +40,7 @@ import pytest
 
 from banana_tests.cases import Field
 from banana_tests.data import SEEDS
-from banana_tests.session.cannot_check import MIN_SIDE_HINT, cannot_check
-from banana_tests.session.no_verdict import raised
-from banana_tests.session.scorer import Scorer
+from banana_tests.session.scorer import MIN_SIDE_HINT, Scorer, cannot_check, raised
 from banana_tests.verdicts.invariance import PARAM, Invariance
 from banana_tests.verdicts.record import figure_properties
 from banana_tests.verdicts.verdict import fail_verdict
@@ -285,7 +283,7 @@ def cannot_run(
     exc: Exception | None,
 ) -> NoReturn:
     """End the case in one line, naming the metric, the crop size and what the metric raised
-    (`exc`: see session.cannot_check), or, with None, the `min_side` that no crop of the seed
+    (`exc`: see session.scorer), or, with None, the `min_side` that no crop of the seed
     images reaches: a failing verdict."""
     side = int(figures[Field.CROP_SIDE])
     check, where = f"{invariance.value}-invariance", f"crops of {side} px"

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.session.no_verdict import data_errors_in_one_line
 from banana_tests.session.ownership import STATE
-from banana_tests.session.scorer import Scorer
+from banana_tests.session.scorer import Scorer, data_errors_in_one_line
 from banana_tests.session.snapshot_selection import NOT_RECORDED, PARAM, recorded_metrics
 from banana_tests.session.snapshots import (
     SHOWN,

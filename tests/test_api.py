@@ -22,7 +22,7 @@ from banana_tests.api import (
     scoring_settings,
     settings_from_options,
 )
-from banana_tests.core.planning import CasePlanning
+from banana_tests.core.suite import CasePlanning
 from banana_tests.scoring.batching import case_records, group_records
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,8 +13,7 @@ from banana_tests.cases import CaseKey
 from banana_tests.cli import main
 from banana_tests.families.search import SearchKey
 from banana_tests.families.trend.trend import TrendKey
-from banana_tests.reports.paper import paper_cells
-from banana_tests.reports.paper_baseline import FIXTURE
+from banana_tests.reports.paper import FIXTURE, paper_cells
 from banana_tests.verdicts.baseline import (
     BaselineError,
     ControlKey,
@@ -24,8 +23,7 @@ from banana_tests.verdicts.baseline import (
     write_baseline,
 )
 from banana_tests.verdicts.invariance import InvarianceKey
-from banana_tests.verdicts.matrix import Cell, Matrix
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.matrix import Cell, Matrix, Outcome
 from banana_tests.verdicts.record import CaseRecord
 from metrics_under_test.table2 import PAPER_METRICS
 from tests.conftest import SUITE_MODULE, assert_outcomes, suite_folder

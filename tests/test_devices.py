@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from banana_tests.core.devices import Device, DeviceChoice, gpu_for, parse_device, worker_index
+from banana_tests.core.machine import Device, DeviceChoice, gpu_for, parse_device, worker_index
 from banana_tests.core.run_facts import devices_fact
 from banana_tests.core.settings import settings_from_args
 from tests.conftest import suite_folder

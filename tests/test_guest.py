@@ -191,7 +191,7 @@ def test_no_alias_inside_another_plugins_namespace(pytester: pytest.Pytester) ->
     """`--snapshot-dir` and `--snapshot-rtol` were aliases in syrupy's `--snapshot-*`: the day
     syrupy added either, the flag would have configured syrupy instead. Only `--banana-` now."""
     from banana_tests.core.options import suite_options
-    from banana_tests.session.option_spellings import FOREIGN_NAMESPACES
+    from banana_tests.session.ownership import FOREIGN_NAMESPACES
 
     ours = {o.short for o in suite_options()}
     assert {"--snapshot-dir", "--snapshot-rtol"} <= ours

@@ -13,10 +13,10 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cli import main
-from banana_tests.reports.completeness import INCOMPLETE_EXIT
+from banana_tests.reports.merge_checks import INCOMPLETE_EXIT
 from banana_tests.verdicts.baseline import dump_baseline, load_baseline
 from banana_tests.verdicts.invariance import InvarianceKey
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.matrix import Outcome
 from tests.conftest import assert_outcomes, suite_folder
 
 METRICS = """

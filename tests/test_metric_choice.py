@@ -2,7 +2,7 @@
 
 Each test writes a user's conftest and test module beside a small trajectory set and runs pytest
 in a subprocess with two metrics selected; the user's choice is the second one alone. Before
-banana_tests.session.metric_choice, the hook and the fixture's params were a collection error
+banana_tests.session.case_fixtures, the hook and the fixture's params were a collection error
 (`duplicate parametrization of 'banana_metric'`) and an override without params ran its own
 metric under every id.
 """

@@ -51,7 +51,7 @@ import json
 from pathlib import Path
 
 from banana_tests.scheduler.metric_groups import group_of
-from banana_tests.session.shard_selection import unit_of
+from banana_tests.session.collection import unit_of
 
 METRICS = {metrics!r}
 

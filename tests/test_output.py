@@ -11,9 +11,8 @@ from syrupy.assertion import SnapshotAssertion
 from banana_tests.cases import CaseKey
 from banana_tests.families.trend.trend import TrendTally
 from banana_tests.reports.junit import read_junit
-from banana_tests.reports.run_agreement import AGREED
-from banana_tests.verdicts.matrix import Cell, Matrix
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.reports.merge_checks import AGREED
+from banana_tests.verdicts.matrix import Cell, Matrix, Outcome
 from metrics_under_test.probe import PROBE
 from tests.conftest import assert_outcomes, parse_matrix, suite_folder
 from tests.known_metrics import install_known_metrics
@@ -58,7 +57,7 @@ def test_a_failing_verdict_is_one_line_without_a_traceback(suite: pytest.Pyteste
         assert line.startswith("noise_level_reversed did not detect")
     # one small testcase each, with the run's header (its verdict line twice: in the failure's
     # message, which pytest cuts past 500 characters, and whole in its text); its plan lists every
-    # case's id once more, and the facts report compares between files (run_agreement.AGREED) are
+    # case's id once more, and the facts report compares between files (merge_checks.AGREED) are
     # once per file
     properties = list(ET.parse(xml).iter("property"))
     plan = sum(len(p.get("value", "")) for p in properties if p.get("name") == "planned")

@@ -20,15 +20,12 @@ from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
-from banana_tests.core.versions import package_versions
-from banana_tests.reports.compare import compare, comparison_markdown
-from banana_tests.reports.completeness import NARROWED_BY, PLANNED, UNCOLLECTED
+from banana_tests.core.machine import package_versions
 from banana_tests.reports.junit_testcase import RUN_PROPERTIES
-from banana_tests.reports.paper import PAPER_CSV, paper_cells
-from banana_tests.reports.run_agreement import AGREED
+from banana_tests.reports.merge_checks import AGREED, NARROWED_BY, PLANNED, UNCOLLECTED
+from banana_tests.reports.paper import PAPER_CSV, compare, comparison_markdown, paper_cells
 from banana_tests.verdicts.baseline import load_baseline
-from banana_tests.verdicts.matrix import Cell, Matrix
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.matrix import Cell, Matrix, Outcome
 from tests.conftest import junit_cases, unavailable, weights_mirror, write_set
 
 PROJECT = Path(__file__).resolve().parent.parent

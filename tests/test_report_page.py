@@ -17,14 +17,17 @@ from PIL import Image
 
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
-from banana_tests.reports.compare import compare
 from banana_tests.reports.page.figure_style import INVALID, NO_FAILURE, UNRESOLVED
-from banana_tests.reports.page.figures import render_figures
-from banana_tests.reports.page.heatmaps import ORACLE_CHANGED, colour_limit, failure_counts, gap_colours
+from banana_tests.reports.page.figures import (
+    ORACLE_CHANGED,
+    colour_limit,
+    failure_counts,
+    gap_colours,
+    render_figures,
+)
 from banana_tests.reports.page.html import html_chunks
-from banana_tests.reports.paper import paper_cells
-from banana_tests.verdicts.matrix import Cell, Matrix
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.reports.paper import compare, paper_cells
+from banana_tests.verdicts.matrix import Cell, Matrix, Outcome
 from tests.test_junit import case, junit
 
 METRICS = ("brisque", "niqe", "piqe")

@@ -7,9 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from banana_tests.cases import CaseKey
-from banana_tests.verdicts.matrix import Cell, Matrix
-from banana_tests.verdicts.outcome import Outcome
-from banana_tests.verdicts.saturation import SHARE, saturations
+from banana_tests.verdicts.matrix import Cell, Matrix, Outcome
+from banana_tests.verdicts.verdict import SHARE, saturations
 from tests.conftest import suite_folder
 
 # A sharpness heuristic clipped to its range: 100 on the clean and slightly noisy images (steps 1
@@ -99,7 +98,7 @@ def test_a_saturating_metric_is_warned_about_and_piqe_is_not(
 
 
 def test_a_clipped_tie_is_what_saturates_a_metric() -> None:
-    from banana_tests.verdicts.saturation import at_an_end, clipped_tie
+    from banana_tests.verdicts.verdict import at_an_end, clipped_tie
 
     assert at_an_end(0.0) and at_an_end(100.0) and not at_an_end(100.5) and not at_an_end(-0.5)
     assert clipped_tie(0.0, 0.0) and clipped_tie(100.0, 100.0)

@@ -17,8 +17,7 @@ import pytest
 
 from banana_tests.api import records_to_score, scoring_settings
 from banana_tests.cases import id_of_testcase
-from banana_tests.reports.completeness import INCOMPLETE_EXIT, PLANNED, SPLIT_OFF, chunks
-from banana_tests.reports.run_agreement import MIXED_EXIT
+from banana_tests.reports.merge_checks import INCOMPLETE_EXIT, MIXED_EXIT, PLANNED, SPLIT_OFF, chunks
 from banana_tests.scheduler.metric_groups import group_of
 from banana_tests.scheduler.shards import Shard, parse_shard
 from banana_tests.scheduler.units import Group
@@ -384,7 +383,7 @@ def test_long_plans_are_cut_into_bounded_values() -> None:
 def test_runs_split_by_metric_or_seed_image_merge_but_shards_must_share_the_selection() -> None:
     """Without `--shard`, jobs split by metric or by seed image are one matrix; `--shard` runs
     deal one selection, so they must share it; every file shares the verdict rules."""
-    from banana_tests.reports.run_agreement import disagreements
+    from banana_tests.reports.merge_checks import disagreements
 
     def facts(shard: str, metrics: str, seeds: dict[str, str], runs: str = "all") -> dict[str, str]:
         return {"shard": shard, "metric_set": metrics, "seed_records": json.dumps(seeds), "runs": runs}

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from banana_tests.core.devices import gpu_driver_loaded
+from banana_tests.core.machine import gpu_driver_loaded
 from metrics_under_test.probe import PROBE
 from tests.conftest import assert_outcomes, suite_folder
 from tests.known_metrics import install_known_metrics

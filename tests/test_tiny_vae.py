@@ -24,8 +24,7 @@ from banana_tests.editors.base import EditorConfig, EditorError, EditRequest, cr
 from banana_tests.editors.emulate import EmulatorParams
 from banana_tests.reports.artifact_table import artifact_lines, artifact_markdown
 from banana_tests.trajectories.trial_names import Artifact, parse_artifacts
-from banana_tests.verdicts.matrix import Cell, Matrix
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.matrix import Cell, Matrix, Outcome
 
 REFERENCE = Path(__file__).parent / "data" / "taef2_coffee_64x48.png"
 """The 8-bit round trip of a 64×48 crop of the shipped coffee seed, made on this project's

@@ -28,11 +28,9 @@ from banana_tests.reports.junit import (
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.records import check_sha256
 from banana_tests.verdicts.baseline import BaselineError, ControlKey, dump_baseline, load_baseline
-from banana_tests.verdicts.gaps import Gap, gap, run_mean
-from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.gaps import Gap, StrictOutcome, gap, run_mean
+from banana_tests.verdicts.matrix import Cell, Matrix, Outcome, OutcomeCounts
 from banana_tests.verdicts.record import CaseRecord
-from banana_tests.verdicts.uncertainty import StrictOutcome
 from banana_tests.verdicts.verdict import VERDICT_LINE, Verdict, fail_verdict
 from metrics_under_test.scale import Scale
 from tests.conftest import parse_matrix, write_set

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from banana_tests.core.local_paths import local_path
+from banana_tests.core.machine import local_path
 from banana_tests.data import EMBEDDED, SEEDS
 
 

@@ -8,7 +8,7 @@ import shlex
 import sys
 from typing import Any
 
-from banana_tests.core.local_paths import local_path
+from banana_tests.core.machine import local_path
 from banana_tests.counts import decimal_number_type, whole_number_type
 from banana_tests.editors import base
 from banana_tests.editors.prompts import VARIANTS
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     if not prompt.for_iqa:
         print(f"{prompt.name} is a reconstruction plan: its set is not for the IQA suite, as in the paper")
     else:
-        # '=': see option_spellings.PATH_OPTIONS; `--pyargs`: the suite is collected from any folder
+        # '=': see session.ownership.PATH_OPTIONS; `--pyargs`: the suite is collected from any folder
         test = [
             "pytest",
             "--pyargs",

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from banana_tests.core.local_paths import local_path
+from banana_tests.core.machine import local_path
 from banana_tests.counts import whole_number_type
 from banana_tests.judging.judges import BACKENDS
 from banana_tests.termination import interrupt_status

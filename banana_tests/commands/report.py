@@ -6,16 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from banana_tests.core.local_paths import local_path
-from banana_tests.core.versions import SUITE, package_versions
+from banana_tests.core.machine import SUITE, local_path, package_versions
 from banana_tests.counts import decimal_number_type
 from banana_tests.families.protocol import Report
 from banana_tests.families.registry import FAMILIES, section_of
-from banana_tests.reports.completeness import INCOMPLETE_EXIT, Ledger
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.embedded_images import input_folders
 from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, read_junit
-from banana_tests.reports.run_agreement import MIXED_EXIT, disagreements
+from banana_tests.reports.merge_checks import INCOMPLETE_EXIT, MIXED_EXIT, Ledger, disagreements
 from banana_tests.reports.sourced import describe_replacements
 from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.verdicts.baseline import Other, write_baseline
@@ -86,9 +84,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def run(args: argparse.Namespace) -> int:
-    from banana_tests.reports.compare import compare, comparison_markdown
     from banana_tests.reports.invariance_table import InvarianceOutcome, invariance_markdown
-    from banana_tests.reports.paper import PAPER_CSV, paper_cells
+    from banana_tests.reports.paper import PAPER_CSV, compare, comparison_markdown, paper_cells
     from banana_tests.reports.write import staged, summary_sections, write_report
 
     if args.paper_only == bool(args.junit):

@@ -4,7 +4,7 @@ They are written here by their short spelling (`--metric`), the suite's own voca
 CLI's. In pytest every option is registered as `--banana-metric` (dest `banana_metric`), as
 syrupy (`--snapshot-*`) and hypothesis (`--hypothesis-*`) do, so it can never clash with a
 user's conftest or another plugin; the short spellings are aliases where they are free
-(banana_tests.session.option_spellings).
+(banana_tests.session.ownership).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def selected_plans(state: SuiteState) -> list[CasePlan]:
     plans = list(state.planning.plans.values())
     shard = state.settings.shard
     if shard is not None:
-        from banana_tests.core.shard_units import selection_units
+        from banana_tests.core.suite import selection_units
         from banana_tests.scheduler.units import Group as Unit
 
         mine = shard.deal(selection_units(state))

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from banana_tests.core.devices import DeviceChoice, parse_device
-from banana_tests.core.local_paths import refuse_url
+from banana_tests.core.machine import DeviceChoice, parse_device, refuse_url
 from banana_tests.core.options import DEFAULT_STEPS, MAX_SEARCH, dest_of, suite_options
 from banana_tests.counts import MAX_SECONDS, decimal_number, whole_number
 from banana_tests.data import EMBEDDED
@@ -57,7 +56,7 @@ class Settings:
     search: int | None  # examples per metric of the worst-escape search; None: no search
     baseline: Path | None
     strict_baseline: bool
-    strict_runs: bool  # a cell's verdict from the sign of its whole run range (verdicts.uncertainty)
+    strict_runs: bool  # a cell's verdict from the sign of its whole run range (verdicts.gaps)
     snapshot_dir: Path  # where an installed suite writes the user's score snapshots
     snapshot_rtol: float
     heartbeat: float | None  # seconds between "still scoring" lines of a long batch; None: never

@@ -14,7 +14,7 @@ from typing import TextIO
 from banana_tests.csv_cells import Writer
 from banana_tests.markdown import table
 from banana_tests.verdicts.baseline import ControlKey
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.matrix import Outcome
 
 CSV_HEADER = ("metric", "distortion", "outcome", "message")
 

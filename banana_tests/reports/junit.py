@@ -22,10 +22,10 @@ from typing import BinaryIO
 from banana_tests.cases import CaseKey, CaseKind, Field, id_of_testcase
 from banana_tests.families.protocol import Case
 from banana_tests.regular_files import NotReadable, open_regular
-from banana_tests.reports.completeness import PLAN_PROPERTIES, Ledger
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.junit_testcase import LEGACY_PREFIXES, JUnitError, outcome_of, testcase_items
+from banana_tests.reports.merge_checks import PLAN_PROPERTIES, Ledger
 from banana_tests.reports.sourced import (
     OLDEST,
     Item,
@@ -37,8 +37,7 @@ from banana_tests.reports.sourced import (
     when,
 )
 from banana_tests.verdicts.baseline import ControlKey, Other
-from banana_tests.verdicts.matrix import Matrix
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.matrix import Matrix, Outcome
 
 MAX_INPUT_MB = 64
 """Default cap on one file's size: about 51,000 failing or 65,000 passing cases (the suite writes ~1.3 and

@@ -14,7 +14,7 @@ from banana_tests.families.registry import family_of
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.sourced import Item, Sourced, SourcedCase, SourcedInvariance, SourcedOther
 from banana_tests.verdicts.baseline import ControlKey
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.matrix import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
 
 LEGACY_PREFIXES = {

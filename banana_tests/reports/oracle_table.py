@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from banana_tests.cases import CaseKey, sort_key
 from banana_tests.markdown import Align, table
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL, UNCHANGED_PSNR
-from banana_tests.verdicts.matrix import Cell, Matrix, OutcomeCounts
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.matrix import Cell, Matrix, Outcome, OutcomeCounts
 
 ORACLE = "PSNR oracle"
 """The reference row's name; the space keeps it apart from any metric's name."""

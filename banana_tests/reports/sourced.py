@@ -12,8 +12,7 @@ from pathlib import Path
 from banana_tests.families.protocol import Case
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.verdicts.baseline import Other
-from banana_tests.verdicts.matrix import Cell
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.matrix import Cell, Outcome
 
 OLDEST = datetime.min.replace(tzinfo=UTC)
 """The time of a testsuite without a timestamp: older than any."""

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from banana_tests.families.protocol import Page, Report
 from banana_tests.reports.artifact_table import artifact_markdown
-from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_markdown, write_control_csv
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.oracle_table import oracle_markdown
 from banana_tests.reports.page.html import html_chunks
+from banana_tests.reports.paper import MetricComparison
 from banana_tests.reports.separability_table import separabilities, separability_markdown
 from banana_tests.reports.tables import summary_markdown, write_csv
 from banana_tests.verdicts.matrix import Matrix
@@ -42,8 +42,8 @@ def write_report(
     there are any (also in summary.md and the page), the families' parts of the page, and the
     invariance table on the page (summary.md has it from `summary_extra`). Returns the files
     written, each once."""
+    from banana_tests.reports.page.figure_style import separability_figure
     from banana_tests.reports.page.figures import render_figures
-    from banana_tests.reports.page.step_plots import separability_figure
 
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "matrix.csv", out / "summary.md"]

@@ -22,7 +22,7 @@ TREND_TEST = "::test_trend_detects_degradation["  # the trend family's test, whe
 
 def group_of(nodeid: str, metrics: tuple[str, ...]) -> Group | None:
     """The group of a test by its id, for the xdist controller, which sees node ids only (`--shard`
-    reads the same units off the items' typed keys: session.shard_selection.unit_of); None for a
+    reads the same units off the items' typed keys: session.collection.unit_of); None for a
     test on none of `metrics`."""
     m = _PARAM.search(nodeid)
     if m is None:

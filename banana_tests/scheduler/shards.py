@@ -7,7 +7,7 @@ shard, and a seed image's reference scores are computed once. The units are thos
 selection (every selected metric on every selected seed image, and each metric's other tests),
 not those collected: `-k`, `--lf` and `--ff` narrow a run after it is dealt, so a test belongs
 to one shard whatever else is selected, and `banana-tests score --shard` deals the same units
-(`Shard.deal`, from `banana_tests.core.shard_units.selection_units`). The (metric, seed
+(`Shard.deal`, from `banana_tests.core.suite.selection_units`). The (metric, seed
 image) units come first, sorted, then each metric's other tests; they are dealt out in turn
 (shard K takes units K-1, K-1+N, ...): balanced to one unit, never Python's per-process `hash()`.
 A test on no metric is dealt by a checksum of its id (`Shard.holds`), which needs no list.

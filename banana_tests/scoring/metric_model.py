@@ -52,7 +52,7 @@ class LoadFailure:
 def load_metric(spec: MetricSpec, device: str) -> Metric:
     """Build the metric behind `spec` and probe it (`probe_custom`); the backend is imported only
     now. The process is left as it is: a suite run tunes its own
-    (banana_tests.core.process_scoring.tuned_load)."""
+    (banana_tests.core.suite.tuned_load)."""
     metric = built_metric(spec, device)
     probe_custom(spec, metric)
     return metric

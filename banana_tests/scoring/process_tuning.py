@@ -2,7 +2,7 @@
 collector, a quick exit; and each setting as it was, put back when the pytest run ends.
 
 Only a suite run tunes its processes: the plugin freezes what its collection built, and
-banana_tests.core.process_scoring loads its metrics through `tune_for_scoring`, once the first one is
+banana_tests.core.suite loads its metrics through `tune_for_scoring`, once the first one is
 built. Another project's run in the same environment, and code that loads a metric itself, are
 left as they are (docs/research/speed.md "What a suite run changes in its process").
 

@@ -4,56 +4,66 @@ A case writes its `CaseRecord` (banana_tests.verdicts.record) as JUnit propertie
 (banana_tests.session.case_fixtures). MatrixReporter reads the records back from the test
 reports (the same path serial and under xdist) into the live matrix and each family's cases, writes
 the run's facts and plan once as testsuite properties (banana_tests.core.run_facts,
-banana_tests.reports.completeness), and adds its own summary sections. The plan, and the facts
-that take long to find, are taken when collection ends: a run stopped early (Ctrl-C, SIGTERM)
-writes its file at once, with the plan that tells `banana-tests report` what did not run.
+banana_tests.reports.merge_checks), through pytest's writer of testsuite properties in the process
+that writes the file (each xdist worker hands the controller its device, plan and selection
+through `workeroutput`), and adds its own summary sections. The plan, and the facts that take
+long to find, are taken when collection ends: a run stopped early (Ctrl-C, SIGTERM) writes its
+file at once, with the plan that tells `banana-tests report` what did not run.
+
+A failing verdict is filed under its own category, `missed` (MISSED), so pytest's FAILURES
+section leaves it to the suite's one-line-per-verdict section. pytest colours a run red only for
+the categories `failed` and `error`, any other one yellow, and `-rf` lists only `failed`: a run of
+misses alone ended yellow while exiting 1, its misses absent from `-rf`. `MissSummary` teaches the
+run's terminal reporter the category, and undoes it when the run ends (an in-process pytester run
+leaves the next run's reporter as pytest made it):
+
+- the run's colour (the final line, the progress) is red once a case missed;
+- "N missed" is red in the final line and in `-rf`;
+- `-rf` lists each miss, `MISSED <test id> - <its figure>`, beside pytest's `FAILED` lines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from _pytest import terminal
 
 from banana_tests.cases import CaseKey, CaseKind, junit_id
+from banana_tests.core.machine import metric_libraries
 from banana_tests.core.run_facts import device_of, run_facts
 from banana_tests.core.suite import SuiteState
-from banana_tests.core.versions import metric_libraries
 from banana_tests.families.protocol import Case
 from banana_tests.families.registry import FAMILIES, family_of, section_of
 from banana_tests.reports.artifact_table import artifact_lines
-from banana_tests.reports.completeness import Narrowing
+from banana_tests.reports.merge_checks import Narrowing
 from banana_tests.reports.separability_table import separability_lines
 from banana_tests.scheduler.metric_groups import group_of
 from banana_tests.scoring.faults import environment_fault
-from banana_tests.session.gating import item_key
-from banana_tests.session.junit_handoff import (
-    WORKER_DEVICE,
-    WORKER_PLAN,
-    WORKER_SELECTION,
-    junit_suite_property,
-)
-from banana_tests.session.miss_summary import MISSED
-from banana_tests.session.no_verdict import NoVerdict
-from banana_tests.session.scorer import HungOutcome
-from banana_tests.session.shard_selection import ShardSelection, is_empty_share
+from banana_tests.session.collection import ShardSelection, is_empty_share, item_key
+from banana_tests.session.scorer import HungOutcome, NoVerdict
 from banana_tests.session.snapshot_selection import NOT_RECORDED
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.invariance import InvarianceKey
-from banana_tests.verdicts.matrix import Matrix
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.matrix import Matrix, Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
-from banana_tests.verdicts.saturation import saturations, warn
-from banana_tests.verdicts.verdict import CASE_OUTCOME, UNRESOLVED, VERDICT_LINE, keeps_traceback
+from banana_tests.verdicts.verdict import (
+    CASE_OUTCOME,
+    UNRESOLVED,
+    VERDICT_LINE,
+    keeps_traceback,
+    saturations,
+    warn,
+)
 
 Status = tuple[str, dict[str, bool]]  # a verbose word and its markup
 PYTEST_OUTCOMES = frozenset({"passed", "failed", "skipped"})  # a report's final outcomes
 # MISSED, the terminal's category for a failing verdict: pytest counts it apart from "failed", so
 # its FAILURES section (a header per failure and a scan of every passed report for each: seconds
-# at 5,940 failing cases) leaves it to the suite's own section (banana_tests.session.miss_summary).
+# at 5,940 failing cases) leaves it to the suite's own section (banana_tests.session.reporter).
 
 
 INVALID = "invalid"
@@ -249,7 +259,7 @@ class MatrixReporter:
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
         """The run's facts as testsuite properties, before pytest's JUnit writer writes the file;
-        with the tests it planned and split off (banana_tests.reports.completeness); only when the
+        with the tests it planned and split off (banana_tests.reports.merge_checks); only when the
         run planned or had suite cases, or is a shard dealt none. An xdist worker hands its
         device and plan to the controller. A shard dealt none exits 0, not pytest's 5 (no tests),
         once every other plugin has set its status (syrupy sets it from the status the hook was
@@ -264,7 +274,7 @@ class MatrixReporter:
                 (list(left.left_out), left.by, left.uncollected),
                 known.has_cases,
             )
-            from banana_tests.core.selection_facts import selection_facts
+            from banana_tests.core.run_facts import selection_facts
 
             output[WORKER_SELECTION] = selection_facts(self.state)
             return (yield)
@@ -272,7 +282,7 @@ class MatrixReporter:
         writes = self.records or empty_share or known.has_cases
         add = junit_suite_property(session.config) if writes else None
         if add is not None:
-            from banana_tests.reports.completeness import plan_properties
+            from banana_tests.reports.merge_checks import plan_properties
 
             facts = run_facts(self.state, self.worker_devices, self.worker_selection, self.libraries)
             for name, value in [*facts, *plan_properties(*self.plan(), known.narrowing)]:
@@ -351,3 +361,91 @@ class MatrixReporter:
                 f"banana-tests: {self.other_snapshots} deselected = score-snapshot cases of metrics not "
                 "in --metric (their snapshots are kept, not run)"
             )
+
+
+WORKER_DEVICE = "banana_device"
+"""The device an xdist worker scored on, in its `workeroutput` for the controller's run facts."""
+WORKER_PLAN = "banana_plan"
+"""An xdist worker's plan (planned, split off): every worker collects the same tests."""
+WORKER_SELECTION = "banana_selection"
+"""An xdist worker's selection facts (banana_tests.core.run_facts): the data it read."""
+
+
+def junit_suite_property(config: pytest.Config) -> Callable[[str, object], None] | None:
+    """pytest's writer of `<testsuite>` properties in this process, if it writes a JUnit file:
+    the method its public `record_testsuite_property` fixture hands a test. Only the process
+    that writes the file has one (the xdist controller, not its workers)."""
+    for plugin in config.pluginmanager.get_plugins():
+        add = getattr(plugin, "add_global_property", None)
+        if callable(add):
+            return add  # type: ignore[no-any-return]
+    return None
+
+
+MISSED = "missed"
+"""The terminal's category for a failing verdict."""
+RED = "red"
+FAILED = "failed"  # pytest's category that `-rf` lists
+
+
+class MissSummary:
+    """Installed on the run's terminal reporter as soon as there is one (`attach`: pytest registers
+    it after the plugin's pytest_configure), removed at pytest_unconfigure. An xdist worker has
+    none: its controller prints the summary."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.reporter: pytest.TerminalReporter | None = None
+        self.colour_before: str | None = terminal._color_for_type.get(MISSED)
+
+    def attach(self) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or self.reporter is not None:
+            return
+        self.reporter = reporter
+        main_colour: Callable[[bool], str] = reporter._determine_main_color
+        short_summary: Callable[[], None] = reporter.short_test_summary
+
+        def determine_main_color(unknown_type_seen: bool) -> str:
+            return RED if reporter.stats.get(MISSED) else main_colour(unknown_type_seen)
+
+        def short_test_summary() -> None:
+            """pytest's short summary, its `f` listing the misses after the failures: they are
+            shown as `failed` for the call only, and pytest's stats are left as they were."""
+            misses: list[Any] = reporter.stats.get(MISSED, [])
+            if not misses or "f" not in reporter.reportchars:
+                return short_summary()
+            created = FAILED not in reporter.stats
+            failed: list[Any] = reporter.stats.setdefault(FAILED, [])
+            before = len(failed)
+            failed.extend(misses)
+            try:
+                return short_summary()
+            finally:
+                del failed[before:]
+                if created:
+                    del reporter.stats[FAILED]
+
+        setattr(reporter, "_determine_main_color", determine_main_color)  # noqa: B010
+        setattr(reporter, "short_test_summary", short_test_summary)  # noqa: B010
+        terminal._color_for_type[MISSED] = RED
+
+    def pytest_sessionstart(self) -> None:
+        self.attach()
+
+    def pytest_unconfigure(self) -> None:
+        if self.reporter is None:
+            return
+        for name in ("_determine_main_color", "short_test_summary"):
+            if name in vars(self.reporter):
+                delattr(self.reporter, name)
+        if self.colour_before is None:
+            terminal._color_for_type.pop(MISSED, None)
+        else:
+            terminal._color_for_type[MISSED] = self.colour_before
+
+
+def install_miss_summary(config: pytest.Config) -> None:
+    summary = MissSummary(config)
+    config.pluginmanager.register(summary, "banana-tests-miss-summary")
+    summary.attach()  # a run adopted at collection has its reporter already

@@ -1,23 +1,26 @@
 """The core's objects for a pytest run, built once per config and kept in its stash: the settings
 (pytest's options through the core's one validator), the `--metric` selection, the suite's state
-and each metric's `Scorer`. A core usage error becomes pytest's (one line, exit 4)."""
+with what the suite registers in the run (`adopt`), and each metric's `Scorer`. A core usage
+error becomes pytest's (one line, exit 4). A running test's lines reach the terminal through
+`terminal_line`, past pytest's capture.
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from banana_tests.core.devices import Device, gpu_driver_loaded, no_cuda
+from banana_tests.core.machine import Device, gpu_driver_loaded, no_cuda
 from banana_tests.core.metric_import import HUNG_IMPORTS, resolve_within
 from banana_tests.core.options import SNAPSHOT_DIR_INI, dest_of
-from banana_tests.core.process_scoring import LOADED_LIBRARIES
 from banana_tests.core.settings import Settings, check_writable
-from banana_tests.core.suite import SuiteState
-from banana_tests.core.usage_error import UsageError
+from banana_tests.core.suite import LOADED_LIBRARIES, SuiteState, UsageError
 from banana_tests.scoring.batch_watch import BatchWatch, Hung
+from banana_tests.session.ownership import STATE, WorkerStop, adopted
 from banana_tests.session.scorer import Scorer
-from banana_tests.session.terminal_line import terminal_line
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric
 from metrics_under_test.spec import MetricSpec
@@ -27,6 +30,9 @@ SELECTED = pytest.StashKey[list[MetricSpec]]()
 HUNG = pytest.StashKey[dict[str, Hung]]()  # the selected metrics whose import hung
 WATCH = pytest.StashKey[BatchWatch]()  # the run's watch: its scoring thread imports, builds and scores
 SCORERS = pytest.StashKey[dict[str, Scorer]]()  # the public fixtures' Scorer of each selected metric
+SHARDS = "banana-tests-shards"
+"""The name of the run's ShardSelection plugin, which holds its plan."""
+SNAPSHOTS = "banana-tests-snapshots"
 
 
 def settings_of(config: pytest.Config) -> Settings:
@@ -113,3 +119,49 @@ def collected(state: SuiteState) -> None:
         state.collect()
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from exc
+
+
+def terminal_line(config: pytest.Config) -> Callable[[str], None]:
+    """Write one line to stderr with pytest's capture suspended, as its live logging does; under
+    xdist a worker's stderr is the terminal's."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+
+    def say(line: str) -> None:
+        if capture is None:
+            print(line, file=sys.stderr, flush=True)
+            return
+        with capture.global_and_fixture_disabled():
+            print(line, file=sys.stderr, flush=True)
+
+    return say
+
+
+def adopt(config: pytest.Config) -> SuiteState:
+    """Make this run the suite's (once): its state, the matrix reporter, the snapshot selection
+    and, with `--banana-baseline`, the baseline gate; SIGTERM stops the run. Options the suite
+    cannot use are a usage error."""
+    state = adopted(config)
+    if state is not None:
+        return state
+    from banana_tests.session.collection import ShardSelection
+    from banana_tests.session.reporter import MatrixReporter, install_miss_summary
+    from banana_tests.session.snapshot_selection import SnapshotSelection
+    from banana_tests.termination import stop_on_sigterm
+
+    state = suite_of(config)
+    config.stash[STATE] = state
+    plugins = config.pluginmanager
+    shards = ShardSelection(state.settings.shard, tuple(state.metrics))
+    plugins.register(MatrixReporter(state, config, shards), "banana-tests-matrix")
+    install_miss_summary(config)
+    plugins.register(SnapshotSelection(state.metrics, config), SNAPSHOTS)
+    plugins.register(shards, SHARDS)
+    if state.settings.baseline is not None:
+        from banana_tests.session.collection import BaselineGate
+
+        gate = BaselineGate(state.settings.baseline, state.settings.strict_baseline)
+        plugins.register(gate, "banana-tests-baseline")
+    stop_on_sigterm()
+    if not hasattr(config, "workerinput"):
+        plugins.register(WorkerStop(), "banana-tests-worker-stop")
+    return state

@@ -1,4 +1,4 @@
-"""One metric on trial as a test sees it: its scale, its scores and its Δ, behind the suite's rules.
+"""One metric on trial as a test sees it, and the cases its faults leave without a verdict.
 
 A `Scorer` is what the public `banana_metric` fixture yields. It scores records of the trajectory
 set, image files and in-memory images through the worker's `ScoreBook` (one model per worker,
@@ -7,6 +7,21 @@ shipped cases. Loading follows the gate's rule: a metric whose parameters are mi
 test when only `offline` or `all` chose it, and fails it otherwise (named with `--metric`, or one
 of the default metrics), with a hint that runs as printed.
 
+A metric that cannot load, whose environment is broken (banana_tests.scoring.faults), or an image
+that cannot be read leaves its case without a verdict (`NoVerdict`), in every family: an error in
+one line naming the metric, the input and the exception, never a verdict a baseline could list. A
+traceback through the suite's frames would show their locals (the run's state, the batch's
+records) and, for a truncated image, the decoder's chained one. The reporter files such a case
+as an error (banana_tests.session.reporter), also when a baseline expects it to fail.
+
+A metric that raised on an image the suite made for a check (a control or an invariance crop,
+`cannot_check`): a fault of its environment (a missing file, no network, a library that does not
+import, no memory) is the case's error; any other exception is the metric's answer to that input,
+the check's failing verdict, which a baseline can list (docs/metrics.md, "Inputs a metric
+needs"). The hint to declare `min_side` comes only when the size is what it rejected: the input
+is smaller than the load-time probe's crops, which the metric scored, or no larger than its own
+`min_side`, or the exception speaks of a size.
+
 Nothing here imports torch, pyiqa or numpy: the model is built on the first score that the cache
 does not hold, never when the fixture is set up.
 """
@@ -14,19 +29,23 @@ does not hold, never when the fixture is set up.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar
 
 import pytest
-from _pytest.outcomes import Failed  # `pytest.fail.Exception`
+from _pytest.outcomes import Failed  # `pytest.fail.Exception`: pytest shows it without a traceback
 
 from banana_tests.scoring.batch_watch import MetricHung
 from banana_tests.scoring.batching import case_records
-from banana_tests.session.no_verdict import NoVerdict
-from banana_tests.trajectories.records import Record
+from banana_tests.scoring.faults import environment_fault
+from banana_tests.trajectories.records import DataError, Record
 from banana_tests.verdicts.gaps import Gap, gap
-from metrics_under_test.protocol import MetricError
+from banana_tests.verdicts.verdict import fail_verdict
+from metrics_under_test.probe import PROBE
+from metrics_under_test.protocol import MetricError, raised_at
 from metrics_under_test.scale import Scale
 from metrics_under_test.spec import MetricSpec
 from metrics_under_test.weights import MissingWeights, NotPublished, UnwritableCache
@@ -34,6 +53,34 @@ from metrics_under_test.weights import MissingWeights, NotPublished, UnwritableC
 if TYPE_CHECKING:
     from banana_tests.scoring.score_book import ScoreBook, WatchedModel
     from metrics_under_test.protocol import Image
+
+
+class NoVerdict(Failed):
+    """The case errors with this one line; raised from `pytest.fail`'s type, so pytest prints the
+    line alone, and within hypothesis it ends the case like a stop (banana_tests.test_control)."""
+
+    __module__ = "builtins"  # shown as `NoVerdict: ...`, as pytest shows its own `Failed: ...`
+
+    def __init__(self, line: str) -> None:
+        super().__init__(" ".join(line.split()), pytrace=False)
+
+
+def raised(exc: BaseException) -> str:
+    """`Type: message` of an exception, on one line; any DataError is a `DataError` (its kinds
+    are the suite's own, its message says what happened)."""
+    kind = "DataError" if isinstance(exc, DataError) else type(exc).__name__
+    return " ".join(f"{kind}: {exc}".split())
+
+
+@contextmanager
+def data_errors_in_one_line() -> Iterator[None]:
+    """A DataError in the block (a bad record or image, a metric that could not score one) is the
+    case's NoVerdict: its message alone, without the traceback or the exception it was raised from."""
+    try:
+        yield
+    except DataError as exc:
+        raise NoVerdict(str(exc)) from None
+
 
 Scoreable: TypeAlias = "Record | str | os.PathLike[str] | Image"
 """A record of the trajectory set, an image file's path, or an (H, W, 3) uint8 RGB array."""
@@ -217,3 +264,39 @@ def checked_array(image: Any, position: int) -> Image:
 
     contiguous: Image = np.ascontiguousarray(image)
     return contiguous
+
+
+PROBE_SIDE = min(min(image.height, image.width) for batch in PROBE for image in batch)
+"""The smallest side of an image the metric scored before any check (the probe's)."""
+SIZE_WORDS = re.compile(
+    r"\b(?:sizes?|shapes?|dimensions?|small|smaller|large|larger|pixels?|px|resolution|height|width)\b"
+    r"|\d\s*[x×]\s*\d",
+    re.IGNORECASE,
+)
+MIN_SIDE_HINT = "a metric that needs larger images declares min_side (docs/metrics.md)"
+
+
+def size_rejected(exc: BaseException, shape: tuple[int, int], min_side: int | None) -> bool:
+    """Whether the size of an input of `shape` (height, width) is what `exc` rejected, as far as
+    one can tell: see the module's docstring."""
+    return min(shape) < max(PROBE_SIDE, (min_side or 0) + 1) or bool(SIZE_WORDS.search(str(exc)))
+
+
+def cannot_check(
+    metric: str,
+    check: str,
+    where: str,
+    exc: Exception,
+    shape: tuple[int, int],
+    min_side: int | None,
+    config: pytest.Config,
+) -> NoReturn:
+    """End the case of `metric`'s `check` (`gaussian_noise`, `batch-invariance`) after it raised
+    `exc` on `where` (`the crop …`, `crops of 96 px`), whose images are of `shape`: an error for
+    an environment's fault, else a failing verdict, each in one line."""
+    at = "" if isinstance(exc, DataError) else raised_at(exc)  # a DataError names its own
+    line = f"{metric} cannot be checked for {check} on {where}: it raised {raised(exc)}{at}"
+    if environment_fault(exc):
+        raise NoVerdict(f"{line}; a fault of its environment, not a verdict") from None
+    hint = f"; {MIN_SIDE_HINT}" if size_rejected(exc, shape, min_side) else ""
+    fail_verdict(f"{line}{hint}", f"cannot be checked on {where}: {raised(exc)}", config)

@@ -20,8 +20,7 @@ from banana_tests.families.registry import family_of
 from banana_tests.regular_files import NotReadable, read_regular
 from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.verdicts.invariance import InvarianceKey
-from banana_tests.verdicts.matrix import Matrix
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.matrix import Matrix, Outcome
 
 FORMAT = "banana-tests-baseline/2"
 READABLE = frozenset({"banana-tests-baseline/1", FORMAT})  # /1 files (Δ cells only) still load

@@ -1,7 +1,10 @@
-"""The failure matrix: one model behind the terminal summary, `report` and baselines.
+"""The failure matrix: one model behind the terminal summary, `report` and baselines, with what
+became of each case (`Outcome`).
 
 Cells are built from case records (banana_tests.verdicts.record), whether they come from live
-test reports (serial or xdist) or from JUnit XML files read back later.
+test reports (serial or xdist) or from JUnit XML files read back later. `Outcome` is a StrEnum:
+each member is its own value (`Outcome.FAILED == "failed"`), so the CSV and JSON the reports
+write read as they always did.
 """
 
 from __future__ import annotations
@@ -9,17 +12,31 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
 from banana_tests.cases import CaseKey
-from banana_tests.verdicts.outcome import Outcome
-from banana_tests.verdicts.uncertainty import StrictOutcome
+from banana_tests.verdicts.gaps import StrictOutcome
+
+
+class Outcome(StrEnum):
+    PASSED = "passed"  # Δ < 0: the metric detected the degradation
+    FAILED = "failed"  # Δ ≥ 0: the metric missed it
+    SKIPPED = "skipped"
+    ERROR = "error"
+    UNRESOLVED = "unresolved"  # --banana-strict-runs: the runs disagree in sign
+    INVALID = "invalid"  # not a valid trial: the step did not change (scoring.oracle)
+
+
+VERDICTS = frozenset({Outcome.PASSED, Outcome.FAILED})
+"""The outcomes that judge the metric."""
+
 
 STRICT_OUTCOMES = {
     StrictOutcome.DETECTED: Outcome.PASSED,
     StrictOutcome.MISSED: Outcome.FAILED,
     StrictOutcome.UNRESOLVED: Outcome.UNRESOLVED,
 }
-"""A cell's outcome from its strict verdict (--banana-strict-runs, verdicts.uncertainty)."""
+"""A cell's outcome from its strict verdict (--banana-strict-runs, verdicts.gaps)."""
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,9 @@ from banana_tests.families.registry import family_of
 from banana_tests.scoring.oracle import valid_trial
 from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.verdicts.baseline import ControlKey
+from banana_tests.verdicts.gaps import StrictOutcome
 from banana_tests.verdicts.invariance import InvarianceKey
-from banana_tests.verdicts.matrix import Cell
-from banana_tests.verdicts.outcome import Outcome
-from banana_tests.verdicts.uncertainty import StrictOutcome
+from banana_tests.verdicts.matrix import Cell, Outcome
 
 FIGURES = {
     CaseKind.DELTA: frozenset(

@@ -1,16 +1,27 @@
-"""A case's verdict: its gap, the failure message people read and the JUnit properties CI reads."""
+"""A case's verdict: its gap, the failure message people read and the JUnit properties CI reads;
+and the run's warning when a metric's scores cannot tell images apart.
+
+A heuristic clipped to its range (100 on every clean crop, 0 on every noisy one) gives Δ = 0
+exactly, or the same Δ for every step: a miss, or a detection, that says nothing about the
+metric. The verdict rule stays the paper's (Δ < 0); the run warns instead (`saturations`), once
+per metric, from the Δ cases' per-run normalised scores (the matrix the run prints), each (seed
+image, run, step) image counted once. docs/metrics.md, "Choosing score_range", says how to pick a
+range that fits.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from collections import Counter
 from dataclasses import dataclass
 from typing import NoReturn
 
 import pytest
 
 from banana_tests.cases import CaseKey, Field
-from banana_tests.verdicts.gaps import Gap
-from banana_tests.verdicts.outcome import Outcome
-from banana_tests.verdicts.uncertainty import StrictOutcome
+from banana_tests.verdicts.gaps import Gap, StrictOutcome
+from banana_tests.verdicts.matrix import VERDICTS, Matrix, Outcome
 
 VERDICT_LINE = "banana_verdict"
 """The attribute that carries a failing verdict's one-line message, on its exception and then on
@@ -135,3 +146,97 @@ class Verdict:
         if self.strict:
             out[Field.STRICT] = g.spread.strict.value
         return out
+
+
+SHARE = 0.5
+"""More than this share of a metric's scored images with one identical score, or at an end of
+its score_range (normalised exactly 0 or 100: clipped by the metric), saturates it; so does any
+Δ of exactly 0. Scores beyond the range are not at an end: they still tell images apart."""
+
+
+def at_an_end(normalised: float) -> bool:
+    """Normalised exactly 0 or 100: clipped to an end of the metric's score_range."""
+    return normalised in (0.0, 100.0)
+
+
+def clipped_tie(first: float, second: float) -> bool:
+    """Two normalised scores that tie at an end of the range: the metric cannot tell the images
+    apart, whatever they are. Still not a detection (the rule is strict), but saturation, not
+    blindness: the Δ cases warn of it, and the control family says so in its line."""
+    return first == second and at_an_end(first)
+
+
+class BananaSaturationWarning(UserWarning):
+    """A metric's scores saturate: its Δ cases cannot tell images apart (see `Saturation`)."""
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """One metric's scored images in a run: how many tie on one score or sit at an end of its
+    range, and how many of its Δ are exactly 0."""
+
+    metric: str
+    images: int
+    tied: int  # images that share the most common normalised score
+    tied_score: float
+    at_ends: int  # images normalised to exactly 0 or 100
+    zero_deltas: int
+    deltas: int
+
+    @property
+    def saturated(self) -> bool:
+        return self.tied > SHARE * self.images or self.at_ends > SHARE * self.images or self.zero_deltas > 0
+
+    def message(self) -> str:
+        found = []
+        if self.tied > SHARE * self.images:
+            found.append(
+                f"{self.tied / self.images:.0%} of its {self.images} scored images share one score "
+                f"({self.tied_score:g} normalised)"
+            )
+        if self.at_ends > SHARE * self.images:
+            found.append(
+                f"{self.at_ends / self.images:.0%} sit at an end of its score_range "
+                "(normalised exactly 0 or 100)"
+            )
+        if self.zero_deltas:
+            found.append(f"{self.zero_deltas} of its {self.deltas} Δ are exactly 0")
+        return (
+            f"{self.metric}'s scores saturate: {'; '.join(found)}. Its Δ cases cannot tell those images "
+            "apart; see docs/metrics.md, 'Choosing score_range'"
+        )
+
+
+def saturations(matrix: Matrix) -> list[Saturation]:
+    """The metrics of `matrix` whose scores saturate, by name; cases without a verdict (skipped,
+    errored, not a valid trial) and cells without per-run scores are left out."""
+    images: dict[str, dict[tuple[str, int, int], float]] = {}
+    deltas: Counter[str] = Counter()
+    zeros: Counter[str] = Counter()
+    for key, cell in sorted(matrix.cells.items()):
+        if cell.outcome not in VERDICTS or not cell.valid_trial or cell.delta is None:
+            continue
+        deltas[key.metric] += 1
+        zeros[key.metric] += cell.delta == 0
+        runs = [key.run] if key.run is not None else list(range(len(cell.run_norm_references)))
+        seen = images.setdefault(key.metric, {})
+        for run, reference, step in zip(runs, cell.run_norm_references, cell.run_norm_steps, strict=False):
+            seen[(key.seed_image, run, cell.reference_step or 0)] = reference
+            seen[(key.seed_image, run, key.step)] = step
+    out = []
+    for metric in sorted(deltas):
+        scores = list(images.get(metric, {}).values())
+        score, tied = Counter(scores).most_common(1)[0] if scores else (0.0, 0)
+        ends = sum(map(at_an_end, scores))
+        found = Saturation(metric, len(scores), tied, score, ends, zeros[metric], deltas[metric])
+        if found.saturated:
+            out.append(found)
+    return out
+
+
+def warn(found: Saturation) -> None:
+    """`found` as a BananaSaturationWarning, in pytest's warnings summary. Under `-W error` (or a
+    project's `filterwarnings = error`) it stays a warning: raised from the terminal summary it
+    would end the run with an INTERNALERROR, and the summary line says it anyway."""
+    with contextlib.suppress(BananaSaturationWarning):
+        warnings.warn(found.message(), BananaSaturationWarning, stacklevel=1)

@@ -252,7 +252,7 @@ def test_an_impossible_option_is_one_usage_error(
 
 
 def _hasgpu_driver_loaded() -> bool:
-    from banana_tests.core.devices import gpu_driver_loaded
+    from banana_tests.core.machine import gpu_driver_loaded
 
     return gpu_driver_loaded()
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from banana_tests.families.registry import FAMILIES
-from banana_tests.reports.completeness import INCOMPLETE_EXIT, PLANNED
-from banana_tests.session.optional_modules import suite_modules
+from banana_tests.reports.merge_checks import INCOMPLETE_EXIT, PLANNED
+from banana_tests.session.ownership import suite_modules
 from tests.conftest import write_set
 from tests.test_shards import PROJECT, TARGETS, cases_in, report, suite_property
 

@@ -24,7 +24,7 @@ import pytest
 from banana_tests.cli import main
 from banana_tests.families.trend.trends import figure_stem
 from banana_tests.reports.junit import MAX_ATTRIBUTE
-from banana_tests.session.gating import BaselineGate
+from banana_tests.session.collection import BaselineGate
 from tests.conftest import needs, noisy_image
 from tests.test_junit import case, junit
 

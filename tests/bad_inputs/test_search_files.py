@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from banana_tests.cases import id_of_testcase
-from banana_tests.reports.completeness import PLANNED
+from banana_tests.reports.merge_checks import PLANNED
 from tests.bad_inputs.test_cache_images import read_only_folder
 from tests.conftest import SUITE_MODULE, suite_folder, write_set
 from tests.known_metrics import install_known_metrics

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from banana_tests.cli import main
-from banana_tests.session.gating import BaselineGate
+from banana_tests.session.collection import BaselineGate
 from tests.test_junit import case, junit
 
 Act = Callable[[Path], int]

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from banana_tests.cli import main
-from banana_tests.reports.completeness import INCOMPLETE_EXIT, PLANNED
+from banana_tests.reports.merge_checks import INCOMPLETE_EXIT, PLANNED
 from tests.bad_inputs.test_metric_misbehaves import mark
 from tests.conftest import default_stops, write_set
 

@@ -21,7 +21,7 @@ from banana_tests.families.search import SearchKey
 from banana_tests.families.search.escape import VISIBLE_PSNR
 from banana_tests.markdown import table
 from banana_tests.reports.embedded_images import Shown, shown
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.matrix import Outcome
 from banana_tests.verdicts.record import CaseRecord
 
 HEADER = ["metric", "outcome", "found", "examples", "seconds", "PSNR (dB)", "SSIM"]

@@ -13,7 +13,7 @@ files are data: a replay file the search could not have written is not replayed,
 database with an entry hypothesis could not have written is not used, and a folder that refuses
 the files loses them, not the verdict (one SearchFileWarning each).
 
-Written on the public fixtures; collected only under `--search` (banana_tests.session.optional_modules).
+Written on the public fixtures; collected only under `--search` (banana_tests.session.ownership).
 """
 
 from __future__ import annotations
@@ -38,10 +38,9 @@ from banana_tests.families.search import FIXTURE as SEARCH_FIXTURE
 from banana_tests.families.search.escape import SearchLog, Seen
 from banana_tests.regular_files import NotReadable, read_regular, require_regular
 from banana_tests.scoring.faults import environment_fault
-from banana_tests.session.no_verdict import NoVerdict
-from banana_tests.session.no_verdict import raised as one_line
 from banana_tests.session.ownership import STATE
-from banana_tests.session.scorer import Scorer
+from banana_tests.session.scorer import NoVerdict, Scorer
+from banana_tests.session.scorer import raised as one_line
 from banana_tests.test_control import CROP, Crop, clean_images
 from banana_tests.test_invariance import write
 from banana_tests.verdicts.record import figure_properties

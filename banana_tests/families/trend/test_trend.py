@@ -1,7 +1,7 @@
 """Trend cases (`--trend`): does each metric's score fall with the step on each seed image?
 
 `banana_trend` is measured with the scores of its metric's `Scorer`, the one `banana_metric` gives;
-its cases are planned on the run-mean Δ plans (banana_tests.core.planning) when collection reads
+its cases are planned on the run-mean Δ plans (banana_tests.core.suite) when collection reads
 the data set. A module of yours runs them by importing `banana_trend` and the test.
 """
 

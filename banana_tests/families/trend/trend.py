@@ -20,8 +20,7 @@ from banana_tests.families.trend import TrendKey
 from banana_tests.trajectories.plan import CasePlan
 from banana_tests.trajectories.records import DataError
 from banana_tests.verdicts.gaps import gap
-from banana_tests.verdicts.matrix import OutcomeCounts
-from banana_tests.verdicts.outcome import VERDICTS, Outcome
+from banana_tests.verdicts.matrix import VERDICTS, Outcome, OutcomeCounts
 from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from banana_tests.families.protocol import Case, Page, Report
 from banana_tests.families.trend import series_of
 from banana_tests.families.trend.trend import TrendTally
 from banana_tests.reports.page.figure_style import pyplot, save
-from banana_tests.verdicts.outcome import Outcome
+from banana_tests.verdicts.matrix import Outcome
 from banana_tests.verdicts.record import CaseRecord
 
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")  # what a seed image name may not bring into a file name

@@ -1,13 +1,21 @@
-"""`--shard=K/N` at collection, and the run's plan for `banana-tests report`'s completeness check.
+"""What the suite does to a collection: each item's case, `--baseline`'s expected failures, and
+`--shard=K/N`'s split with the run's plan for `banana-tests report`'s completeness check.
+
+Under `--baseline`, cases that failed before are expected failures, so CI only flags what
+changed. A baseline case that fails again is XFAIL; a new failure is a real failure; a baseline
+case that now passes is XPASS, and a failure under `--strict-baseline`, so the baseline gets
+refreshed. Δ cells, trend cases, control degradations and invariance checks are all gated: a
+baseline written from a run makes that run pass. Errors (bad data) and snapshot drift are never
+expected: fix those.
 
 The split runs in the plugin's late collection hook (banana_tests.plugin.pytest_collection_split): after
 pytest's own `-k`/`-m` and the snapshot selection, and before a CI splitter's (pytest-split's
 group, whose plugin is registered after the plugin module) and `--lf`'s narrowing (cacheprovider's
 hook wraps every other). Which shard a test falls to does not depend on what was collected: the
-units dealt are the selection's (banana_tests.core.shard_units), so `--lf` (which narrows even
-the collection itself) and `-k` leave each test in its shard. The tests this run leaves to other jobs,
-`--shard`'s or a splitter's, are recorded as split off (banana_tests.reports.completeness), so
-merged files show a case that no job ran; those `--lf` leaves out because they passed are not.
+units dealt are the selection's (banana_tests.core.suite.selection_units), so `--lf` (which narrows
+even the collection itself) and `-k` leave each test in its shard. The tests this run leaves to
+other jobs, `--shard`'s or a splitter's, are recorded as split off (banana_tests.reports.merge_checks),
+so merged files show a case that no job ran; those `--lf` leaves out because they passed are not.
 The tests the run's own selection left out (`-k`, `-m`, `--deselect`, `--lf`) are recorded apart,
 as its narrowing: they are read off each collected file before `--lf` filters it, so a merge of
 reruns alone is known to be partial; a test file `--lf` does not collect at all is counted, and
@@ -18,17 +26,73 @@ so is a suite module the run's test paths never reached (`--pyargs banana_tests.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
-from banana_tests.cases import METRIC_FIXTURE, CaseKey, junit_id
-from banana_tests.reports.completeness import Narrowing
+from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, CaseKey, junit_id
+from banana_tests.families.registry import FAMILIES
+from banana_tests.reports.merge_checks import Narrowing
 from banana_tests.scheduler.shards import Shard
 from banana_tests.scheduler.units import Group
-from banana_tests.session.gating import item_key
 from banana_tests.session.snapshot_selection import PARAM
+from banana_tests.verdicts.baseline import BaselineError, ControlKey, Known, load_baseline
+from banana_tests.verdicts.invariance import PARAM as INVARIANCE_PARAM
+from banana_tests.verdicts.invariance import Invariance, InvarianceKey
+
+
+def item_key(item: pytest.Item) -> Known | None:
+    """The suite case an item runs, from its parameters; None for any other test."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    params = callspec.params
+    key = params.get(CASE_FIXTURE)
+    if isinstance(key, CaseKey):
+        return key
+    metric, distortion = (params.get(name) for name in ControlKey.PARAMS)
+    if isinstance(metric, str) and isinstance(distortion, str):
+        return ControlKey(metric, distortion)
+    metric, check = params.get(METRIC_FIXTURE), params.get(INVARIANCE_PARAM)
+    if isinstance(metric, str) and isinstance(check, Invariance):
+        return InvarianceKey(metric, check.value)
+    fixtures = getattr(item, "fixturenames", ())
+    return next((k for f in FAMILIES if (k := f.item_key(params, fixtures)) is not None), None)
+
+
+VERDICT_FAILURES = (pytest.fail.Exception, AssertionError)
+"""How a verdict fails: the suite's through `pytest.fail` (fail_verdict), a user's own test on
+`banana_case` by an assertion. Any other error is no verdict a baseline can expect."""
+
+
+class BaselineGate:
+    """Marks the suite's cases that the baseline lists with a (strict or not) xfail."""
+
+    def __init__(self, path: Path, strict: bool) -> None:
+        try:
+            self.keys = load_baseline(path)
+        except BaselineError as exc:
+            raise pytest.UsageError(f"--baseline: {exc}") from exc
+        self.path = path
+        self.strict = strict
+
+    def expected_failure(self, key: Known) -> bool:
+        """A baseline Δ entry without a run covers every run of its cell."""
+        return key in self.keys or (isinstance(key, CaseKey) and replace(key, run=None) in self.keys)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            key = item_key(item)
+            if key is not None and self.expected_failure(key):
+                reason = f"fails in baseline {self.path.name}"
+                mark = pytest.mark.xfail(raises=VERDICT_FAILURES, strict=self.strict, reason=reason)
+                item.add_marker(mark)
+
+    def pytest_report_header(self) -> str:
+        mode = "strict: a fixed case fails" if self.strict else "a fixed case is XPASS"
+        return f"banana-tests baseline: {self.path} ({len(self.keys)} expected failures; {mode})"
 
 
 @dataclass
@@ -70,9 +134,9 @@ def unit_of(item: pytest.Item, metrics: tuple[str, ...]) -> Group | None:
 
 def unreached_suite_modules(config: pytest.Config, reached: set[Path]) -> list[Path]:
     """The suite's test modules a whole run of these options collects (the rule of
-    banana_tests.session.optional_modules) that this run never got to, when it got to any: its
+    banana_tests.session.ownership) that this run never got to, when it got to any: its
     test paths or node ids named only part of the suite."""
-    from banana_tests.session.optional_modules import left_out, suite_modules
+    from banana_tests.session.ownership import left_out, suite_modules
 
     modules = [p for p in suite_modules() if not left_out(p, config)]
     if not any(module in reached for module in modules):
