@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 SUITE_DIR = Path(__file__).resolve().parent.parent
 """The installed suite's folder, which holds its test modules."""
 STATE = pytest.StashKey["SuiteState"]()
-"""The run's suite, once the run is the suite's (see `adopt`)."""
+"""The run's suite, once the run is the suite's (see banana_tests.session.run_state.adopt)."""
 GIVEN = pytest.StashKey[tuple[str, ...]]()
 """The suite options given in this run (command line and addopts), by the spellings it owns."""
 

@@ -143,7 +143,7 @@ def adopt(config: pytest.Config) -> SuiteState:
     state = adopted(config)
     if state is not None:
         return state
-    from banana_tests.session.collection import ShardSelection
+    from banana_tests.session.collection import BaselineGate, ShardSelection
     from banana_tests.session.reporter import MatrixReporter, install_miss_summary
     from banana_tests.session.snapshot_selection import SnapshotSelection
     from banana_tests.termination import stop_on_sigterm
@@ -157,8 +157,6 @@ def adopt(config: pytest.Config) -> SuiteState:
     plugins.register(SnapshotSelection(state.metrics, config), SNAPSHOTS)
     plugins.register(shards, SHARDS)
     if state.settings.baseline is not None:
-        from banana_tests.session.collection import BaselineGate
-
         gate = BaselineGate(state.settings.baseline, state.settings.strict_baseline)
         plugins.register(gate, "banana-tests-baseline")
     stop_on_sigterm()
