@@ -39,13 +39,18 @@ PROJECT = Path(__file__).resolve().parent.parent
 TARGETS: dict[str, tuple[frozenset[str] | None, tuple[str, ...]]] = {
     "banana_tests/verdicts/gaps.py": (
         None,
-        ("tests/test_gaps.py", "tests/test_engine_properties.py", "tests/test_verdict_core.py"),
+        (
+            "tests/test_gaps.py",
+            "tests/test_engine_properties.py",
+            "tests/test_verdict_core.py",
+            "tests/test_uncertainty_stats.py",
+        ),
     ),
     "metrics_under_test/scale.py": (
         None,
         ("tests/test_gaps.py", "tests/test_engine_properties.py", "tests/test_verdict_core.py"),
     ),
-    "banana_tests/verdicts/verdict.py": (None, ("tests/test_verdict_core.py",)),
+    "banana_tests/verdicts/verdict.py": (None, ("tests/test_verdict_core.py", "tests/test_saturation.py")),
     "banana_tests/verdicts/record.py": (
         None,
         (
