@@ -43,8 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from banana_tests.editors.artifacts import FAMILIES  # noqa: E402
-from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator  # noqa: E402
-from banana_tests.editors.fixture_recipe import Recipe, seed_image  # noqa: E402
+from banana_tests.editors.embedded_sets import Recipe, seed_image  # noqa: E402
+from banana_tests.editors.offline_editors import EmulatorParams, ReplicaEmulator  # noqa: E402
 from banana_tests.reports.paper import paper_cells  # noqa: E402
 from banana_tests.verdicts.gaps import gap  # noqa: E402
 

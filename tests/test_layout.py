@@ -159,7 +159,7 @@ BELOW_THEIR_ENTRY = {
         "selection",
         "table_rows",
     ),
-    "banana_tests.editors.generate": ("generate_settings", "resume", "seed_images", "twin_runs"),
+    "banana_tests.editors.generation": ("chains", "workers"),
 }
 
 

@@ -40,12 +40,12 @@ class CasePlanning:
     @functools.cached_property
     def source(self) -> SourceOptions:
         """The run's trajectory source, resolved once a process: under --artifact, the trial sets,
-        built once into the image cache (banana_tests.editors.trial_sets); a set that cannot be
+        built once into the image cache (banana_tests.editors.embedded_sets); a set that cannot be
         rebuilt as shipped is a usage error."""
         settings = self.settings
         if not settings.artifacts:
             return settings.source
-        from banana_tests.editors.trial_sets import TrialSetError, ensure
+        from banana_tests.editors.embedded_sets import TrialSetError, ensure
         from banana_tests.trajectories.trial_names import Artifact
 
         absent = missing(f"--artifact={Artifact.VAE_ROUNDTRIP}", TAEF2)
