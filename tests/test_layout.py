@@ -149,8 +149,8 @@ def test_the_score_books_parts_do_not_import_the_book(module: str) -> None:
 
 
 # Split modules sit below the entry that gathers them: `load` dispatches to the readers (the
-# problems' planning stands beside it), generate's loop uses its settings file, resume, seed
-# images and twin-run check. None of them may reach its entry, even through another module.
+# problems' planning stands beside it), generation's writer records what the chains (in this
+# process or in workers) make. None of them may reach its entry, even through another module.
 BELOW_THEIR_ENTRY = {
     "banana_tests.trajectories.sources": (
         "imagefolder",
