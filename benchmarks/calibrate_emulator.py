@@ -80,7 +80,7 @@ def rate(counts: Counts, step: int | None = None) -> float:
 def trajectories(
     params: EmulatorParams, seeds: dict[str, Any], runs: Sequence[int], recipe: Recipe
 ) -> Images:
-    """The stored steps of every (seed image, run), as `fixture_recipe.build` makes them."""
+    """The stored steps of every (seed image, run), as `embedded_sets.build` makes them."""
     emulator = ReplicaEmulator(params, seed=recipe.seed)
     out: Images = {}
     for name in sorted(seeds):
