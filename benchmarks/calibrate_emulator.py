@@ -43,8 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from banana_tests.editors.artifacts import FAMILIES  # noqa: E402
-from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator  # noqa: E402
-from banana_tests.editors.fixture_recipe import Recipe, seed_image  # noqa: E402
+from banana_tests.editors.embedded_sets import Recipe, seed_image  # noqa: E402
+from banana_tests.editors.offline_editors import EmulatorParams, ReplicaEmulator  # noqa: E402
 from banana_tests.reports.paper import paper_cells  # noqa: E402
 from banana_tests.verdicts.gaps import gap  # noqa: E402
 
@@ -80,7 +80,7 @@ def rate(counts: Counts, step: int | None = None) -> float:
 def trajectories(
     params: EmulatorParams, seeds: dict[str, Any], runs: Sequence[int], recipe: Recipe
 ) -> Images:
-    """The stored steps of every (seed image, run), as `fixture_recipe.build` makes them."""
+    """The stored steps of every (seed image, run), as `embedded_sets.build` makes them."""
     emulator = ReplicaEmulator(params, seed=recipe.seed)
     out: Images = {}
     for name in sorted(seeds):

@@ -18,9 +18,8 @@ from scipy import ndimage
 
 from banana_tests.cli import main
 from banana_tests.editors.artifacts import FAMILIES, TRIALS, luma, ranges, stable_rng
-from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
-from banana_tests.editors.fixture_recipe import RECIPE, build_images, load_recipe
-from banana_tests.editors.trial_sets import MANIFEST, shipped_seeds
+from banana_tests.editors.embedded_sets import MANIFEST, RECIPE, build_images, load_recipe, shipped_seeds
+from banana_tests.editors.offline_editors import EmulatorParams, ReplicaEmulator
 from banana_tests.trajectories.trial_names import ARTIFACTS, Artifact, parse_artifacts, split_trial, trial_id
 
 RECIPE_PARAMS = load_recipe(EMBEDDED / RECIPE).params
@@ -47,7 +46,7 @@ def test_every_family_documents_its_parameters_and_refuses_values_outside_them()
     for name, family in FAMILIES.items():
         bounds = ranges(family.params)
         assert bounds, name
-        assert family.paper and family.apply.__module__.endswith(name)
+        assert family.paper and family.apply.__name__ == name
         default = family.params()
         for field, (lo, hi) in bounds.items():
             assert lo <= getattr(default, field) <= hi, (name, field)

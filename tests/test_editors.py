@@ -13,10 +13,8 @@ from PIL import Image, ImageOps
 
 from banana_tests.editors import base
 from banana_tests.editors.diffusers_editor import QWEN_IMAGE_EDIT, DiffusersEditor
-from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
-from banana_tests.editors.jpeg import JpegEditor
+from banana_tests.editors.offline_editors import EmulateEditor, EmulatorParams, JpegEditor, ReplicaEmulator
 from banana_tests.editors.prompts import FRUITS, REPLICATE, VARIANTS, apply_transform, resolve
-from banana_tests.editors.replica import EmulateEditor
 from tests.conftest import needs, noisy_image
 
 
@@ -139,7 +137,7 @@ def test_emulate_editor_is_the_emulator_after_the_prompted_transform() -> None:
 
 def test_embedded_recipe_records_the_calibrated_defaults() -> None:
     """`recipe.json` is what `fixtures refresh` builds from: it must hold the defaults documented."""
-    from banana_tests.editors.fixture_recipe import DEFAULT_DIR, RECIPE, load_recipe
+    from banana_tests.editors.embedded_sets import DEFAULT_DIR, RECIPE, load_recipe
 
     assert load_recipe(DEFAULT_DIR / RECIPE).params == EmulatorParams()
 

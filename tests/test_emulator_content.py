@@ -36,7 +36,7 @@ def test_the_recipe_on_other_content_lands_near_the_papers_rates(tmp_path: Path)
     mirror = weights_mirror()
     if mirror is None:
         unavailable("no pyiqa weights mirror for BRISQUE and NIQE")
-    from banana_tests.editors.fixture_recipe import seed_image
+    from banana_tests.editors.embedded_sets import seed_image
 
     seeds = tmp_path / "seeds"
     seeds.mkdir()

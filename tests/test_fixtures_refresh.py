@@ -9,7 +9,7 @@ import pytest
 from banana_tests.data import SEEDS
 
 from banana_tests.cli import main
-from banana_tests.editors.fixture_recipe import DEFAULT_DIR
+from banana_tests.editors.embedded_sets import DEFAULT_DIR
 
 
 @pytest.mark.slow

@@ -13,8 +13,8 @@ import pytest
 from PIL import Image, ImageOps
 
 from banana_tests.editors import base, gemini
-from banana_tests.editors.chains import ChainFailed
-from banana_tests.editors.generate import Job, generate
+from banana_tests.editors.chains import ChainFailed, Job
+from banana_tests.editors.generation import generate
 from banana_tests.editors.prompts import resolve
 from tests.conftest import needs, noisy_image
 from tests.gemini_stub import KEY, REFUSAL, THOUGHT, serve

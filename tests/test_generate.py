@@ -20,7 +20,7 @@ import pytest
 from PIL import Image
 
 from banana_tests.cli import main
-from banana_tests.editors.progress import Progress
+from banana_tests.editors.generation import Progress
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from tests.conftest import held_lock, needs, noisy_image, parse_matrix
 from tests.gemini_stub import KEY, serve
@@ -252,7 +252,7 @@ def test_a_rerun_after_a_first_attempt_that_made_nothing_may_change_settings(
 ) -> None:
     """A first attempt that failed on its first edit leaves generate.json and an empty
     metadata.jsonl; the corrected command continues instead of being refused."""
-    from banana_tests.editors.jpeg import JpegEditor
+    from banana_tests.editors.offline_editors import JpegEditor
 
     def broken(self: JpegEditor, request: object) -> None:
         raise RuntimeError("the editor's service is down")
@@ -273,7 +273,7 @@ def test_a_rerun_after_a_first_attempt_that_made_nothing_may_change_settings(
 def test_replicate_runs_that_are_copies_warn_once_naming_the_editor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from banana_tests.editors.jpeg import JpegEditor
+    from banana_tests.editors.offline_editors import JpegEditor
 
     seed_dir = seeds(tmp_path / "seeds")
 

@@ -149,8 +149,8 @@ def test_the_score_books_parts_do_not_import_the_book(module: str) -> None:
 
 
 # Split modules sit below the entry that gathers them: `load` dispatches to the readers (the
-# problems' planning stands beside it), generate's loop uses its settings file, resume, seed
-# images and twin-run check. None of them may reach its entry, even through another module.
+# problems' planning stands beside it), generation's writer records what the chains (in this
+# process or in workers) make. None of them may reach its entry, even through another module.
 BELOW_THEIR_ENTRY = {
     "banana_tests.trajectories.sources": (
         "imagefolder",
@@ -159,7 +159,7 @@ BELOW_THEIR_ENTRY = {
         "selection",
         "table_rows",
     ),
-    "banana_tests.editors.generate": ("generate_settings", "resume", "seed_images", "twin_runs"),
+    "banana_tests.editors.generation": ("chains", "workers"),
 }
 
 

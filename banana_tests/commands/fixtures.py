@@ -34,8 +34,14 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run_refresh(args: argparse.Namespace) -> int:
-    from banana_tests.editors.fixture_recipe import RECIPE, build, load_recipe, write_seeds
-    from banana_tests.editors.trial_sets import shipped_seeds, write_manifest
+    from banana_tests.editors.embedded_sets import (
+        RECIPE,
+        build,
+        load_recipe,
+        shipped_seeds,
+        write_manifest,
+        write_seeds,
+    )
 
     recipe = args.recipe or EMBEDDED / RECIPE
     if not recipe.is_file():

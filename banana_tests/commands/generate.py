@@ -114,9 +114,9 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from banana_tests.editors.generate import Job, Summary, generate
+    from banana_tests.editors.chains import Job, find_seed_images
+    from banana_tests.editors.generation import Summary, generate
     from banana_tests.editors.prompts import resolve
-    from banana_tests.editors.seed_images import find_seed_images
 
     try:
         if args.vary_seed and args.seed is None:

@@ -4,28 +4,35 @@ Every way of making a trajectory (an offline emulator, JPEG re-encoding, a hoste
 open pipeline) is an `Editor`, looked up by name. Built-in editors are listed in `BUILTIN`;
 other packages add theirs through the entry point group `banana_tests.editors`, whose value
 is a factory `(EditorConfig) -> Editor`. A built-in name always wins over an entry point.
+
+`--option KEY=VALUE` is parsed to the type the editor declares for the key: a command line only
+carries text, so each value is parsed against the types the receiving parameter accepts (an
+annotation such as `float | None`, or a default's type): `False` becomes a bool, `2` an int, ` `
+stays a one-space string. A value that fits none of them is an error naming the option and the
+types it takes, before any request is made.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from collections.abc import Callable, Iterable, Mapping
+import types
+import typing
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from PIL import Image
 
-from banana_tests.editors import options
 from metrics_under_test import extras
 
 ENTRY_POINT_GROUP = "banana_tests.editors"
 BUILTIN = {
-    "emulate": "banana_tests.editors.replica:make",
-    "jpeg": "banana_tests.editors.jpeg:make",
+    "emulate": "banana_tests.editors.offline_editors:make_emulate",
+    "jpeg": "banana_tests.editors.offline_editors:make_jpeg",
     "gemini": "banana_tests.editors.gemini:make",
     "diffusers": "banana_tests.editors.diffusers_editor:make",
-    "flux2-tiny-vae": "banana_tests.editors.tiny_vae_editor:make",
+    "flux2-tiny-vae": "banana_tests.editors.offline_editors:make_tiny_vae",
 }
 PARAMETERS = ("seed", "temperature", "resolution")
 """Request parameters an editor may accept; the others must be left unset for it."""
@@ -149,8 +156,8 @@ def take_options(config: EditorConfig, editor: str, defaults: Mapping[str, Any])
     for key, text in config.options.items():
         kinds = (str,) if defaults[key] is None else (type(defaults[key]),)
         try:
-            out[key] = options.parse(key, text, kinds)
-        except options.OptionError as exc:
+            out[key] = parse_option(key, text, kinds)
+        except OptionError as exc:
             raise EditorError(f"editor {editor!r}: {exc}") from None
     return out
 
@@ -161,3 +168,58 @@ def redact(text: str, secrets: Iterable[str]) -> str:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "<redacted>")
     return text
+
+
+TRUE, FALSE, NONE = (
+    frozenset({"true", "yes", "1"}),
+    frozenset({"false", "no", "0"}),
+    frozenset({"none", "null"}),
+)
+SCALARS: tuple[type, ...] = (bool, int, float, str)
+"""Tried in this order, so `1` is an int where both int and str fit, and `True` a bool."""
+
+
+class OptionError(ValueError):
+    """An option value that fits none of the types its parameter takes."""
+
+
+def scalar_types(annotation: Any) -> tuple[type, ...]:
+    """The command-line types an annotation admits, plus NoneType when it is optional.
+
+    `float | None` gives (float, NoneType); `str | list[str]` gives (str,); an annotation that
+    names no scalar (a tensor, a callback) gives () and so cannot be set from the command line.
+    """
+    if annotation is None or annotation is type(None):
+        return (type(None),)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        found: list[type] = []
+        for arg in typing.get_args(annotation):
+            found += [kind for kind in scalar_types(arg) if kind not in found]
+        return tuple(found)
+    if annotation in SCALARS:
+        return (annotation,)
+    return ()
+
+
+def parse_option(key: str, text: str, kinds: Collection[type]) -> Any:
+    """`text` as the first of `kinds` (in `SCALARS` order, None last) that reads it."""
+    word = text.strip().lower()
+    for kind in SCALARS:
+        if kind not in kinds:
+            continue
+        if kind is bool:
+            if word in TRUE | FALSE:
+                return word in TRUE
+        elif kind is str:
+            return text
+        else:
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+    if type(None) in kinds and word in NONE:
+        return None
+    expected = " or ".join(kind.__name__ if kind is not type(None) else "None" for kind in kinds)
+    if bool in kinds:
+        expected += " (a bool is true/false, yes/no or 1/0)"
+    raise OptionError(f"option {key}={text!r} is not a {expected or 'value the command line can give'}")

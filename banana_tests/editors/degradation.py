@@ -22,7 +22,7 @@ import numpy as np
 from PIL import Image
 
 from banana_tests.editors.artifacts import ranges
-from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
+from banana_tests.editors.offline_editors import EmulatorParams, ReplicaEmulator
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy

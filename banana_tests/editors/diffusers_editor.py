@@ -18,8 +18,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from banana_tests.editors import options
-from banana_tests.editors.base import EditorConfig, EditorError, EditRequest, EditResult
+from banana_tests.editors.base import (
+    EditorConfig,
+    EditorError,
+    EditRequest,
+    EditResult,
+    OptionError,
+    parse_option,
+    scalar_types,
+)
 
 QWEN_IMAGE_EDIT = "Qwen/Qwen-Image-Edit"
 DTYPES = ("bfloat16", "float16", "float32")
@@ -76,9 +83,9 @@ def call_parameters(cls: type) -> dict[str, tuple[type, ...]]:
     for name, param in inspect.signature(cls.__call__).parameters.items():
         if name in SET_BY_EDITOR or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
             continue
-        kinds = options.scalar_types(param.annotation) if param.annotation is not param.empty else ()
+        kinds = scalar_types(param.annotation) if param.annotation is not param.empty else ()
         if not kinds and param.default not in (param.empty, None):
-            kinds = options.scalar_types(type(param.default))
+            kinds = scalar_types(type(param.default))
         out[name] = kinds
     return out
 
@@ -96,8 +103,8 @@ def parse_call_options(cls: type, texts: Mapping[str, str]) -> dict[str, Any]:
         if not takes[key]:
             raise EditorError(f"{cls.__name__} option {key!r} takes no value the command line can give")
         try:
-            out[key] = options.parse(key, text, takes[key])
-        except options.OptionError as exc:
+            out[key] = parse_option(key, text, takes[key])
+        except OptionError as exc:
             raise EditorError(f"{cls.__name__}: {exc}") from None
     return out
 

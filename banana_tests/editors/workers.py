@@ -41,7 +41,7 @@ def run_parallel(
     context = multiprocessing.get_context("fork")
     taken: Synchronized[int] = context.Value("i", 0)  # type: ignore[assignment]
     procs: list[multiprocessing.process.BaseProcess] = []
-    pipes: dict[Connection, tuple[int, list[Any]]] = {}  # reader -> worker index, [chain, step]
+    pipes: dict[Connection, tuple[int, list[Any]]] = {}  # reader -> worker index, [chain or "done", step]
     try:
         for index in range(min(workers, len(chains))):
             reader, writer = context.Pipe(duplex=False)
@@ -60,11 +60,16 @@ def run_parallel(
                     kind, payload = reader.recv()
                 except EOFError:
                     del pipes[reader]
-                    if doing[0] is not None:  # ended without saying it was done
+                    if doing[0] != "done":  # ended without saying so: a chain it took may be lost
                         procs[index].join()
-                        chain: Chain = doing[0]
+                        chain: Chain | None = doing[0]
+                        where = (
+                            f"worker {index + 1}, before its first chain"
+                            if chain is None
+                            else chain.where(min(doing[1], job.steps))
+                        )
                         raise ChainFailed(
-                            f"{chain.where(doing[1])}: its worker process ended"
+                            f"{where}: its worker process ended"
                             f" ({_ending(procs[index].exitcode)}); finished steps are kept"
                         ) from None
                     continue
@@ -74,7 +79,7 @@ def run_parallel(
                     take(payload)
                     doing[1] += 1
                 elif kind == "done":
-                    doing[0] = None
+                    doing[0] = "done"
                 elif kind == "failed":
                     raise ChainFailed(payload)
     finally:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from banana_tests.atomic import append_json_line, exclusive_lock, fsync_dir
-from banana_tests.editors.progress import Progress
+from banana_tests.editors.generation import Progress
 from banana_tests.judging.judges import Judge
 from banana_tests.judging.prompt import PROMPT_ID, Verdict, read_answer
 from banana_tests.regular_files import NotReadable, read_regular, require_regular

@@ -13,7 +13,7 @@ from enum import StrEnum
 
 class Artifact(StrEnum):
     """What a trial set's images went through: the composite recipe, or one artifact family alone,
-    in the composite's order. Each family's module in banana_tests.editors.artifacts bears its
+    in the composite's order. Each family in banana_tests.editors.artifacts bears its
     value as its name (reframing is no trial: it is in every set, step 1 is the reference)."""
 
     REPLICATE = "replicate"

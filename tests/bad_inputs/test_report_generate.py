@@ -375,7 +375,7 @@ def set_with_a_changed_last_image(root: Path, mp: pytest.MonkeyPatch) -> Act:
 def empty_metadata_from_a_failed_first_attempt(root: Path, mp: pytest.MonkeyPatch) -> Act:
     """The first attempt wrote its settings (here another prompt), then failed before any step."""
     seeds(root)
-    mp.setattr("banana_tests.editors.replica.EmulateEditor.edit", lambda self, request: 1 / 0)
+    mp.setattr("banana_tests.editors.offline_editors.EmulateEditor.edit", lambda self, request: 1 / 0)
     assert generate(root, "--prompt", "mirror")() == 1
     mp.undo()
     assert (root / "set" / "metadata.jsonl").read_bytes() == b""

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import import_module
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from banana_tests.editors.artifacts import reframe
-from banana_tests.editors.artifacts.common import Array, check_ranges, luma, ranges, stable_rng
+from banana_tests.editors.artifacts import handwritten as _hand
+from banana_tests.editors.artifacts.handwritten import Array, check_ranges, luma, ranges, stable_rng
+from banana_tests.editors.artifacts.vae_roundtrip import VaeRoundtripParams, vae_roundtrip
 from banana_tests.trajectories.trial_names import TRIALS
 
 __all__ = ["FAMILIES", "TRIALS", "Array", "Family", "check_ranges", "luma", "ranges", "stable_rng"]
@@ -36,13 +35,23 @@ class Family:
     paper: str
 
     @classmethod
-    def of(cls, module: ModuleType) -> Family:
-        return cls(module.NAME, module.Params, module.apply, (module.__doc__ or "").strip().splitlines()[0])
+    def of(cls, params: type[Any], apply: Callable[..., Array]) -> Family:
+        return cls(params.NAME, params, apply, (params.__doc__ or "").strip().splitlines()[0])
 
 
-FAMILIES: dict[str, Family] = {
-    m.NAME: Family.of(m) for m in (reframe, *(import_module(f"{__name__}.{trial}") for trial in TRIALS))
+_ALL = {
+    family.name: family
+    for family in (
+        Family.of(_hand.ReframeParams, _hand.reframe),
+        Family.of(_hand.SoftenParams, _hand.soften),
+        Family.of(_hand.ResynthesisParams, _hand.resynthesis),
+        Family.of(_hand.TintParams, _hand.tint),
+        Family.of(_hand.StaticParams, _hand.static),
+        Family.of(_hand.ScatterParams, _hand.scatter),
+        Family.of(VaeRoundtripParams, vae_roundtrip),
+    )
 }
+FAMILIES: dict[str, Family] = {name: _ALL[name] for name in ("reframe", *TRIALS)}
 """Every family, in the composite's order: reframing first (step 1), then the hand-written effects,
 the learned decoder's round trip last (a model's output is what its decoder draws); each trial's
-module is the one its `Artifact` names."""
+family is the one its `Artifact` names."""
