@@ -288,13 +288,13 @@ import sys, tempfile
 from pathlib import Path
 import banana_tests.api as api
 import banana_tests.core.{core}
-settings = api.scoring_settings(metrics=("piqe",))
+settings = api.scoring_settings(api.ScoreRequest(metrics=("piqe",)))
 assert [r.text for r in settings.metrics] == ["piqe"], settings.metrics
 cache = Path(tempfile.mkdtemp())
-summary = api.score(
+summary = api.score(api.ScoreRequest(
     metrics=("piqe",), seed_images=("{seed}",), steps=(5,), runs=1, shard=api.Shard(1, 1),
     cache_dir=cache, device=api.Device.CPU,
-)
+))
 assert summary.complete, summary.lines()
 print(*summary.lines(), sep="\n")
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in {pytest})

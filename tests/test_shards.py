@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.api import records_to_score, scoring_settings
+from banana_tests.api import ScoreRequest, records_to_score, scoring_settings
 from banana_tests.cases import id_of_testcase
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, PLANNED, SPLIT_OFF, chunks
 from banana_tests.reports.run_agreement import MIXED_EXIT
@@ -328,7 +328,9 @@ def test_score_and_pytest_deal_the_same_units_on_the_embedded_data() -> None:
             for line in done.stdout.splitlines()
             if any(t in line for t in DELTA_TESTS)
         }
-        scored = records_to_score(scoring_settings(metrics=metrics, shard=Shard(k, 3), root=PROJECT))
+        scored = records_to_score(
+            scoring_settings(ScoreRequest(metrics=metrics, shard=Shard(k, 3), root=PROJECT))
+        )
         assert ran and {(g.metric, g.seed_image) for g in ran if g is not None} == set(scored), k
 
 
