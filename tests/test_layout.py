@@ -324,7 +324,7 @@ def test_scoring_through_the_api_in_a_fresh_interpreter_loads_no_pytest(tmp_path
 METRIC_VALIDATOR = "metrics_under_test.metric_requests"
 COMMA_SITES = {
     ("banana_tests.commands.generate", "_resolutions"): "--resolutions",
-    ("banana_tests.commands.options", "_option"): "an option's choices, in its help",
+    ("banana_tests.commands.maintenance", "_option"): "an option's choices, in its help",
     ("banana_tests.commands.report", "_steps"): "--figure-steps",
     ("banana_tests.core.planning", "CasePlanning.source"): "--artifact, in its error",
     ("banana_tests.core.selection_facts", "selection_facts"): "the selected steps, seed images, where",
