@@ -14,7 +14,7 @@ import pytest
 from banana_tests.cases import CaseKey
 from banana_tests.families.trend.trend import TrendKey
 from banana_tests.scheduler.metric_groups import group_of, units_of
-from banana_tests.scheduler.units import Group
+from banana_tests.scheduler.sharding import Group
 
 PROJECT = Path(__file__).resolve().parent.parent
 METRICS = ("brisque", "clip-iqa", "clip")

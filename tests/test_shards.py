@@ -21,8 +21,7 @@ from banana_tests.reports.completeness import INCOMPLETE_EXIT, PLANNED, SPLIT_OF
 from banana_tests.reports.junit import read_junit
 from banana_tests.reports.run_agreement import MIXED_EXIT
 from banana_tests.scheduler.metric_groups import group_of, units_of
-from banana_tests.scheduler.shards import Shard, parse_shard
-from banana_tests.scheduler.units import Group
+from banana_tests.scheduler.sharding import Group, Shard, parse_shard
 from tests.conftest import write_set
 
 PROJECT = Path(__file__).resolve().parent.parent

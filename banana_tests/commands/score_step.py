@@ -63,7 +63,7 @@ def _add_plan(subparsers: Any) -> None:
 
 def run_plan(args: argparse.Namespace) -> int:
     from banana_tests.api import ScoreSetupError, selection_to_score, settings_from_options
-    from banana_tests.scheduler.cost_plan import Unit, plan_cost
+    from banana_tests.scheduler.sharding import Unit, plan_cost
     from metrics_under_test.measured import cpu_seconds_2k
 
     values = {o.name: getattr(args, o.dest) for o in selection_options()}

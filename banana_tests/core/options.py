@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from banana_tests.scheduler.shards import MAX_SHARDS
+from banana_tests.scheduler.sharding import MAX_SHARDS
 from banana_tests.trajectories.sources import DatasetFormat
 from metrics_under_test.metric_requests import DEFAULT_METRICS, option_text
 

@@ -22,7 +22,7 @@ from banana_tests.core.local_paths import refuse_url
 from banana_tests.core.options import DEFAULT_STEPS, MAX_SEARCH, dest_of, suite_options
 from banana_tests.counts import MAX_SECONDS, decimal_number, whole_number
 from banana_tests.data import EMBEDDED
-from banana_tests.scheduler.shards import Shard, parse_shard
+from banana_tests.scheduler.sharding import Shard, parse_shard
 from banana_tests.scoring.batch_watch import DEFAULT_LOAD_LIMIT, Limit
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.row_records import parse_map

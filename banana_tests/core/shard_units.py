@@ -1,4 +1,4 @@
-"""The units `--shard` deals (banana_tests.scheduler.shards): every selected metric on every seed
+"""The units `--shard` deals (banana_tests.scheduler.sharding): every selected metric on every seed
 image of the selection, and each metric's other tests; a suite run's collection and the api's
 scoring deal the same ones."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from banana_tests.scheduler.units import Group
+from banana_tests.scheduler.sharding import Group
 
 if TYPE_CHECKING:
     from banana_tests.core.suite import SuiteState

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from xdist.scheduler import LoadScopeScheduling
 
 from banana_tests.cases import CaseKey, FamilyKey, metric_of_id, strip_xdist_group
-from banana_tests.scheduler.units import Group
+from banana_tests.scheduler.sharding import Group
 
 _PARAM = re.compile(r"\[(?P<id>[^\]]+)\]$")
 

@@ -25,8 +25,7 @@ import pytest
 
 from banana_tests.cases import METRIC_FIXTURE, CaseKey, junit_id
 from banana_tests.reports.completeness import Narrowing
-from banana_tests.scheduler.shards import Shard
-from banana_tests.scheduler.units import Group
+from banana_tests.scheduler.sharding import Group, Shard
 from banana_tests.session.gating import item_key
 from banana_tests.session.snapshot_selection import PARAM
 
