@@ -21,11 +21,9 @@ PACKAGES = ("banana_tests", "metrics_under_test")
 # Rank of each stage; a module may import only ranks <= its own. Shared vocabulary sits at 0.
 STAGES = {
     "banana_tests.cases": 0,
-    "banana_tests.atomic": 0,
     "banana_tests.counts": 0,  # whole numbers as options take them, for the session and the trajectories
-    "banana_tests.markdown": 0,  # the one Markdown table writer, for reports, judging and commands
-    "banana_tests.csv_cells": 0,  # the one CSV writer: no cell a spreadsheet runs as a formula
-    "banana_tests.regular_files": 0,  # the one reader of files that untrusted data names
+    "banana_tests.table_text": 0,  # the one Markdown and CSV writer (no cell a spreadsheet runs as a formula)
+    "banana_tests.safe_files": 0,  # the one reader of files that untrusted data names, the loss-free writes
     "banana_tests.termination": 0,  # SIGTERM stops as Ctrl-C, for the session and the commands
     "banana_tests.http_retry": 0,  # the one retry policy of paid API calls, for the editors and the judges
     "banana_tests.data": 0,

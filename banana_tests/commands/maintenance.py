@@ -18,7 +18,7 @@ import pytest
 
 from banana_tests.core.local_paths import local_path
 from banana_tests.data import EMBEDDED, SEEDS
-from banana_tests.markdown import table
+from banana_tests.table_text import table
 
 GROUP = "banana-tests"
 INI_PREFIX = "banana"

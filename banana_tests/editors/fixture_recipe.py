@@ -24,10 +24,9 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from banana_tests.atomic import write_atomic
 from banana_tests.data import EMBEDDED
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
-from banana_tests.regular_files import NotReadable, read_regular
+from banana_tests.safe_files import NotReadable, read_regular, write_atomic
 from banana_tests.trajectories.trial_names import COMPOSITE, Artifact, trial_id
 
 DEFAULT_DIR = EMBEDDED

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from banana_tests.atomic import append_json_line, exclusive_lock, fsync_dir, write_atomic
 from banana_tests.editors.base import Editor
 from banana_tests.editors.chains import ASPECT_TOLERANCE, Chain, Job, Made, Stopped, steps
 from banana_tests.editors.generate_settings import check_settings
@@ -28,6 +27,7 @@ from banana_tests.editors.progress import Progress
 from banana_tests.editors.resume import read_resume, remove_temp_files
 from banana_tests.editors.seed_images import check_image
 from banana_tests.editors.twin_runs import Twins
+from banana_tests.safe_files import append_json_line, exclusive_lock, fsync_dir, write_atomic
 from banana_tests.trajectories.records import METADATA, DataError
 
 LOCK = ".generate.lock"

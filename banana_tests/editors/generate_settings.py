@@ -8,8 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from banana_tests.atomic import write_atomic
-from banana_tests.regular_files import NotReadable, read_regular
+from banana_tests.safe_files import NotReadable, read_regular, write_atomic
 from banana_tests.trajectories.records import METADATA, DataError
 
 SETTINGS = "generate.json"

@@ -11,9 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from banana_tests.atomic import write_atomic
 from banana_tests.editors.generate_settings import MAX_METADATA_BYTES
-from banana_tests.regular_files import NotReadable, read_regular
+from banana_tests.safe_files import NotReadable, read_regular, write_atomic
 from banana_tests.trajectories.records import METADATA, DataError
 
 

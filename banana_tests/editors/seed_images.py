@@ -18,7 +18,7 @@ from pathlib import Path
 from PIL import Image
 from PIL.ImageFile import ImageFile
 
-from banana_tests.regular_files import NotReadable, read_regular, require_regular
+from banana_tests.safe_files import NotReadable, read_regular, require_regular
 from banana_tests.trajectories.images import DEFAULT_MAX_PIXELS, max_file_bytes
 from banana_tests.trajectories.records import DataError
 

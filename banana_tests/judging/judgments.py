@@ -21,11 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from banana_tests.atomic import append_json_line, exclusive_lock, fsync_dir
 from banana_tests.editors.progress import Progress
 from banana_tests.judging.judges import PROMPT_ID, Judge, Verdict, read_answer
-from banana_tests.markdown import table
-from banana_tests.regular_files import NotReadable, read_regular, require_regular
+from banana_tests.safe_files import (
+    NotReadable,
+    append_json_line,
+    exclusive_lock,
+    fsync_dir,
+    read_regular,
+    require_regular,
+)
+from banana_tests.table_text import table
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.records import DataError, Record
 

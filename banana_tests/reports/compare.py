@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from banana_tests.cases import CaseKey, sort_key
-from banana_tests.markdown import Align, table
+from banana_tests.table_text import Align, table
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import VERDICTS, Outcome
 

@@ -21,12 +21,12 @@ from typing import BinaryIO
 
 from banana_tests.cases import CaseKey, CaseKind, Field, id_of_testcase
 from banana_tests.families.protocol import Case
-from banana_tests.regular_files import NotReadable, open_regular
 from banana_tests.reports.completeness import PLAN_PROPERTIES, Ledger
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.junit_testcase import LEGACY_PREFIXES, JUnitError, outcome_of, testcase_items
 from banana_tests.reports.sourced import OLDEST, OtherOutcome, Read, Replacement, Sourced
+from banana_tests.safe_files import NotReadable, open_regular
 from banana_tests.verdicts.baseline import ControlKey, Other
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import Outcome
