@@ -11,8 +11,8 @@ imports pytest: the options go through the suite's validator (banana_tests.core.
 selection is the pytest-free core's (its planning and scoring imported when a selection is built).
 
     from pathlib import Path
-    from banana_tests.api import score
-    summary = score(Path("runs"), ["brisque", "niqe"], seed_images=["alpha"], cache_dir=Path("cache-a"))
+    from banana_tests.api import ScoreRequest, score
+    summary = score(ScoreRequest(Path("runs"), ["brisque", "niqe"], seed_images=["alpha"]))
     assert summary.complete, summary.lines()
 """
 
@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from banana_tests.core.machine import Device, DeviceChoice
 from banana_tests.core.options import DEFAULT_STEPS, suite_options
 from banana_tests.core.settings import Settings
-from banana_tests.scheduler.shards import Shard
+from banana_tests.scheduler.sharding import Shard
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.cache_merge import Merged
 from banana_tests.scoring.cache_merge import merge as merge_caches
@@ -55,6 +56,7 @@ __all__ = [
     "Problem",
     "Progress",
     "Record",
+    "ScoreRequest",
     "ScoreSetupError",
     "ScoreSummary",
     "Settings",
@@ -79,79 +81,53 @@ class ScoreSetupError(ValueError):
     error (exit 4 there, 2 for `banana-tests score`)."""
 
 
-def score(
-    dataset: Path | str | None = None,
-    metrics: Sequence[str] = _DEFAULT_METRICS,
-    *,
-    variant: str = "replicate",
-    seed_images: Sequence[str] = (),
-    steps: Sequence[int] | None = _DEFAULT_STEPS,
-    runs: int | None = None,
-    where: Sequence[str] = (),
-    shard: Shard | None = None,
-    cache_dir: Path = Path(".banana_cache"),
-    device: Device | DeviceChoice = Device.AUTO,
-    weights_dir: Path | None = None,
-    root: Path | None = None,
-    progress: Callable[[Progress], None] | None = None,
-) -> ScoreSummary:
-    """Score every image the suite's Δ cases of this selection need, with each metric, into the
-    score cache at `cache_dir` (its file is `scores.sqlite`), plus the oracle's PSNR/SSIM
-    figures. The arguments are `scoring_settings`'. Raises ScoreSetupError for what a suite run
-    would call a usage error; an image or a metric that cannot be scored is in the summary,
+@dataclass(frozen=True)
+class ScoreRequest:
+    """A selection to score, in the suite's options of the same names (every other option at its
+    default), read by the suite's own validator: `dataset` a folder, files or `hf:<repo_id>`
+    (None: the embedded set); `metrics` names or `module:callable` targets (a str is `--metric`'s
+    comma list); `steps` None for every step; `where` `key=value` filters. Relative paths are
+    taken from `root` (default: the current folder)."""
+
+    dataset: Path | str | None = None
+    metrics: Sequence[str] = _DEFAULT_METRICS
+    variant: str = "replicate"
+    seed_images: Sequence[str] = ()
+    steps: Sequence[int] | None = _DEFAULT_STEPS
+    runs: int | None = None
+    where: Sequence[str] = ()
+    shard: Shard | None = None
+    cache_dir: Path = Path(".banana_cache")
+    device: Device | DeviceChoice = Device.AUTO
+    weights_dir: Path | None = None
+    root: Path | None = None
+
+
+def score(request: ScoreRequest, progress: Callable[[Progress], None] | None = None) -> ScoreSummary:
+    """Score every image the suite's Δ cases of `request` need, with each metric, into the score
+    cache at its `cache_dir` (its file is `scores.sqlite`), plus the oracle's PSNR/SSIM figures;
+    `progress` is called after each (metric, seed image). Raises ScoreSetupError for what a suite
+    run would call a usage error; an image or a metric that cannot be scored is in the summary,
     never raised."""
-    settings = scoring_settings(
-        dataset,
-        metrics,
-        variant=variant,
-        seed_images=seed_images,
-        steps=steps,
-        runs=runs,
-        where=where,
-        shard=shard,
-        cache_dir=cache_dir,
-        device=device,
-        weights_dir=weights_dir,
-        root=root,
-    )
-    return score_selection(settings, progress)
+    return score_selection(scoring_settings(request), progress)
 
 
-def scoring_settings(
-    dataset: Path | str | None = None,
-    metrics: Sequence[str] = _DEFAULT_METRICS,
-    *,
-    variant: str = "replicate",
-    seed_images: Sequence[str] = (),
-    steps: Sequence[int] | None = _DEFAULT_STEPS,
-    runs: int | None = None,
-    where: Sequence[str] = (),
-    shard: Shard | None = None,
-    cache_dir: Path = Path(".banana_cache"),
-    device: Device | DeviceChoice = Device.AUTO,
-    weights_dir: Path | None = None,
-    root: Path | None = None,
-) -> Settings:
-    """The suite's settings for this selection, every other option at its default. They are
-    the suite's options of the same names, read by the suite's own validator: `dataset` a
-    folder, files or `hf:<repo_id>`; `metrics` names or `module:callable` targets (a str is
-    `--metric`'s comma list); `steps` None for every step; `where` `key=value` filters.
-    Relative paths are taken from `root` (default: the current folder). ScoreSetupError naming
-    an option no run can satisfy."""
+def scoring_settings(request: ScoreRequest) -> Settings:
+    """The suite's settings for `request`; ScoreSetupError naming an option no run can satisfy."""
     given: dict[str, object] = {
-        "dataset": dataset,
-        "metric": metrics,
-        "variant": variant,
-        "seed-image": seed_images,
-        "steps": steps,
-        "runs": runs,
-        "where": where,
-        "shard": shard,
-        "cache-dir": cache_dir,
-        "device": device,
-        "weights-dir": weights_dir,
+        "dataset": request.dataset,
+        "metric": request.metrics,
+        "variant": request.variant,
+        "seed-image": request.seed_images,
+        "steps": request.steps,
+        "runs": request.runs,
+        "where": request.where,
+        "shard": request.shard,
+        "cache-dir": request.cache_dir,
+        "device": request.device,
+        "weights-dir": request.weights_dir,
     }
-    return settings_from_options(given, root or Path.cwd())
+    return settings_from_options(given, request.root or Path.cwd())
 
 
 def settings_from_options(values: Mapping[str, object], root: Path) -> Settings:

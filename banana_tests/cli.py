@@ -1,7 +1,7 @@
 """`banana-tests`: the command line beside the pytest suite.
 
-Each subcommand lives in its own module under `banana_tests.commands` and exposes
-`add_parser(subparsers)`, which registers it and sets `func(args) -> int` as its handler.
+Each module under `banana_tests.commands` holds one subcommand or a few of one concept and exposes
+`add_parser(subparsers)`, which registers them and sets `func(args) -> int` as each one's handler.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
-COMMANDS = ("metrics", "report", "generate", "fixtures", "options", "judge", "score", "plan", "cache")
+COMMANDS = ("metrics", "report", "generate", "maintenance", "judge", "score_step")
+"""The modules of the subcommands, in the order `--help` lists them."""
 
 
 def parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, CaseKey
+from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, CaseKey, FamilyKey
 from banana_tests.core.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
 from banana_tests.public_fixtures import METRICS_FIXTURE, TRAJECTORIES_FIXTURE
 
@@ -185,9 +185,27 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-
     state = adopted(config)
     if state is None or config.getoption("dist") != "load":
         return None
-    from banana_tests.scheduler.metric_groups import MetricScheduling
+    from banana_tests.scheduler.metric_groups import MetricScheduling, units_of
 
-    return MetricScheduling(config, log, tuple(state.metrics))
+    return MetricScheduling(config, log, tuple(state.metrics), units_of(planned_keys(config, state)))
+
+
+def planned_keys(config: pytest.Config, state: SuiteState) -> list[CaseKey | FamilyKey]:
+    """The keys the workers will parametrize the suite's cases with: the Δ plans, and each chosen
+    family's cases on them. Only the set is read (no metric's extras, weights or device are
+    checked); none when it cannot be planned: the workers say why."""
+    from banana_tests.core.suite import UsageError
+    from banana_tests.families.registry import FAMILIES
+
+    try:
+        state.planning.collect()
+    except UsageError:
+        return []
+    keys: list[CaseKey | FamilyKey] = [p.key for p in state.planning.plans.values()]
+    for family in FAMILIES:
+        if config.getoption(family.option, None) not in (None, False):
+            keys += family.cases(state.planning.run_means())
+    return keys
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from banana_tests.regular_files import NotReadable, read_regular
+from banana_tests.safe_files import NotReadable, read_regular
 
 PUBLISHED: dict[str, str] = {
     "brisque_svm_weights.pth": "e69ee3209300741be38f0c0a5d6f08453d30966fa7a436febeef61d7b31e206e",

@@ -17,6 +17,7 @@ from banana_tests import api
 from banana_tests.api import (
     Device,
     DeviceChoice,
+    ScoreRequest,
     ScoreSetupError,
     Shard,
     scoring_settings,
@@ -97,7 +98,7 @@ def test_the_ray_example_imports_only_the_api_of_the_project() -> None:
 
 
 def test_typed_settings_equal_the_command_lines(tmp_path: Path) -> None:
-    typed = scoring_settings(
+    request = ScoreRequest(
         Path("runs"),
         ["brisque", "niqe"],
         variant="replicate",
@@ -111,6 +112,7 @@ def test_typed_settings_equal_the_command_lines(tmp_path: Path) -> None:
         weights_dir=tmp_path / "w",
         root=tmp_path,
     )
+    typed = scoring_settings(request)
     given = {
         "dataset": "runs",
         "metric": "brisque,niqe",
@@ -124,9 +126,24 @@ def test_typed_settings_equal_the_command_lines(tmp_path: Path) -> None:
         "weights-dir": str(tmp_path / "w"),
     }
     assert typed == settings_from_options(given, tmp_path)
-    assert scoring_settings(root=tmp_path) == settings_from_options({}, tmp_path)
-    every_step = scoring_settings(steps=None, device=Device.CPU, root=tmp_path)
+    assert scoring_settings(ScoreRequest(root=tmp_path)) == settings_from_options({}, tmp_path)
+    every_step = scoring_settings(ScoreRequest(steps=None, device=Device.CPU, root=tmp_path))
     assert every_step == settings_from_options({"steps": "all", "device": "cpu"}, tmp_path)
+
+
+def test_score_and_its_settings_take_one_frozen_request() -> None:
+    """The selection is said once, in a `ScoreRequest`: neither function repeats its fields."""
+    hints = {
+        name: typing.get_type_hints(getattr(api, name), globalns=vars(api))
+        for name in ("score", "scoring_settings")
+    }
+    assert {name: list(h) for name, h in hints.items()} == {
+        "score": ["request", "progress", "return"],
+        "scoring_settings": ["request", "return"],
+    }
+    assert all(h["request"] is ScoreRequest for h in hints.values())
+    with pytest.raises(AttributeError):
+        ScoreRequest().runs = 2  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
@@ -145,7 +162,7 @@ def test_settings_no_run_can_use_are_a_setup_error(
     tmp_path: Path, arguments: dict[str, object], named: str
 ) -> None:
     with pytest.raises(ScoreSetupError, match=named) as raised:
-        scoring_settings(root=tmp_path, **arguments)  # type: ignore[arg-type]
+        scoring_settings(ScoreRequest(root=tmp_path, **arguments))  # type: ignore[arg-type]
     assert isinstance(raised.value, ValueError)
 
 

@@ -1,4 +1,4 @@
-"""`banana-tests plan` (banana_tests.scheduler.cost_plan): a selection's images, CPU-hours and
+"""`banana-tests plan` (banana_tests.scheduler.sharding): a selection's images, CPU-hours and
 shard count before any scoring, from the per-image costs `banana-tests metrics` shows."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.scheduler.cost_plan import PIXELS_2K, Unit, plan_cost
+from banana_tests.scheduler.sharding import PIXELS_2K, Unit, plan_cost
 from metrics_under_test.measured import cpu_seconds_2k
 from tests.conftest import write_set
 

@@ -230,7 +230,7 @@ def test_the_options_page_is_what_the_generator_prints_now() -> None:
 def test_the_option_page_lists_every_option_of_the_parser() -> None:
     """The generator reads the suite's own parser: each option pytest knows in the banana-tests
     group is a row, with every spelling."""
-    from banana_tests.commands.options import GROUP, reference, suite_parser
+    from banana_tests.commands.maintenance import GROUP, reference, suite_parser
 
     parser = suite_parser()
     ref = reference(parser)

@@ -312,7 +312,7 @@ def test_write_atomic_fsyncs_the_folder_after_the_rename(
 ) -> None:
     import stat
 
-    from banana_tests import atomic
+    from banana_tests import safe_files
 
     events: list[str] = []
     real_fsync, real_replace = os.fsync, os.replace
@@ -327,20 +327,20 @@ def test_write_atomic_fsyncs_the_folder_after_the_rename(
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
-    atomic.write_atomic(tmp_path / "sub" / "f.bin", b"data")
+    safe_files.write_atomic(tmp_path / "sub" / "f.bin", b"data")
     assert events == ["fsync file", "replace", "fsync dir"]
     assert (tmp_path / "sub" / "f.bin").read_bytes() == b"data"
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["f.bin"]
 
 
 def test_a_short_append_is_an_error_naming_the_file(tmp_path: Path) -> None:
-    from banana_tests import atomic
+    from banana_tests import safe_files
 
     read, write = os.pipe()  # a full non-blocking pipe takes part of a write, as a full disk can
     os.set_blocking(write, False)
     try:
         with pytest.raises(OSError, match=r"short write to \S*metadata\.jsonl: \d+ of \d+ bytes"):
-            atomic.append_json_line(write, {"text": "x" * 200_000}, tmp_path / "metadata.jsonl")
+            safe_files.append_json_line(write, {"text": "x" * 200_000}, tmp_path / "metadata.jsonl")
     finally:
         os.close(read)
         os.close(write)
@@ -348,17 +348,17 @@ def test_a_short_append_is_an_error_naming_the_file(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_lock_that_refuses_raises_at_once_and_one_that_removes_leaves_no_file(tmp_path: Path) -> None:
-    from banana_tests import atomic
+    from banana_tests import safe_files
     from banana_tests.trajectories.records import DataError
 
     lock = tmp_path / "f.lock"
     with (
         held_lock(lock),
         pytest.raises(DataError, match=r"^busy$"),
-        atomic.exclusive_lock(lock, busy=DataError("busy")),  # without `busy` this would wait
+        safe_files.exclusive_lock(lock, busy=DataError("busy")),  # without `busy` this would wait
     ):
         pytest.fail("entered a lock another process holds")
-    with atomic.exclusive_lock(lock, busy=DataError("busy"), remove=True):
+    with safe_files.exclusive_lock(lock, busy=DataError("busy"), remove=True):
         assert lock.exists()
     assert not lock.exists()
 

@@ -27,9 +27,8 @@ from syrupy.assertion import SnapshotAssertion
 from banana_tests.cli import main
 from banana_tests.http_retry import RetryPolicy
 from banana_tests.judging import judges
-from banana_tests.judging.prompt import Verdict, question, read_answer
-from banana_tests.judging.run import judge_set, read_judgments
-from banana_tests.judging.summary import per_run, per_seed
+from banana_tests.judging.judges import Verdict, question, read_answer
+from banana_tests.judging.judgments import judge_set, per_run, per_seed, read_judgments
 from banana_tests.trajectories.records import DataError
 from tests.conftest import default_stops, held_lock, needs
 from tests.gemini_stub import REFUSAL, Stub, question_of, serve
@@ -325,7 +324,7 @@ def test_retries_back_off_and_every_attempt_counts() -> None:
 
 
 def test_per_seed_statistics() -> None:
-    from banana_tests.judging.summary import RunResult
+    from banana_tests.judging.judgments import RunResult
 
     seeds = per_seed(
         [RunResult("holi", 0, 16, 16), RunResult("holi", 1, 24, 24), RunResult("rice", 0, None, 50)]

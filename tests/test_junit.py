@@ -11,10 +11,12 @@ import pytest
 from banana_tests.cases import CaseKey, CaseKind
 from banana_tests.families.trend.trend import TrendKey
 from banana_tests.families.trend.trends import trend_series
+from banana_tests.reports import junit_testcase
 from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, read_junit
 from banana_tests.reports.merge_checks import AGREED
-from banana_tests.reports.sourced import describe_replacements
+from banana_tests.reports.sourced import OLDEST, OtherOutcome, describe_replacements
 from banana_tests.verdicts.baseline import ControlKey
+from banana_tests.verdicts.matrix import Cell
 from metrics_under_test.own_code import distribution_versions
 
 
@@ -163,7 +165,7 @@ def test_within_one_file_the_later_result_wins(tmp_path: Path) -> None:
     cell = reading.matrix.cells[CaseKey("piqe", "alpha", 5)]
     assert (cell.outcome, cell.delta) == ("passed", -2.0)
     [replaced] = reading.replaced
-    assert (replaced.kept.cell.outcome, replaced.dropped.cell.outcome) == ("passed", "failed")
+    assert (replaced.kept.value.outcome, replaced.dropped.value.outcome) == ("passed", "failed")
     assert reading.others == {TrendKey("piqe", "alpha"): "failed"}
     [series] = trend_series(reading.family_cases[CaseKind.TREND])
     assert (series.metric, series.rows) == ("piqe", ((0, 1.0, 1.0, 1.0), (5, 0.5, 0.4, 0.6)))
@@ -233,6 +235,21 @@ def control(metric: str, distortion: str, child: str = "") -> str:
     """A control testcase as pytest writes it: no properties, the case in its name."""
     name = f"test_detects_control_degradation[{metric}-{distortion}]"
     return f'<testcase classname="banana_tests.test_control" name="{name}">{child}</testcase>'
+
+
+def test_every_kind_of_case_read_names_its_file_and_is_typed_by_what_it_holds(tmp_path: Path) -> None:
+    """One `Sourced[T]` for cells and cases outside the matrix alike: each says the file it came from."""
+    path = tmp_path / "x.xml"
+    read = [
+        item
+        for text in (case("piqe", "alpha", 5, delta="-1.0"), control("piqe", "jpeg"))
+        for item, _ in junit_testcase.testcase_items(path, ET.fromstring(text), {}, OLDEST, (0, 0))[0]
+    ]
+    assert [item.path for item in read] == [path, path]
+    cell, other = read
+    assert cell.of(Cell) is cell and cell.of(OtherOutcome) is None
+    assert other.of(OtherOutcome) is other and other.value.key == ControlKey("piqe", "jpeg")
+    assert other.label == f"{path} (no timestamp)"
 
 
 def test_trend_and_control_outcomes_are_read_for_baselines(tmp_path: Path) -> None:

@@ -21,11 +21,9 @@ PACKAGES = ("banana_tests", "metrics_under_test")
 # Rank of each stage; a module may import only ranks <= its own. Shared vocabulary sits at 0.
 STAGES = {
     "banana_tests.cases": 0,
-    "banana_tests.atomic": 0,
     "banana_tests.counts": 0,  # whole numbers as options take them, for the session and the trajectories
-    "banana_tests.markdown": 0,  # the one Markdown table writer, for reports, judging and commands
-    "banana_tests.csv_cells": 0,  # the one CSV writer: no cell a spreadsheet runs as a formula
-    "banana_tests.regular_files": 0,  # the one reader of files that untrusted data names
+    "banana_tests.table_text": 0,  # the one Markdown and CSV writer (no cell a spreadsheet runs as a formula)
+    "banana_tests.safe_files": 0,  # the one reader of files that untrusted data names, the loss-free writes
     "banana_tests.termination": 0,  # SIGTERM stops as Ctrl-C, for the session and the commands
     "banana_tests.http_retry": 0,  # the one retry policy of paid API calls, for the editors and the judges
     "banana_tests.data": 0,
@@ -288,13 +286,13 @@ import sys, tempfile
 from pathlib import Path
 import banana_tests.api as api
 import banana_tests.core.{core}
-settings = api.scoring_settings(metrics=("piqe",))
+settings = api.scoring_settings(api.ScoreRequest(metrics=("piqe",)))
 assert [r.text for r in settings.metrics] == ["piqe"], settings.metrics
 cache = Path(tempfile.mkdtemp())
-summary = api.score(
+summary = api.score(api.ScoreRequest(
     metrics=("piqe",), seed_images=("{seed}",), steps=(5,), runs=1, shard=api.Shard(1, 1),
     cache_dir=cache, device=api.Device.CPU,
-)
+))
 assert summary.complete, summary.lines()
 print(*summary.lines(), sep="\n")
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in {pytest})
@@ -324,7 +322,7 @@ def test_scoring_through_the_api_in_a_fresh_interpreter_loads_no_pytest(tmp_path
 METRIC_VALIDATOR = "metrics_under_test.metric_requests"
 COMMA_SITES = {
     ("banana_tests.commands.generate", "_resolutions"): "--resolutions",
-    ("banana_tests.commands.options", "_option"): "an option's choices, in its help",
+    ("banana_tests.commands.maintenance", "_option"): "an option's choices, in its help",
     ("banana_tests.commands.report", "_steps"): "--figure-steps",
     ("banana_tests.core.suite", "CasePlanning.source"): "--artifact, in its error",
     ("banana_tests.core.run_facts", "selection_facts"): "the selected steps, seed images, where",

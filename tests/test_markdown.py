@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from banana_tests.markdown import Align, table
+from banana_tests.table_text import Align, table
 
 
 def test_a_pipe_and_a_line_break_stay_in_their_cell() -> None:

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.scheduler.metric_groups import group_of
-from banana_tests.scheduler.units import Group
+from banana_tests.cases import CaseKey
+from banana_tests.families.trend.trend import TrendKey
+from banana_tests.scheduler.metric_groups import group_of, units_of
+from banana_tests.scheduler.sharding import Group
 
 PROJECT = Path(__file__).resolve().parent.parent
 METRICS = ("brisque", "clip-iqa", "clip")
@@ -39,7 +41,24 @@ SUITE = "banana_tests/test_degradation.py::test_detects_degradation"
     ],
 )
 def test_group_of_a_test(nodeid: str, expected: Group | None) -> None:
-    assert group_of(nodeid, METRICS) == expected
+    planned = [CaseKey("brisque", "astronaut", 5), CaseKey("brisque", "astronaut", 5, run=1)]
+    planned += [
+        CaseKey("clip-iqa", "brick", 10),
+        CaseKey("clip", "brick", 10),
+        TrendKey("brisque", "astronaut"),
+    ]
+    assert group_of(nodeid, METRICS, units_of(planned)) == expected
+
+
+def test_a_planned_case_is_grouped_by_its_key_not_by_its_id() -> None:
+    """A seed image named like an id's suffix (`scan-run1`): its id reads as run 1 of `scan`, its
+    key says what it is."""
+    key = CaseKey("brisque", "scan-run1", 5)
+    assert group_of(f"{SUITE}[{key.test_id}]", METRICS, units_of([key])) == Group("brisque", "scan-run1")
+    trend = TrendKey("clip", "iqa-brick")  # reads as a clip-iqa test
+    assert group_of(f"t.py::test_trend[{trend.test_id}]", METRICS, units_of([trend])) == Group(
+        "clip", "iqa-brick"
+    )
 
 
 def test_a_seed_images_group_is_its_own_scope() -> None:
@@ -50,14 +69,19 @@ PROBE = """
 import json
 from pathlib import Path
 
-from banana_tests.scheduler.metric_groups import group_of
+from banana_tests.plugin import planned_keys
+from banana_tests.scheduler.metric_groups import group_of, units_of
 from banana_tests.session.collection import unit_of
+from banana_tests.session.ownership import adopted
 
 METRICS = {metrics!r}
 
 
 def pytest_collection_finish(session):
-    rows = [[i.nodeid, repr(unit_of(i, METRICS)), repr(group_of(i.nodeid, METRICS))] for i in session.items]
+    units = units_of(planned_keys(session.config, adopted(session.config)))
+    rows = [
+        [i.nodeid, repr(unit_of(i, METRICS)), repr(group_of(i.nodeid, METRICS, units))] for i in session.items
+    ]
     Path({out!r}).write_text(json.dumps(rows))
 """
 

@@ -16,6 +16,8 @@ brisque, niqe and piqe, every family a run over the embedded set has (Δ matrix,
 
 This test runs step 2 on a copy of the current tree whose shipped snapshots are replaced by the
 ones 0abd72f wrote (found wherever the tree keeps them), so the snapshot cases read 0abd72f's files.
+The child imports the copy's code (PYTHONPATH), not this clone's through its editable install, and
+each of its processes writes where its code came from (`ORIGIN`), which the test checks.
 Δ and normalised figures may differ by the metric's measured machine drift, raw scores by the
 same in raw units, pixel figures by float rounding; all else is exact (tests/reference_cases.py).
 """
@@ -42,6 +44,18 @@ REFERENCE = ROOT / "tests" / "data" / "reference_0abd72f"
 NEEDED = ("brisque_svm_weights.pth", "niqe_modelparameters.mat")
 MATRIX_KEYS = ("metric", "seed_image", "step", "run")
 SNAPSHOT = "test_scores_match_snapshot[{}].json"
+ORIGIN = """
+import os
+
+import banana_tests
+import metrics_under_test
+
+
+def pytest_configure(config):
+    with open(os.environ["BANANA_ORIGINS"], "a", encoding="utf-8") as out:
+        out.write(f"{banana_tests.__file__}\\n{metrics_under_test.__file__}\\n")
+"""
+"""A plugin (`-p banana_origin`) by which each process of the run says where its code came from."""
 
 
 def mirror() -> Path:
@@ -115,21 +129,26 @@ def summary_differences(reference: str, found: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
-    """The reference command on a copy of this tree holding 0abd72f's snapshots: (the run, its
-    JUnit, the copy)."""
+    """The reference command on a copy of this tree holding 0abd72f's snapshots, the copy's code
+    imported: (the run, its JUnit, the copy; `origins.txt` beside the JUnit)."""
     weights = mirror()
     out = tmp_path_factory.mktemp("reference")
     tree = tree_copy(out / "tree")
     for metric, path in shipped_snapshots(tree).items():
         shutil.copyfile(REFERENCE / "snapshots" / SNAPSHOT.format(metric), path)
     xml = out / "junit.xml"
+    (out / "plugins").mkdir()
+    (out / "plugins" / "banana_origin.py").write_text(ORIGIN)
     env = {
         **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tree), str(out / "plugins")]),
+        "BANANA_ORIGINS": str(out / "origins.txt"),
         "HF_HUB_OFFLINE": "1",
         "TORCH_HOME": str(out / "torch"),
         "BANANA_WEIGHTS_DIR": str(weights),
     }
-    cmd = [sys.executable, "-m", "pytest", *COMMAND, "-p", "no:cacheprovider", f"--cache-dir={out / 'cache'}"]
+    cmd = [sys.executable, "-m", "pytest", *COMMAND, "-p", "banana_origin", "-p", "no:cacheprovider"]
+    cmd += [f"--cache-dir={out / 'cache'}"]
     cmd += [f"--junitxml={xml}", f"--weights-dir={weights}", f"--baseline={REFERENCE / 'baseline.json'}"]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree)
     return done, xml, tree
@@ -141,6 +160,15 @@ def test_the_run_passes_under_0abd72fs_baseline_from_the_copy(
     """Exit 0 under --strict-baseline: no new failure and no fixed cell."""
     done = run[0]
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-3000:]
+
+
+def test_every_process_of_the_run_imported_the_copys_code(
+    run: tuple[subprocess.CompletedProcess[str], Path, Path],
+) -> None:
+    """Not this clone's, which its editable install would give: the copy is what is compared."""
+    _, xml, tree = run
+    origins = (xml.parent / "origins.txt").read_text(encoding="utf-8").split()
+    assert len(origins) >= 2 and all(Path(o).is_relative_to(tree) for o in origins), origins
 
 
 def test_every_case_outcome_and_property_is_0abd72fs(

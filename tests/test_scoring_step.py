@@ -64,9 +64,9 @@ def unsharded(folder: pytest.Pytester) -> dict[str, str]:
 def test_the_api_fills_a_cache_the_verdict_pass_only_reads(suite: pytest.Pytester) -> None:
     script = (
         "from pathlib import Path\n"
-        "from banana_tests.api import Device, score\n"
+        "from banana_tests.api import Device, ScoreRequest, score\n"
         "metrics = ['countmetric:First', 'countmetric:Second']\n"
-        "s = score(Path('data'), metrics, cache_dir=Path('c'), device=Device.CPU)\n"
+        "s = score(ScoreRequest(Path('data'), metrics, cache_dir=Path('c'), device=Device.CPU))\n"
         "print(s.complete, *s.lines(), sep='\\n')\n"
     )
     result = suite.run(sys.executable, "-c", script)

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.api import records_to_score, scoring_settings
-from banana_tests.cases import id_of_testcase
+from banana_tests.api import ScoreRequest, records_to_score, scoring_settings
+from banana_tests.cases import CaseKey, id_of_testcase
+from banana_tests.reports.junit import read_junit
 from banana_tests.reports.merge_checks import INCOMPLETE_EXIT, MIXED_EXIT, PLANNED, SPLIT_OFF, chunks
-from banana_tests.scheduler.metric_groups import group_of
-from banana_tests.scheduler.shards import Shard, parse_shard
-from banana_tests.scheduler.units import Group
+from banana_tests.scheduler.metric_groups import group_of, units_of
+from banana_tests.scheduler.sharding import Group, Shard, parse_shard
 from tests.conftest import write_set
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -53,6 +53,24 @@ def cases_in(xml: Path) -> list[str]:
     return [
         id_of_testcase(tc.get("classname", ""), tc.get("name", "")) for tc in ET.parse(xml).iter("testcase")
     ]
+
+
+def units_in(xml: Path) -> dict[str, Group]:
+    """The scheduler's units of a run's cases, from the typed keys its file reads back to."""
+    reading = read_junit([xml])
+    return units_of(
+        [*reading.matrix.cells, *(c.key for cases in reading.family_cases.values() for c in cases)]
+    )
+
+
+def unit_of_id(nodeid: str, metrics: tuple[str, ...]) -> Group:
+    """A Δ or trend test's unit, read off its id as the suite spells it (its seed images have no '-')."""
+    test_id = nodeid[nodeid.index("[") + 1 : -1]
+    if "::test_trend_detects_degradation[" in nodeid:
+        metric = next(m for m in sorted(metrics, key=len, reverse=True) if test_id.startswith(m + "-"))
+        return Group(metric, test_id[len(metric) + 1 :])
+    key = CaseKey.from_test_id(test_id, metrics)
+    return Group(key.metric, key.seed_image)
 
 
 def failures_in(xml: Path) -> list[str]:
@@ -107,7 +125,8 @@ def test_two_shards_run_every_case_exactly_once(runs: dict[str, Path]) -> None:
     assert Counter(first + second) == Counter(whole)
     assert first and second and not set(first) & set(second)
     # a (metric, seed image) group, or a metric's controls, invariance and snapshots, in one shard
-    groups = {k: {group_of(case, METRICS) for case in cases_in(runs[k])} for k in ("1/2", "2/2")}
+    units = {k: units_in(runs[k]) for k in ("1/2", "2/2")}
+    groups = {k: {group_of(case, METRICS, units[k]) for case in cases_in(runs[k])} for k in units}
     assert not groups["1/2"] & groups["2/2"]
     non_delta = [c for c in whole if not any(t in c for t in DELTA_TESTS)]
     for family in (
@@ -323,12 +342,14 @@ def test_score_and_pytest_deal_the_same_units_on_the_embedded_data() -> None:
         done = subprocess.run(cmd, cwd=PROJECT, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout + done.stderr
         ran = {
-            group_of(line, metrics)
+            unit_of_id(line, metrics)
             for line in done.stdout.splitlines()
             if any(t in line for t in DELTA_TESTS)
         }
-        scored = records_to_score(scoring_settings(metrics=metrics, shard=Shard(k, 3), root=PROJECT))
-        assert ran and {(g.metric, g.seed_image) for g in ran if g is not None} == set(scored), k
+        scored = records_to_score(
+            scoring_settings(ScoreRequest(metrics=metrics, shard=Shard(k, 3), root=PROJECT))
+        )
+        assert ran and {(g.metric, g.seed_image) for g in ran} == set(scored), k
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from banana_tests.trajectories.plan import plan_cases
 from banana_tests.trajectories.records import DataError
 from banana_tests.trajectories.row_records import parse_map
 from banana_tests.trajectories.selection import Loaded, Selection, parse_where
-from banana_tests.trajectories.sources import SourceOptions, detect_format, load
+from banana_tests.trajectories.sources import DatasetFormat, SourceOptions, detect_format, load
 from tests.conftest import MakeSet
 
 datasets = pytest.importorskip("datasets")
@@ -84,7 +84,7 @@ def layouts(make_set: MakeSet, tmp_path: Path) -> dict[str, SourceOptions]:
 
     return {
         "canonical": local(canonical),
-        "imagefolder": local(canonical, format="imagefolder"),
+        "imagefolder": local(canonical, format=DatasetFormat.IMAGEFOLDER),
         "no variant": local(as_metadata(canonical, tmp_path / "nv", ("variant",))),
         "metadata.csv": local(as_metadata(canonical, tmp_path / "mc", ("variant",), "metadata.csv")),
         "csv file": local(as_metadata(canonical, tmp_path / "cf", ("variant",), "set.csv") / "set.csv"),
@@ -128,6 +128,16 @@ def test_bytes_are_cached_once_by_sha256(layouts: dict[str, SourceOptions]) -> N
         assert r.source.endswith(f"/run{r.run}/step{r.step:03d}.png)")  # and the image's own path
     cached = [p for p in options.cache_dir.glob("??/*")]
     assert sorted(p.name for p in cached) == sorted(r.sha256 for r in loaded.records)
+
+
+def test_the_format_option_and_the_settings_share_one_enum() -> None:
+    from banana_tests.core.settings import settings_from_args
+
+    assert settings_from_args([]).source.format is DatasetFormat.AUTO
+    for fmt in DatasetFormat:
+        assert settings_from_args([f"--dataset-format={fmt.value}"]).source.format is fmt
+    with pytest.raises(SystemExit):
+        settings_from_args(["--dataset-format=xml"])
 
 
 def test_formats_are_detected(layouts: dict[str, SourceOptions]) -> None:

@@ -18,13 +18,8 @@ from syrupy.assertion import SnapshotAssertion
 from banana_tests.cases import CaseKey, CaseKind
 from banana_tests.families.trend.trend import TrendKey, TrendTally
 from banana_tests.families.trend.trends import trend_series
-from banana_tests.reports.junit import (
-    MAX_ATTRIBUTE,
-    JUnitError,
-    SourcedCase,
-    SourcedOther,
-    read_junit,
-)
+from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, read_junit
+from banana_tests.reports.sourced import OtherOutcome, Sourced
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.records import check_sha256
 from banana_tests.verdicts.baseline import BaselineError, ControlKey, dump_baseline, load_baseline
@@ -512,9 +507,8 @@ def test_read_records_are_frozen(tmp_path: Path) -> None:
     copy.write_bytes(xml.read_bytes())
     reading = read_junit([xml, copy])
     [replacement] = reading.replaced
-    other = SourcedOther(ControlKey("piqe", "jpeg"), Outcome.FAILED, datetime.now(UTC), (0, 0))
-    trend = SourcedCase(None, datetime.now(UTC), (0, 0))  # type: ignore[arg-type]
-    for value in (replacement, replacement.kept, replacement.dropped, other, trend):
+    other = Sourced(OtherOutcome(ControlKey("piqe", "jpeg"), Outcome.FAILED), xml, datetime.now(UTC), (0, 0))
+    for value in (replacement, replacement.kept, replacement.dropped, other, other.value):
         with pytest.raises(dataclasses.FrozenInstanceError):
             value.__setattr__(dataclasses.fields(value)[0].name, None)
 

@@ -1,1 +1,1 @@
-"""The `banana-tests` subcommands, one module each."""
+"""The `banana-tests` subcommands: a module per subcommand, or per few of one concept."""

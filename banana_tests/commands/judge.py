@@ -44,8 +44,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from banana_tests.judging.judges import make
-    from banana_tests.judging.run import judge_set, read_judgments
-    from banana_tests.judging.summary import markdown
+    from banana_tests.judging.judgments import judge_set, markdown, read_judgments
 
     out = args.out or args.dataset / f"judgments-{args.judge}.jsonl"
     try:

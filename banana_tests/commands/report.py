@@ -263,8 +263,7 @@ def _merge_fact(ledger: Ledger) -> str:
 
 def _judgments(path: Path) -> str | None:
     """The judge's section of the report, or None after saying why the file cannot be read."""
-    from banana_tests.judging.run import read_judgments
-    from banana_tests.judging.summary import markdown
+    from banana_tests.judging.judgments import markdown, read_judgments
     from banana_tests.trajectories.records import DataError
 
     try:

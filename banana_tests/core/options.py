@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from banana_tests.scheduler.shards import MAX_SHARDS
+from banana_tests.scheduler.sharding import MAX_SHARDS
+from banana_tests.trajectories.sources import DatasetFormat
 from metrics_under_test.metric_requests import DEFAULT_METRICS, option_text
 
 DEFAULT_METRIC_OPTION = option_text(DEFAULT_METRICS)
@@ -93,8 +94,8 @@ def add_data_options(addoption: AddOption) -> None:
     )
     addoption(
         "--dataset-format",
-        choices=("auto", "canonical", "imagefolder", "parquet", "csv", "json"),
-        default="auto",
+        choices=[f.value for f in DatasetFormat],
+        default=DatasetFormat.AUTO.value,
         help="how to read a local SOURCE (default: auto; canonical = the fast metadata.jsonl reader)",
     )
     addoption(

@@ -25,7 +25,7 @@ def selected_plans(state: SuiteState) -> list[CasePlan]:
     shard = state.settings.shard
     if shard is not None:
         from banana_tests.core.suite import selection_units
-        from banana_tests.scheduler.units import Group as Unit
+        from banana_tests.scheduler.sharding import Group as Unit
 
         mine = shard.deal(selection_units(state))
         plans = [plan for plan in plans if Unit(plan.key.metric, plan.key.seed_image) in mine]

@@ -21,12 +21,12 @@ from banana_tests.core.machine import DeviceChoice, parse_device, refuse_url
 from banana_tests.core.options import DEFAULT_STEPS, MAX_SEARCH, dest_of, suite_options
 from banana_tests.counts import MAX_SECONDS, decimal_number, whole_number
 from banana_tests.data import EMBEDDED
-from banana_tests.scheduler.shards import Shard, parse_shard
+from banana_tests.scheduler.sharding import Shard, parse_shard
 from banana_tests.scoring.batch_watch import DEFAULT_LOAD_LIMIT, Limit
 from banana_tests.trajectories.plan import parse_steps
 from banana_tests.trajectories.row_records import parse_map
 from banana_tests.trajectories.selection import Selection, parse_where
-from banana_tests.trajectories.sources import SourceOptions, default_cache_dir
+from banana_tests.trajectories.sources import DatasetFormat, SourceOptions, default_cache_dir
 from banana_tests.trajectories.trial_names import Artifact, parse_artifacts
 from metrics_under_test.metric_requests import MetricRequest, metric_requests
 from metrics_under_test.weights import mirror_from_env
@@ -135,7 +135,7 @@ class Settings:
             revision=value("dataset-revision"),
             split=value("dataset-split"),
             streaming=value("dataset-streaming"),
-            format=value("dataset-format"),
+            format=DatasetFormat(value("dataset-format")),
             field_map=parse_map(value("dataset-map")),
             path_pattern=value("dataset-path-pattern"),
             cache_dir=Path(image_cache) if image_cache else default_cache_dir(),

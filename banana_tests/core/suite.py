@@ -4,7 +4,7 @@ one of each for the plugin, the fixtures and the api.
 `CasePlanning` reads the trajectories a run selects (`--dataset` or the trial sets) once, at
 collection, and plans the cases on them; `Scoring` stages the weights, checks the device once and
 keeps one ScoreBook with the suite's metric loader (tuned for scoring). The units `--shard` deals
-(banana_tests.scheduler.shards) are the selection's, so a suite run's collection and the api's
+(banana_tests.scheduler.sharding) are the selection's, so a suite run's collection and the api's
 scoring deal the same ones. An option or a data set that no run can satisfy is a `UsageError`:
 the session turns it into pytest's usage error (one line, exit 4), the api into ScoreSetupError.
 banana_tests.session.run_state builds the state from pytest's config, with the fixtures'
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from banana_tests.cases import CaseKey
 from banana_tests.core.machine import resolve_device
 from banana_tests.core.settings import Settings
-from banana_tests.scheduler.units import Group
+from banana_tests.scheduler.sharding import Group
 from banana_tests.scoring.batch_watch import BatchWatch, Hung, to_stderr
 from banana_tests.trajectories.plan import CasePlan, plan_cases
 from banana_tests.trajectories.problem_cases import with_problems
@@ -67,12 +67,12 @@ class CasePlanning:
     @functools.cached_property
     def source(self) -> SourceOptions:
         """The run's trajectory source, resolved once a process: under --artifact, the trial sets,
-        built once into the image cache (banana_tests.editors.trial_sets); a set that cannot be
+        built once into the image cache (banana_tests.editors.embedded_sets); a set that cannot be
         rebuilt as shipped is a usage error."""
         settings = self.settings
         if not settings.artifacts:
             return settings.source
-        from banana_tests.editors.trial_sets import TrialSetError, ensure
+        from banana_tests.editors.embedded_sets import TrialSetError, ensure
         from banana_tests.trajectories.trial_names import Artifact
 
         absent = missing(f"--artifact={Artifact.VAE_ROUNDTRIP}", TAEF2)

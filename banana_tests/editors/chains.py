@@ -32,7 +32,7 @@ from PIL.ImageFile import ImageFile
 
 from banana_tests.editors.base import Editor, EditorError, EditRequest, NoImage
 from banana_tests.editors.prompts import Prompt
-from banana_tests.regular_files import NotReadable, read_regular, require_regular
+from banana_tests.safe_files import NotReadable, read_regular, require_regular
 from banana_tests.trajectories.images import DEFAULT_MAX_PIXELS, max_file_bytes
 from banana_tests.trajectories.records import DataError
 

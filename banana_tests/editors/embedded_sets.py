@@ -35,10 +35,9 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from banana_tests.atomic import exclusive_lock, write_atomic
 from banana_tests.data import EMBEDDED, SEEDS
 from banana_tests.editors.offline_editors import EmulatorParams, ReplicaEmulator
-from banana_tests.regular_files import NotReadable, read_regular
+from banana_tests.safe_files import NotReadable, exclusive_lock, read_regular, write_atomic
 from banana_tests.trajectories.trial_names import ARTIFACTS, COMPOSITE, Artifact, trial_id
 
 DEFAULT_DIR = EMBEDDED

@@ -27,10 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from banana_tests.atomic import append_json_line, exclusive_lock, fsync_dir, write_atomic
 from banana_tests.editors.base import Editor
 from banana_tests.editors.chains import ASPECT_TOLERANCE, Chain, Job, Made, Stopped, check_image, steps
-from banana_tests.regular_files import NotReadable, read_regular
+from banana_tests.safe_files import (
+    NotReadable,
+    append_json_line,
+    exclusive_lock,
+    fsync_dir,
+    read_regular,
+    write_atomic,
+)
 from banana_tests.trajectories.records import METADATA, DataError
 
 LOCK = ".generate.lock"

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from banana_tests.editors.base import EditorError
-from banana_tests.regular_files import NotReadable, read_regular
+from banana_tests.safe_files import NotReadable, read_regular
 
 THREADS = 1
 """torch's intra-op threads for a round trip: a convolution split over more threads sums in

@@ -1,15 +1,19 @@
-"""The judges: Gemini through google-genai, any OpenAI-compatible endpoint, and an offline keyword judge.
+"""The judges and the question they answer: Gemini through google-genai, any OpenAI-compatible
+endpoint, and an offline keyword judge, each asked whether one reasoning summary acknowledges the
+noise, and how its answer is read.
 
-The two LLM judges share the generate command's cost guards: every attempt counts against a
-request budget (`--max-requests`), 429 and 5xx answers and dropped, refused or timed-out
-connections are retried with exponential backoff (banana_tests.http_retry), and API keys are
-scrubbed from every message raised. The keyword judge makes no request; it is a rough stand-in
-(a negation it does not see, a synonym it does not know), for trying the command offline, not
-for measuring.
+Banana100 asks an LLM that yes/no question of each step's reasoning summary; its exact prompt text
+is not public, so this one asks the same question (docs/judge.md). The two LLM judges share the
+generate command's cost guards: every attempt counts against a request budget (`--max-requests`),
+429 and 5xx answers and dropped, refused or timed-out connections are retried with exponential
+backoff (banana_tests.http_retry), and API keys are scrubbed from every message raised. The keyword
+judge makes no request; it is a rough stand-in (a negation it does not see, a synonym it does not
+know), for trying the command offline, not for measuring.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -17,11 +21,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Protocol
 
 from banana_tests.editors.base import redact
 from banana_tests.http_retry import RetryPolicy
-from banana_tests.judging.prompt import question
 
 GEMINI_KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 OPENAI_KEY_ENV = "OPENAI_API_KEY"
@@ -227,3 +231,33 @@ def make(
         key = os.environ.get(OPENAI_KEY_ENV)
         return OpenAIJudge(base_url, model, key, Retrying(budget, model, policy, (key,) if key else ()))
     raise JudgeError(f"unknown judge {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+JUDGE_PROMPT = (
+    "You are reviewing the reasoning summary that an image-editing model wrote while it was asked "
+    "to produce an exact replica of an input image. Decide whether the summary acknowledges that "
+    "the input image shows noise, grain, static, artefacts, a colour tint or another loss of "
+    "quality. Mentioning the word without noticing it in the image (for example 'avoid adding "
+    "noise') does not count. Answer with one word: YES if it acknowledges such degradation, NO "
+    "if it does not.\n\nReasoning summary:\n<<<\n{summary}\n>>>"
+)
+PROMPT_ID = hashlib.sha256(JUDGE_PROMPT.encode()).hexdigest()[:12]
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
+
+
+class Verdict(Enum):
+    ACKNOWLEDGES = "acknowledges"
+    SILENT = "silent"  # the summary does not acknowledge the noise
+    NO_TEXT = "no_text"  # the step has no reasoning summary: nothing to judge, no request
+    UNCLEAR = "unclear"  # the judge's answer was neither yes nor no
+
+
+def question(summary: str) -> str:
+    return JUDGE_PROMPT.format(summary=summary.strip())
+
+
+def read_answer(answer: str) -> Verdict:
+    """YES or NO as the answer's first word, in any case and punctuation; else UNCLEAR."""
+    word = _FIRST_WORD.search(answer or "")
+    first = word.group().upper() if word else ""
+    return {"YES": Verdict.ACKNOWLEDGES, "NO": Verdict.SILENT}.get(first, Verdict.UNCLEAR)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from html import escape
 
-from banana_tests.markdown import Align, table
+from banana_tests.table_text import Align, table
 from banana_tests.trajectories.trial_names import ARTIFACTS, split_trial
 from banana_tests.verdicts.matrix import Matrix, OutcomeCounts
 

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from banana_tests.csv_cells import Writer
-from banana_tests.markdown import table
+from banana_tests.table_text import Writer, table
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.matrix import Outcome
 

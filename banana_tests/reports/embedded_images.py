@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from banana_tests.regular_files import NotReadable, read_regular
+from banana_tests.safe_files import NotReadable, read_regular
 from banana_tests.scoring.cache import FILE as CACHE_FILE
 
 MAX_PNG_BYTES = 16 * 2**20  # a search pair's PNG is a crop of a few hundred kB

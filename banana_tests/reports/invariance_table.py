@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from banana_tests.cases import Field
-from banana_tests.markdown import table
+from banana_tests.table_text import table
 from banana_tests.verdicts.invariance import Invariance, InvarianceKey
 from banana_tests.verdicts.matrix import VERDICTS, Outcome
 from banana_tests.verdicts.record import CaseRecord

@@ -21,23 +21,20 @@ from typing import BinaryIO
 
 from banana_tests.cases import CaseKey, CaseKind, Field, id_of_testcase
 from banana_tests.families.protocol import Case
-from banana_tests.regular_files import NotReadable, open_regular
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.junit_testcase import LEGACY_PREFIXES, JUnitError, outcome_of, testcase_items
 from banana_tests.reports.merge_checks import PLAN_PROPERTIES, Ledger
 from banana_tests.reports.sourced import (
     OLDEST,
-    Item,
+    OtherOutcome,
+    Read,
     Replacement,
     Sourced,
-    SourcedCase,
-    SourcedInvariance,
-    SourcedOther,
-    when,
 )
+from banana_tests.safe_files import NotReadable, open_regular
 from banana_tests.verdicts.baseline import ControlKey, Other
-from banana_tests.verdicts.matrix import Matrix, Outcome
+from banana_tests.verdicts.matrix import Cell, Matrix, Outcome
 
 MAX_INPUT_MB = 64
 """Default cap on one file's size: about 51,000 failing or 65,000 passing cases (the suite writes ~1.3 and
@@ -76,27 +73,17 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
     given more than once is read once."""
     if not paths:
         raise JUnitError("no JUnit XML files given")
-    sourced: list[Sourced] = []
-    others: list[SourcedOther] = []
-    invariance: list[SourcedInvariance] = []
-    cases: list[SourcedCase] = []
+    read: list[Sourced[Read]] = []
     metadata: dict[str, set[str]] = {}
     files, repeated = _distinct(paths)
     ledger = Ledger()
     for index, path in enumerate(files):
-        found: dict[bool, list[tuple[Item, dict[str, str]]]] = {True: [], False: []}  # by legacy
+        found: dict[bool, list[tuple[Sourced[Read], dict[str, str]]]] = {True: [], False: []}  # by legacy
         for item, props, legacy in _read_file(path, index, max_mb, ledger):
             found[legacy].append((item, props))
         # A file with records is this version's: a legacy-looking testcase in it is another test.
         for item, props in found[False] or found[True]:
-            if isinstance(item, SourcedOther):
-                others.append(item)
-            elif isinstance(item, SourcedInvariance):
-                invariance.append(item)
-            elif isinstance(item, SourcedCase):
-                cases.append(item)
-            else:
-                sourced.append(item)
+            read.append(item)
             for name, value in props.items():
                 metadata.setdefault(name, set()).add(value)
         if not (found[False] or found[True] or path in ledger.with_plan):  # a shard dealt nothing has a plan
@@ -105,29 +92,30 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
                 f"{Field.RECORD!s} property, nor one of an earlier version's: "
                 f"{', '.join(p + '...]' for p in LEGACY_PREFIXES)})"
             )
-    sourced.sort(key=when)
+    read.sort(key=lambda item: item.when)  # oldest first: each kind below keeps this order
+    sourced = [c for c in (item.of(Cell) for item in read) if c is not None]
     dates = {item.timestamp for item in sourced if item.timestamp != OLDEST}
     if dates:  # the newest run's start, from its testsuite timestamp
         metadata["date"] = {max(dates).isoformat(sep=" ", timespec="seconds")}
     reading = Reading(Matrix(), metadata={k: sorted(v) for k, v in sorted(metadata.items())})
     reading.files, reading.repeated, reading.ledger = files, repeated, ledger
-    for sourced_case in sorted(cases, key=when):
-        reading.family_cases.setdefault(sourced_case.case.key.kind, []).append(sourced_case.case)
-    newest_others = {o.key: o for o in sorted(others, key=when)}
+    for case in (item.value for item in read if isinstance(item.value, Case)):
+        reading.family_cases.setdefault(case.key.kind, []).append(case)
+    newest_others = {o.key: o for o in (item.value for item in read) if isinstance(o, OtherOutcome)}
     reading.others = {k: o.outcome for k, o in newest_others.items()}
     controls = {k: o for k, o in newest_others.items() if isinstance(k, ControlKey)}
     reading.controls = [
         ControlOutcome.of(k, controls[k].outcome, controls[k].message) for k in sorted(controls)
     ]
-    checked = {i.outcome.key: i.outcome for i in sorted(invariance, key=when)}
+    checked = {i.key: i for i in (item.value for item in read) if isinstance(i, InvarianceOutcome)}
     reading.invariance = [checked[k] for k in sorted(checked)]
-    latest: dict[CaseKey, Sourced] = {}
-    for item in sourced:
-        reading.matrix.add(item.cell)
-        old = latest.get(item.cell.key)
+    latest: dict[CaseKey, Sourced[Cell]] = {}
+    for cell in sourced:
+        reading.matrix.add(cell.value)
+        old = latest.get(cell.value.key)
         if old is not None:
-            reading.replaced.append(Replacement(item, old))
-        latest[item.cell.key] = item
+            reading.replaced.append(Replacement(cell, old))
+        latest[cell.value.key] = cell
     return reading
 
 
@@ -144,7 +132,7 @@ def _distinct(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
 
 def _read_file(
     path: Path, index: int, max_mb: float, ledger: Ledger
-) -> Iterator[tuple[Item, dict[str, str], bool]]:
+) -> Iterator[tuple[Sourced[Read], dict[str, str], bool]]:
     """Each suite case in one file, with the run metadata it carries (the testsuite's properties
     but the plan; in schema 1 also the run facts of the cases that held them) and whether schema
     1's rules found it. Every testcase's outcome and each testsuite's plan go to `ledger`. The
@@ -173,7 +161,7 @@ def _read_file(
 
 def _parse(
     path: Path, handle: BinaryIO, index: int, ledger: Ledger
-) -> Iterator[tuple[Item, dict[str, str], bool]]:
+) -> Iterator[tuple[Sourced[Read], dict[str, str], bool]]:
     stack: list[ET.Element] = []
     stamp, position = OLDEST, 0
     suite_props: dict[str, str] = {}

@@ -12,7 +12,7 @@ from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
 from banana_tests.families.protocol import Case
 from banana_tests.families.registry import family_of
 from banana_tests.reports.invariance_table import InvarianceOutcome
-from banana_tests.reports.sourced import Item, Sourced, SourcedCase, SourcedInvariance, SourcedOther
+from banana_tests.reports.sourced import OtherOutcome, Read, Sourced
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.matrix import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
@@ -44,7 +44,7 @@ class JUnitError(ValueError):
 
 def testcase_items(
     path: Path, case: ET.Element, suite_props: dict[str, str], stamp: datetime, order: tuple[int, int]
-) -> tuple[list[tuple[Item, dict[str, str]]], bool]:
+) -> tuple[list[tuple[Sourced[Read], dict[str, str]]], bool]:
     """One testcase as suite cases with their run metadata (a family's case gives its outcome and
     its record, for its section; none for another test), and whether it was read by schema 1's
     rules."""
@@ -69,8 +69,8 @@ def testcase_items(
         return [(Sourced(record.cell(outcome, message).as_verdict(), path, stamp, order), meta)], legacy
     # The gate expects only a failed assertion (the verdict): any other failure is no verdict.
     verdict = Outcome.ERROR if outcome is Outcome.FAILED and not _asserted(case) else outcome
-    found: list[tuple[Item, dict[str, str]]] = [
-        (SourcedOther(record.key, verdict, stamp, order, message), meta)
+    found: list[tuple[Sourced[Read], dict[str, str]]] = [
+        (Sourced(OtherOutcome(record.key, verdict, message), path, stamp, order), meta)
     ]
     family = family_of(record.kind)
     if family is not None:
@@ -79,9 +79,9 @@ def testcase_items(
             family.check(props)
         except (KeyError, ValueError) as exc:
             raise JUnitError(f"{path}: {record.kind.value} testcase {name!r}: {exc}") from exc
-        found.append((SourcedCase(Case(record.key, verdict.value, props, message), stamp, order), {}))
+        found.append((Sourced(Case(record.key, verdict.value, props, message), path, stamp, order), {}))
     if record.kind is CaseKind.INVARIANCE:
-        found.append((SourcedInvariance(InvarianceOutcome.of(record, verdict), stamp, order), {}))
+        found.append((Sourced(InvarianceOutcome.of(record, verdict), path, stamp, order), {}))
     return found, legacy
 
 

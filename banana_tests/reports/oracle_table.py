@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass
 
 from banana_tests.cases import CaseKey, sort_key
-from banana_tests.markdown import Align, table
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL, UNCHANGED_PSNR
+from banana_tests.table_text import Align, table
 from banana_tests.verdicts.matrix import Cell, Matrix, Outcome, OutcomeCounts
 
 ORACLE = "PSNR oracle"

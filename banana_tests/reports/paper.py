@@ -22,7 +22,7 @@ from pathlib import Path
 
 from banana_tests.cases import CaseKey, sort_key
 from banana_tests.data import BASELINES, PAPER_CSV
-from banana_tests.markdown import Align, table
+from banana_tests.table_text import Align, table
 from banana_tests.verdicts.baseline import write_baseline
 from banana_tests.verdicts.matrix import VERDICTS, Cell, Matrix, Outcome
 from metrics_under_test.table2 import PAPER_METRICS

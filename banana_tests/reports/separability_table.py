@@ -4,7 +4,7 @@ images' own spread beside it (banana_tests.verdicts.separability), from the cell
 
 from __future__ import annotations
 
-from banana_tests.markdown import Align, table
+from banana_tests.table_text import Align, table
 from banana_tests.verdicts.matrix import Matrix
 from banana_tests.verdicts.separability import Separability, separability
 

@@ -8,21 +8,40 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Generic, TypeVar, cast
 
 from banana_tests.families.protocol import Case
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.verdicts.baseline import Other
 from banana_tests.verdicts.matrix import Cell, Outcome
 
+T = TypeVar("T", covariant=True)
+U = TypeVar("U")
+
 OLDEST = datetime.min.replace(tzinfo=UTC)
 """The time of a testsuite without a timestamp: older than any."""
 
 
 @dataclass(frozen=True)
-class Sourced:
-    """A cell with where it came from: the file, its suite's timestamp and its place in the input."""
+class OtherOutcome:
+    """The outcome of a case outside the matrix (a trend, control or invariance case), for baselines."""
 
-    cell: Cell
+    key: Other
+    outcome: Outcome
+    message: str = ""
+
+
+Read = Cell | OtherOutcome | InvarianceOutcome | Case
+"""What one testcase gives: a matrix cell, an outcome outside the matrix, an invariance case's
+figures or a registered family's case."""
+
+
+@dataclass(frozen=True)
+class Sourced(Generic[T]):
+    """A case read from a file, with the file, its suite's timestamp and its place in the input:
+    one ordering for every kind of case (newest timestamp, then the later place)."""
+
+    value: T
     path: Path
     timestamp: datetime
     order: tuple[int, int]
@@ -32,58 +51,34 @@ class Sourced:
         stamp = "no timestamp" if self.timestamp == OLDEST else self.timestamp.isoformat()
         return f"{self.path} ({stamp})"
 
+    @property
+    def when(self) -> tuple[datetime, tuple[int, int]]:
+        """The sort key: older first, ties in the order read."""
+        return self.timestamp, self.order
+
+    def of(self, kind: type[U]) -> Sourced[U] | None:
+        """This, typed as holding a `kind`, or None when it holds another kind of case."""
+        return cast("Sourced[U]", self) if isinstance(self.value, kind) else None
+
 
 @dataclass(frozen=True)
 class Replacement:
     """A case read twice: `kept` is the newer result, `dropped` the one it replaced."""
 
-    kept: Sourced
-    dropped: Sourced
+    kept: Sourced[Cell]
+    dropped: Sourced[Cell]
 
     @property
     def same_result(self) -> bool:
         """The same cell from a run with the same start: one run read twice, nothing replaced."""
-        return self.kept.cell == self.dropped.cell and self.kept.timestamp == self.dropped.timestamp
+        return self.kept.value == self.dropped.value and self.kept.timestamp == self.dropped.timestamp
 
     def describe(self) -> str:
         k, d = self.kept, self.dropped
         return (
-            f"{k.cell.key.test_id}: kept {k.cell.outcome} from {k.label}, "
-            f"replaced {d.cell.outcome} from {d.label}"
+            f"{k.value.key.test_id}: kept {k.value.outcome} from {k.label}, "
+            f"replaced {d.value.outcome} from {d.label}"
         )
-
-
-@dataclass(frozen=True)
-class SourcedOther:
-    """The outcome of a case outside the matrix (a trend, control or invariance case), ordered
-    like `Sourced`."""
-
-    key: Other
-    outcome: Outcome
-    timestamp: datetime
-    order: tuple[int, int]
-    message: str = ""
-
-
-@dataclass(frozen=True)
-class SourcedInvariance:
-    """An invariance case's outcome with its figures, ordered like `Sourced`."""
-
-    outcome: InvarianceOutcome
-    timestamp: datetime
-    order: tuple[int, int]
-
-
-@dataclass(frozen=True)
-class SourcedCase:
-    """A registered family's case with its record, for its section, ordered like `Sourced`."""
-
-    case: Case
-    timestamp: datetime
-    order: tuple[int, int]
-
-
-Item = Sourced | SourcedOther | SourcedInvariance | SourcedCase
 
 
 def describe_replacements(replaced: Sequence[Replacement]) -> list[str]:
@@ -100,7 +95,3 @@ def describe_replacements(replaced: Sequence[Replacement]) -> list[str]:
     for (kept, dropped), count in same.items():
         lines.append(f"{count} case(s) of {dropped} are repeated in {kept} with the same results")
     return lines
-
-
-def when(item: Item) -> tuple[datetime, tuple[int, int]]:
-    return item.timestamp, item.order

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from banana_tests.cases import CaseKey, sort_key
-from banana_tests.csv_cells import Writer
-from banana_tests.markdown import Align, table
 from banana_tests.reports.oracle_table import ORACLE, OracleCell, oracle_cells, oracle_counts
+from banana_tests.table_text import Align, Writer, table
 from banana_tests.verdicts.matrix import VERDICTS, Cell, Matrix
 
 CSV_COLUMNS = (

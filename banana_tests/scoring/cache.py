@@ -28,8 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from banana_tests.atomic import exclusive_lock
-from banana_tests.regular_files import NotReadable, require_regular
+from banana_tests.safe_files import NotReadable, exclusive_lock, require_regular
 from banana_tests.scoring.oracle import ORACLE_KEY
 from metrics_under_test.file_hash import file_sha256
 from metrics_under_test.score_value import SCORE_BOUND, in_bound, short

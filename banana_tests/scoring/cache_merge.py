@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from banana_tests.atomic import exclusive_lock
+from banana_tests.safe_files import exclusive_lock
 from banana_tests.scoring.cache import (
     BUSY_MS,
     FILE,

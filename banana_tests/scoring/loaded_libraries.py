@@ -29,8 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import NotRequired, TypedDict, cast
 
-from banana_tests.atomic import write_atomic
-from banana_tests.regular_files import NotReadable, read_regular
+from banana_tests.safe_files import NotReadable, read_regular, write_atomic
 from banana_tests.scoring.cache import identity, identity_key
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.spec import Backend, MetricSpec

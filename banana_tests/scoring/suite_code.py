@@ -50,7 +50,7 @@ UNSCORED = {
     "banana_tests.trajectories": "a package docstring",
     "metrics_under_test": "a package docstring",
     "metrics_under_test.vlm": "a package docstring",
-    "banana_tests.regular_files": "reads a file's bytes unchanged (their sha256 keys the score)",
+    "banana_tests.safe_files": "reads a file's bytes unchanged (their sha256 keys the score)",
     "banana_tests.trajectories.records": "the record type and its errors",
     "banana_tests.scoring.batch_watch": (
         "runs a call under a time limit and returns what it returned; remembers a metric that hung"

@@ -34,8 +34,7 @@ import pytest
 from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, CaseKey, junit_id
 from banana_tests.families.registry import FAMILIES
 from banana_tests.reports.merge_checks import Narrowing
-from banana_tests.scheduler.shards import Shard
-from banana_tests.scheduler.units import Group
+from banana_tests.scheduler.sharding import Group, Shard
 from banana_tests.session.snapshot_selection import PARAM
 from banana_tests.verdicts.baseline import BaselineError, ControlKey, Known, load_baseline
 from banana_tests.verdicts.invariance import PARAM as INVARIANCE_PARAM

@@ -5,7 +5,7 @@ the metadata, the pixel limit, the mode and bit depth) is `check`, and a cached 
 too: the cache knows scores, not whether today's file and options allow them. It reads the file's
 header with PIL; numpy is imported on the first decode, so a run whose scores are all cached skips it.
 A data-set entry is untrusted: it is read only as a regular file within a byte limit
-(banana_tests.regular_files), so a FIFO, /dev/zero or a sparse 40 GB file is one DataError.
+(banana_tests.safe_files), so a FIFO, /dev/zero or a sparse 40 GB file is one DataError.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from banana_tests.regular_files import NotReadable, TooLarge, open_regular, read_regular
+from banana_tests.safe_files import NotReadable, TooLarge, open_regular, read_regular
 from banana_tests.trajectories.records import DataError, Record
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def max_file_bytes(max_pixels: int) -> int:
 
 def read_entry(record: Record, max_bytes: int) -> bytes:
     """The bytes of the record's file once it shows itself a regular file of at most `max_bytes`
-    (banana_tests.regular_files), or a DataError naming the record."""
+    (banana_tests.safe_files), or a DataError naming the record."""
     try:
         return read_regular(record.path, max_bytes)
     except NotReadable as exc:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from banana_tests.regular_files import read_regular
+from banana_tests.safe_files import read_regular
 from banana_tests.trajectories.records import DataError
 
 INDEX_FOLDER = "parquet-index"  # inside the image cache, beside the two-hex-digit folders

@@ -14,6 +14,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from banana_tests.trajectories.imagefolder import BOM, read_imagefolder
@@ -22,8 +23,25 @@ from banana_tests.trajectories.row_records import RowSource, records_from_rows
 from banana_tests.trajectories.selection import Loaded, Selection, cap_and_select
 from banana_tests.trajectories.table_rows import HUB, METADATA_FILES, HubRows, open_table, walk
 
-FORMATS = ("auto", "canonical", "imagefolder", "parquet", "csv", "json")
-_SUFFIX_FORMAT = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
+
+class DatasetFormat(StrEnum):
+    """How a local source is read: `--dataset-format`'s choices and `SourceOptions.format`."""
+
+    AUTO = "auto"
+    CANONICAL = "canonical"
+    IMAGEFOLDER = "imagefolder"
+    PARQUET = "parquet"
+    CSV = "csv"
+    JSON = "json"
+
+
+_SUFFIX_FORMAT = {
+    ".parquet": DatasetFormat.PARQUET,
+    ".csv": DatasetFormat.CSV,
+    ".json": DatasetFormat.JSON,
+    ".jsonl": DatasetFormat.JSON,
+}
+_FILE_FORMATS = "|".join(f for f in DatasetFormat if f not in (DatasetFormat.AUTO, DatasetFormat.CANONICAL))
 
 
 def default_cache_dir() -> Path:
@@ -40,7 +58,7 @@ class SourceOptions:
     revision: str | None = None
     split: str = "train"
     streaming: bool = False
-    format: str = "auto"
+    format: DatasetFormat = DatasetFormat.AUTO
     field_map: Mapping[str, str] = field(default_factory=dict)
     path_pattern: str | None = None
     cache_dir: Path = field(default_factory=default_cache_dir)
@@ -57,8 +75,8 @@ def load(options: SourceOptions, selection: Selection) -> Loaded:
         root = Path(options.source)
         if not root.exists():
             raise DataError(f"{root}: no such file or folder")
-        fmt = detect_format(root) if options.format == "auto" else options.format
-        if fmt == "canonical":
+        fmt = detect_format(root) if options.format is DatasetFormat.AUTO else options.format
+        if fmt is DatasetFormat.CANONICAL:
             return _canonical(root, selection)
         rows = open_table(root, fmt, options.cache_dir)
     return records_from_rows(
@@ -70,21 +88,22 @@ def load(options: SourceOptions, selection: Selection) -> Loaded:
     )
 
 
-def detect_format(root: Path) -> str:
+def detect_format(root: Path) -> DatasetFormat:
     """canonical when metadata.jsonl has our fields; else what the files are (an imagefolder when
     it has metadata files of its own), found in one walk of the folder."""
     if root.is_file():
         fmt = _SUFFIX_FORMAT.get(root.suffix.lower())
         if fmt is None:
-            raise DataError(f"{root}: cannot tell the format; use --dataset-format {'|'.join(FORMATS[2:])}")
+            raise DataError(f"{root}: cannot tell the format; use --dataset-format {_FILE_FORMATS}")
         return fmt
     meta = root / METADATA
     if meta.is_file() and _ours(meta):
-        return "canonical"
+        return DatasetFormat.CANONICAL
     if any((root / name).is_file() for name in METADATA_FILES):
-        return "imagefolder"
+        return DatasetFormat.IMAGEFOLDER
     suffixes = {p.suffix.lower() for p in walk(root) if p.name not in METADATA_FILES}
-    return next((fmt for suffix, fmt in _SUFFIX_FORMAT.items() if suffix in suffixes), "imagefolder")
+    found = (fmt for suffix, fmt in _SUFFIX_FORMAT.items() if suffix in suffixes)
+    return next(found, DatasetFormat.IMAGEFOLDER)
 
 
 def _ours(meta: Path, lines: int = 20) -> bool:

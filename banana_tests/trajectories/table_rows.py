@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from banana_tests.regular_files import NotReadable, require_regular
+from banana_tests.safe_files import NotReadable, require_regular
 from banana_tests.trajectories.imagefolder import BOM, parse_line
 from banana_tests.trajectories.parquet_rows import INDEX_FOLDER, read_rows, read_schema
 from banana_tests.trajectories.records import METADATA, DataError, Problem

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from banana_tests.atomic import write_atomic
 from banana_tests.cases import CaseKey, CaseKind, FamilyKey, Field
 from banana_tests.families.registry import family_of
-from banana_tests.regular_files import NotReadable, read_regular
+from banana_tests.safe_files import NotReadable, read_regular, write_atomic
 from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix, Outcome

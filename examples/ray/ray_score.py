@@ -28,6 +28,7 @@ from banana_tests.api import (
     Cost,
     Device,
     MetricRequest,
+    ScoreRequest,
     merge_caches,
     resolve_metric,
     score,
@@ -43,7 +44,10 @@ def score_task(
     """One seed image's scores of `metrics`, into a cache of this task's own: (summary lines,
     whether complete, the cache folder's files: its scores and what each metric loads)."""
     with tempfile.TemporaryDirectory() as folder:
-        summary = score(dataset, metrics, seed_images=[seed_image], cache_dir=Path(folder), device=device)
+        request = ScoreRequest(
+            dataset, metrics, seed_images=[seed_image], cache_dir=Path(folder), device=device
+        )
+        summary = score(request)
         files = {f.name: f.read_bytes() for f in Path(folder).iterdir() if f.is_file()}
         return summary.lines(), summary.complete, files
 
@@ -58,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     dataset = str(Path(args.dataset).resolve()) if Path(args.dataset).exists() else args.dataset
-    settings = scoring_settings(dataset, args.metric)
+    settings = scoring_settings(ScoreRequest(dataset, args.metric))
     kinds = metrics_by_kind(settings.metrics, settings.weights_dir)
 
     ray.init(address=args.address, num_cpus=args.num_cpus)

@@ -2,13 +2,16 @@
 paste, exit 4, before any case runs or any file is written; never an ImportError inside a case,
 never other metrics instead.
 
-Where the extra is installed (CI's full venv) its distributions are hidden from this process:
-their metadata reads as absent and their import fails, as in a venv without them. In a venv
-without the extras (.ci/run's first step) nothing is hidden: they are absent.
+Where the extra is installed (CI's full venv) its distributions are hidden: their metadata reads
+as absent and their import fails, as in a venv without them. In a venv without the extras
+(.ci/run's first step) nothing is hidden: they are absent. A suite run is a child pytest that
+hides them from itself (`HIDE`): pytester's in-process run would drop what it imported (numpy.fft)
+from this process's modules while their C extensions stay loaded, and a later import would fail.
 """
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -38,6 +41,37 @@ def without_extras(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.setitem(sys.modules, MODULES.get(name, name), None)
 
 
+HIDE = f"""
+import sys
+from importlib import metadata
+
+HIDDEN, MODULES = {HIDDEN!r}, {MODULES!r}
+real = metadata.distribution
+
+
+def installed(name):
+    try:
+        return bool(real(name))
+    except metadata.PackageNotFoundError:
+        return False
+
+
+present = [name for name in HIDDEN if installed(name)]
+
+
+def distribution(name):
+    if name.lower() in HIDDEN:
+        raise metadata.PackageNotFoundError(name)
+    return real(name)
+
+
+metadata.distribution = distribution
+for name in present:
+    sys.modules[MODULES.get(name, name)] = None
+"""
+"""A plugin (`-p hide_extras`, loaded before the suite's) that hides the extras from its run."""
+
+
 # (options, what the one line must carry)
 SUITE_ROWS: dict[str, tuple[list[str], str]] = {
     "pyiqa-metric": (["--metric=brisque"], "--metric=brisque needs pyiqa and torch"),
@@ -61,15 +95,17 @@ INSTALL = {
 }
 
 
-@pytest.mark.usefixtures("without_extras")
+@pytest.mark.slow
 @pytest.mark.parametrize("row", list(SUITE_ROWS))
 def test_a_suite_run_whose_extra_is_missing_is_one_usage_error(
     row: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     options, says = SUITE_ROWS[row]
     suite = suite_folder(pytester, monkeypatch, seeds=("alpha",), runs=(0,), steps=(1, 5))
+    pytester.makepyfile(hide_extras=HIDE)
     trial_sets = any(o.startswith("--artifact") for o in options)  # built from the embedded seeds
-    result = suite.runpytest(*([] if trial_sets else ["--dataset=data"]), *options, "--no-cache")
+    data = [] if trial_sets else ["--dataset=data"]
+    result = suite.runpytest_subprocess("-p", "hide_extras", *data, *options, "--no-cache")
     output = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR, output
     errors = [line for line in result.stderr.lines if line.startswith("ERROR: ")]
@@ -109,3 +145,26 @@ def test_a_command_whose_extra_is_missing_is_one_line_exit_4(
     assert line.startswith(f"banana-tests {arguments[0]}: error: {says}"), err
     assert line.endswith(f", not installed here: pip install 'banana-tests[{extra}]'"), err
     assert not out and not list(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.slow
+def test_these_rows_leave_the_process_as_they_found_it() -> None:
+    """The rows before a test that imports numpy.fft and scipy (generate's soften artifact) in
+    one process: no module is imported twice."""
+    here = Path(__file__).resolve()
+    later = here.parents[1] / "test_generate.py::test_a_torn_last_line_and_an_unrecorded_image_are_made_again"
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(here),
+        later,
+        "-p",
+        "no:randomly",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
+    cmd += ["-k", "not leave_the_process"]
+    done = subprocess.run(cmd, cwd=here.parents[2], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from banana_tests.core.options import MAX_SEARCH
-from banana_tests.scheduler.shards import MAX_SHARDS
+from banana_tests.scheduler.sharding import MAX_SHARDS
 from tests.conftest import assert_outcomes, suite_folder
 
 # Each row runs in-process in the fast tier, and again in a child process (serial and under -n 2

@@ -4,7 +4,7 @@ A JUnit file may come from an untrusted shard. Its search case names two PNGs (`
 `degraded_png`); the report embeds one only when it is a PNG the run wrote where the report may
 read it (banana_tests.reports.embedded_images). Every other file is named, once on stderr and once
 in the page, and its bytes appear nowhere in the output folder. Every CSV the report writes keeps a
-cell that a spreadsheet would run as a formula as text (banana_tests.csv_cells).
+cell that a spreadsheet would run as a formula as text (banana_tests.table_text).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from xml.sax.saxutils import quoteattr
 
 import pytest
 
-from banana_tests.csv_cells import cell
 from banana_tests.reports.embedded_images import MAX_PNG_BYTES
+from banana_tests.table_text import csv_cell
 from tests.conftest import PROJECT, noisy_image
 from tests.test_junit import case, control, junit
 
@@ -264,7 +264,7 @@ def test_no_csv_cell_a_spreadsheet_would_run(tmp_path: Path) -> None:
 
 
 def test_every_csv_is_written_through_the_one_writer() -> None:
-    """csv.writer and csv.DictWriter appear in banana_tests/csv_cells.py only."""
+    """csv.writer and csv.DictWriter appear in banana_tests/table_text.py only."""
     found = []
     for path in sorted((PROJECT / "banana_tests").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -275,14 +275,14 @@ def test_every_csv_is_written_through_the_one_writer() -> None:
                 and node.value.id == "csv"
             ):
                 found.append(path.relative_to(PROJECT).as_posix())
-    assert set(found) == {"banana_tests/csv_cells.py"}
+    assert set(found) == {"banana_tests/table_text.py"}
 
 
 @pytest.mark.parametrize("number", ["-3.5", "-0.0", "-1e-05", "+2", "-inf", "nan", "-.5", "1E+300"])
 def test_a_number_is_written_as_it_is(number: str) -> None:
-    assert cell(number) == number
+    assert csv_cell(number) == number
 
 
 @pytest.mark.parametrize("text", ["-", "-1-1", "-3.5x", "+inf()", "-e5", "=1", "@1", "\t1", "\r1", "-1_0"])
 def test_text_that_would_start_a_formula_is_quoted(text: str) -> None:
-    assert cell(text) == "'" + text
+    assert csv_cell(text) == "'" + text

@@ -19,8 +19,8 @@ from banana_tests.cases import CaseKind, Field
 from banana_tests.families.protocol import Case, Page, Report
 from banana_tests.families.search import SearchKey
 from banana_tests.families.search.escape import VISIBLE_PSNR
-from banana_tests.markdown import table
 from banana_tests.reports.embedded_images import Shown, shown
+from banana_tests.table_text import table
 from banana_tests.verdicts.matrix import Outcome
 from banana_tests.verdicts.record import CaseRecord
 

@@ -33,10 +33,9 @@ from typing import TYPE_CHECKING
 import pytest
 from _pytest.outcomes import Failed
 
-from banana_tests.atomic import write_atomic
 from banana_tests.families.search import FIXTURE as SEARCH_FIXTURE
 from banana_tests.families.search.escape import SearchLog, Seen
-from banana_tests.regular_files import NotReadable, read_regular, require_regular
+from banana_tests.safe_files import NotReadable, read_regular, require_regular, write_atomic
 from banana_tests.scoring.faults import environment_fault
 from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import NoVerdict, Scorer

@@ -1,4 +1,6 @@
-"""Judge a trajectory set's reasoning summaries, step by step, resumable and loss-free.
+"""A trajectory set's judgments: judging its reasoning summaries step by step, resumable and
+loss-free, and summarising them (the paper's measure: the first-acknowledgement step per run, its
+mean ± std per seed image, from Holi at 20 ± 4 to Rice at 37 ± 8).
 
 Each run's steps are judged in order until the first one that acknowledges the noise: the later
 ones cannot change the first-acknowledgement step, so they cost no request. Judgments go to a
@@ -13,16 +15,23 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from banana_tests.atomic import append_json_line, exclusive_lock, fsync_dir
 from banana_tests.editors.generation import Progress
-from banana_tests.judging.judges import Judge
-from banana_tests.judging.prompt import PROMPT_ID, Verdict, read_answer
-from banana_tests.regular_files import NotReadable, read_regular, require_regular
+from banana_tests.judging.judges import PROMPT_ID, Judge, Verdict, read_answer
+from banana_tests.safe_files import (
+    NotReadable,
+    append_json_line,
+    exclusive_lock,
+    fsync_dir,
+    read_regular,
+    require_regular,
+)
+from banana_tests.table_text import table
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.records import DataError, Record
 
@@ -236,3 +245,86 @@ def _check_same_judge(out: Path, done: list[Judgment], judge: Judge) -> None:
             f"{out} holds judgments by {theirs}, not {mine[0]} {mine[1]} (prompt {mine[2]}); "
             "rerun with that judge to continue it, or choose a new --out file"
         )
+
+
+@dataclass(frozen=True)
+class RunResult:
+    seed_image: str
+    run: int
+    first: int | None  # the first step that acknowledges the noise; None: none of those judged
+    judged_up_to: int  # the last step judged in this run
+    unclear: tuple[int, ...] = ()  # steps whose answer was neither yes nor no
+
+    @property
+    def first_text(self) -> str:
+        return str(self.first) if self.first is not None else "none"
+
+    @property
+    def unclear_text(self) -> str:
+        return ", ".join(map(str, self.unclear)) or "-"
+
+
+@dataclass(frozen=True)
+class SeedResult:
+    seed_image: str
+    firsts: tuple[int, ...]  # first-acknowledgement steps of the runs that have one
+    runs: int
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.firsts) if self.firsts else None
+
+    @property
+    def std(self) -> float | None:
+        """Sample standard deviation over runs (n − 1); 0 for a single run."""
+        return statistics.stdev(self.firsts) if len(self.firsts) > 1 else (0.0 if self.firsts else None)
+
+    def text(self) -> str:
+        if self.mean is None or self.std is None:
+            return "never acknowledged"
+        return f"{self.mean:.1f} ± {self.std:.1f}"
+
+
+def per_run(judgments: Iterable[Judgment]) -> list[RunResult]:
+    runs: dict[tuple[str, int], list[Judgment]] = {}
+    for j in judgments:
+        runs.setdefault((j.seed_image, j.run), []).append(j)
+    out = []
+    for (seed, run), steps in sorted(runs.items()):
+        steps.sort(key=lambda j: j.step)
+        acks = [j.step for j in steps if j.verdict is Verdict.ACKNOWLEDGES]
+        unclear = tuple(j.step for j in steps if j.verdict is Verdict.UNCLEAR)
+        out.append(RunResult(seed, run, min(acks) if acks else None, steps[-1].step, unclear))
+    return out
+
+
+def per_seed(runs: Iterable[RunResult]) -> list[SeedResult]:
+    by_seed: dict[str, list[RunResult]] = {}
+    for r in runs:
+        by_seed.setdefault(r.seed_image, []).append(r)
+    return [
+        SeedResult(seed, tuple(r.first for r in rs if r.first is not None), len(rs))
+        for seed, rs in sorted(by_seed.items())
+    ]
+
+
+def markdown(judgments: list[Judgment]) -> str:
+    """The report section: mean ± std per seed image, then each run's first step."""
+    runs = per_run(judgments)
+    judges = sorted({f"{j.judge} ({j.model})" for j in judgments})
+    lines = [
+        "## Generator self-evaluation: first step whose reasoning summary acknowledges the noise",
+        "",
+        f"Judge: {', '.join(judges)}. Mean ± sample std over the runs that acknowledge it.",
+        "",
+        *table(
+            ["seed image", "first acknowledgement", "runs acknowledging"],
+            [[s.seed_image, s.text(), f"{len(s.firsts)} of {s.runs}"] for s in per_seed(runs)],
+        ),
+        "",
+        *table(
+            ["seed image", "run", "first step", "judged up to", "unclear answers at"],
+            [[r.seed_image, r.run, r.first_text, r.judged_up_to, r.unclear_text] for r in runs],
+        ),
+    ]
+    return "\n".join(lines) + "\n"

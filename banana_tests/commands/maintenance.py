@@ -1,13 +1,14 @@
-"""`banana-tests options`: the option reference (docs/options.md), generated from pytest's parser.
-
-The page is printed from the parser a suite run builds, not written by hand, so it cannot drift
-from the options that exist; tests/test_docs.py checks that the committed page is this output.
-"""
+"""The maintainers' commands, which regenerate what the repository ships: `banana-tests fixtures
+refresh` rebuilds the embedded emulated set from its recipe and the sha256 manifest of the
+per-artifact trial sets built from it; `banana-tests options` prints the option reference
+(docs/options.md) from the parser a suite run builds, not written by hand, so it cannot drift
+from the options that exist (tests/test_docs.py checks that the committed page is this output)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from banana_tests.markdown import table
+from banana_tests.core.machine import local_path
+from banana_tests.data import EMBEDDED, SEEDS
+from banana_tests.table_text import table
 
 GROUP = "banana-tests"
 INI_PREFIX = "banana"
@@ -136,11 +139,65 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def add_parser(subparsers: Any) -> None:
+def _add_options(subparsers: Any) -> None:
     p = subparsers.add_parser("options", help="print the option reference (docs/options.md) as Markdown")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run_options)
 
 
-def run(args: argparse.Namespace) -> int:
+def run_options(args: argparse.Namespace) -> int:
     print(markdown(reference(suite_parser())), end="")
     return 0
+
+
+def _add_fixtures(subparsers: Any) -> None:
+    p = subparsers.add_parser("fixtures", help="the embedded emulated trajectory set")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    refresh = actions.add_parser(
+        "refresh", help="regenerate the set from its recorded recipe (byte for byte on the same libraries)"
+    )
+    refresh.add_argument("--recipe", type=local_path, default=None, help="default: the committed recipe.json")
+    refresh.add_argument("--out", type=local_path, default=EMBEDDED, help="default: %(default)s")
+    refresh.add_argument(
+        "--seeds-out",
+        type=local_path,
+        default=SEEDS,
+        help="the clean step-0 images (default: %(default)s)",
+    )
+    refresh.add_argument(
+        "--skip-trials",
+        action="store_true",
+        help="leave the per-artifact trial sets' sha256 manifest as it is (building it takes minutes)",
+    )
+    refresh.set_defaults(func=run_refresh)
+
+
+def run_refresh(args: argparse.Namespace) -> int:
+    from banana_tests.editors.embedded_sets import (
+        RECIPE,
+        build,
+        load_recipe,
+        shipped_seeds,
+        write_manifest,
+        write_seeds,
+    )
+
+    recipe = args.recipe or EMBEDDED / RECIPE
+    if not recipe.is_file():
+        print(f"banana-tests fixtures refresh: error: no recipe at {recipe}", file=sys.stderr)
+        return 1
+    loaded = load_recipe(recipe)
+    rows = build(loaded, args.out)
+    size = sum((args.out / r["file_name"]).stat().st_size for r in rows)
+    print(f"{len(rows)} images, {size / 1e6:.1f} MB of PNG in {args.out}")
+    seeds = write_seeds(loaded, args.seeds_out)
+    print(f"{len(seeds)} clean seed images in {args.seeds_out}")
+    if not args.skip_trials:
+        trials = write_manifest(loaded, shipped_seeds(loaded, args.seeds_out), args.out)
+        print(f"the per-artifact trial sets' sha256s in {trials}")
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    """`fixtures` and `options`, in that order in `--help`."""
+    for add in (_add_fixtures, _add_options):
+        add(subparsers)

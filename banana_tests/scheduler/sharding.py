@@ -1,21 +1,91 @@
-"""What a run will cost before it starts: each metric's images, its CPU-hours from the per-image
-costs `banana-tests metrics` shows, and how many `--shard=K/N` jobs fit a job's time budget.
+"""The suite's units of work, `--shard=K/N`'s dealing of them, and a run's cost before it starts.
 
-A cost is the measured CPU seconds of a 2048×1152 image (`metrics_under_test.measured`, one
-thread, as the suite scores), scaled by each image's pixels: an estimate, high for metrics that resize every
-input to a fixed size (MANIQA, HyperIQA, NIMA). Metrics without a measured cost (custom metrics,
-the VLMs, which want a GPU) are listed with their images and no hours. Shards are dealt the way
-`--shard` deals them (banana_tests.scheduler.shards), and a (metric, seed image) unit runs on one
-worker, so a unit longer than a job cannot be split by sharding at all: the plan says so.
+A unit (`Group`) is what the xdist scheduler and `--shard` share: a metric's cases on one seed
+image, or a metric's other tests (controls, invariance, snapshots), plain data without xdist so the
+api can deal shards without pytest. One of N CI jobs runs every N-th unit of the selection (every
+selected metric on every selected seed image, and each metric's other tests), not of what was
+collected: `-k`, `--lf` and `--ff` narrow a run after it is dealt, so a test belongs to one shard
+whatever else is selected, and `banana-tests score --shard` deals the same units (`Shard.deal`,
+from `banana_tests.core.suite.selection_units`). The (metric, seed image) units come first,
+sorted, then each metric's other tests, dealt out in turn (shard K takes units K-1, K-1+N, ...):
+balanced to one unit, never Python's per-process `hash()`. A test on no metric is dealt by a
+checksum of its id (`Shard.holds`), which needs no list.
+
+The cost plan (`banana-tests plan`): each metric's images and its CPU-hours from the per-image
+costs `banana-tests metrics` shows (the measured CPU seconds of a 2048×1152 image, one thread,
+scaled by each image's pixels: an estimate, high for metrics that resize every input to a fixed
+size), and how many shards fit a job's time budget. Metrics without a measured cost (custom
+metrics, the VLMs) are listed with their images and no hours. A unit runs on one worker, so a
+unit longer than a job cannot be split by sharding at all: the plan says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from banana_tests.scheduler.shards import Shard
-from banana_tests.scheduler.units import Group
+from banana_tests.counts import whole_number
+
+
+@dataclass(frozen=True)
+class Group:
+    """A work unit: a metric's cases on one seed image (`seed_image` set: Δ cases and trends,
+    which share the reference images and their scores), or every other test of a metric
+    (controls, invariance, snapshots, tests on `banana_metric`)."""
+
+    metric: str
+    seed_image: str | None = None
+
+    @property
+    def scope(self) -> str:
+        return f"metric:{self.metric}" + ("" if self.seed_image is None else f"/{self.seed_image}")
+
+
+MAX_SHARDS = 10_000  # CI jobs of one run
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` (1-based) of `count`."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def deal(self, units: Iterable[Group]) -> frozenset[Group]:
+        """The units that fall to this shard: the (metric, seed image) units sorted, then each
+        metric's other tests, dealt out in turn."""
+        ordered = sorted(set(units), key=_order)
+        return frozenset(ordered[self.index - 1 :: self.count])
+
+    def holds(self, test_id: str) -> bool:
+        """Whether a test on no metric falls to this shard: the same in every process."""
+        return zlib.crc32(test_id.encode()) % self.count == self.index - 1
+
+
+def _order(unit: Group) -> tuple[bool, str, str]:
+    return unit.seed_image is None, unit.metric, unit.seed_image or ""
+
+
+def parse_shard(text: str | None) -> Shard | None:
+    """`K/N` with 1 <= K <= N <= MAX_SHARDS, each in plain digits (`whole_number`), spaces around
+    them allowed; None when not given; ValueError naming the option otherwise."""
+    if text is None:
+        return None
+    k, _, n = text.partition("/")
+    try:
+        count = whole_number("--shard", n.strip(), 1, MAX_SHARDS)
+        return Shard(whole_number("--shard", k.strip(), 1, count), count)
+    except ValueError:
+        pass
+    raise ValueError(
+        f"--shard takes K/N, shard K of N jobs with 1 <= K <= N <= {MAX_SHARDS} in digits 0-9 (e.g. 1/3), "
+        f"got {text!r}"
+    )
+
 
 PIXELS_2K = 2048 * 1152
 
