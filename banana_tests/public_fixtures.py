@@ -23,7 +23,7 @@ from banana_tests.session.run_state import scorer_of
 
 if TYPE_CHECKING:
     from banana_tests.session.scorer import Scorer
-    from banana_tests.trajectories.view import Trajectories
+    from banana_tests.trajectories.selection import Trajectories
 
 __all__ = ["Scorer", "Trajectories", "banana_metric", "banana_metrics", "banana_trajectories"]
 
@@ -39,7 +39,7 @@ def __getattr__(name: str) -> object:
 
         return Scorer
     if name == "Trajectories":
-        from banana_tests.trajectories.view import Trajectories
+        from banana_tests.trajectories.selection import Trajectories
 
         return Trajectories
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ from banana_tests.editors.artifacts import FAMILIES, TRIALS, luma, ranges, stabl
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
 from banana_tests.editors.fixture_recipe import RECIPE, build_images, load_recipe
 from banana_tests.editors.trial_sets import MANIFEST, shipped_seeds
-from banana_tests.trajectories.trial_names import ARTIFACTS, Artifact, parse_artifacts, split_trial, trial_id
+from banana_tests.trajectories.records import ARTIFACTS, Artifact, parse_artifacts, split_trial, trial_id
 
 RECIPE_PARAMS = load_recipe(EMBEDDED / RECIPE).params
 

@@ -14,7 +14,7 @@ from banana_tests.reports.junit import read_junit
 from banana_tests.reports.run_agreement import AGREED
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import Outcome
-from metrics_under_test.probe import PROBE
+from metrics_under_test.custom import PROBE
 from tests.conftest import assert_outcomes, parse_matrix, suite_folder
 from tests.known_metrics import install_known_metrics
 

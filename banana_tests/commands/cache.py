@@ -30,7 +30,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run_merge(args: argparse.Namespace) -> int:
-    from banana_tests.scoring.cache_merge import MergeConflict, MergeError, merge
+    from banana_tests.scoring.score_cache import MergeConflict, MergeError, merge
 
     try:
         merged = merge(args.sources, args.into)

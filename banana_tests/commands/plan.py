@@ -61,7 +61,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from banana_tests.api import ScoreSetupError, selection_to_score, settings_from_options
     from banana_tests.scheduler.cost_plan import Unit, plan_cost
-    from metrics_under_test.measured import cpu_seconds_2k
+    from metrics_under_test.spec import cpu_seconds_2k
 
     values = {o.name: getattr(args, o.dest) for o in selection_options()}
     try:

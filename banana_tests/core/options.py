@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from banana_tests.scheduler.shards import MAX_SHARDS
-from metrics_under_test.metric_requests import DEFAULT_METRICS, option_text
+from metrics_under_test.registry import DEFAULT_METRICS, option_text
 
 DEFAULT_METRIC_OPTION = option_text(DEFAULT_METRICS)
 DEFAULT_STEPS = "5,10,20"

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field, replace
 from banana_tests.cases import CaseKey
 from banana_tests.core.settings import Settings
 from banana_tests.core.usage_error import UsageError
-from banana_tests.scoring.batch_watch import to_stderr
-from banana_tests.trajectories.plan import CasePlan, plan_cases
-from banana_tests.trajectories.problem_cases import with_problems
+from banana_tests.scoring.metric_calls import to_stderr
+from banana_tests.trajectories.case_plans import CasePlan, plan_cases, with_problems
 from banana_tests.trajectories.records import DataError, DataWarning, Problem, Record
 from banana_tests.trajectories.selection import not_for_iqa_note
 from banana_tests.trajectories.sources import SourceOptions, load
@@ -46,7 +45,7 @@ class CasePlanning:
         if not settings.artifacts:
             return settings.source
         from banana_tests.editors.trial_sets import TrialSetError, ensure
-        from banana_tests.trajectories.trial_names import Artifact
+        from banana_tests.trajectories.records import Artifact
 
         absent = missing(f"--artifact={Artifact.VAE_ROUNDTRIP}", TAEF2)
         if Artifact.VAE_ROUNDTRIP in settings.artifacts and absent is not None:

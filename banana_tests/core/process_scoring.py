@@ -11,16 +11,15 @@ from typing import TYPE_CHECKING
 from banana_tests.core.devices import resolve_device
 from banana_tests.core.settings import Settings
 from banana_tests.core.usage_error import UsageError
-from banana_tests.scoring.batch_watch import BatchWatch, Hung, to_stderr
+from banana_tests.scoring.metric_calls import BatchWatch, Hung, to_stderr
 from metrics_under_test.extras import missing_for_metrics
-from metrics_under_test.metric_requests import DEFAULT_METRICS
-from metrics_under_test.registry import stage_mirror
+from metrics_under_test.registry import DEFAULT_METRICS, stage_mirror
 from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
-    from banana_tests.scoring.loaded_libraries import Loaded
-    from banana_tests.scoring.oracle_figures import OracleFigures
+    from banana_tests.scoring.oracle import OracleFigures
     from banana_tests.scoring.score_book import ScoreBook
+    from banana_tests.scoring.score_identity import Loaded
     from metrics_under_test.protocol import Metric
 
 LOADED_LIBRARIES = "banana_loaded_libraries"
@@ -62,11 +61,11 @@ class Scoring:
             raise UsageError(str(exc)) from exc
 
     def loaded_libraries(self) -> Loaded:
-        """The distributions each metric loads (banana_tests.scoring.loaded_libraries), for its
+        """The distributions each metric loads (banana_tests.scoring.score_identity), for its
         cache identity: found once a run, by xdist's controller for its workers; none without a
         score cache, which is the only reader."""
         if self.loaded is None:
-            from banana_tests.scoring.loaded_libraries import loaded_libraries
+            from banana_tests.scoring.score_identity import loaded_libraries
 
             settings = self.settings
             self.loaded = (
@@ -86,8 +85,8 @@ class Scoring:
     @property
     def book(self) -> ScoreBook:
         if self._book is None:
-            from banana_tests.scoring.cache import ScoreCache
             from banana_tests.scoring.score_book import ScoreBook
+            from banana_tests.scoring.score_cache import ScoreCache
             from banana_tests.trajectories.images import ImageStore
 
             settings = self.settings
@@ -117,7 +116,7 @@ class Scoring:
     def oracle(self) -> OracleFigures:
         """The degradation oracle's figures, over the book's images and cache."""
         if self._oracle is None:
-            from banana_tests.scoring.oracle_figures import OracleFigures
+            from banana_tests.scoring.oracle import OracleFigures
 
             self._oracle = OracleFigures(self.book.images, self.book.cache)
         return self._oracle
@@ -127,7 +126,7 @@ def tuned_load(spec: MetricSpec, device: str) -> Metric:
     """A suite run's metric loader: the metric, then this process tuned for scoring (only in a
     suite run, never in another project's: see banana_tests.scoring.process_tuning). The book
     probes it next (`probe_custom`)."""
-    from banana_tests.scoring.metric_model import built_metric
+    from banana_tests.scoring.metric_calls import built_metric
     from banana_tests.scoring.process_tuning import tune_for_scoring
 
     metric = built_metric(spec, device)
@@ -136,6 +135,6 @@ def tuned_load(spec: MetricSpec, device: str) -> Metric:
 
 
 def probe_custom(spec: MetricSpec, metric: Metric) -> None:
-    from banana_tests.scoring.metric_model import probe_custom as probe
+    from banana_tests.scoring.metric_calls import probe_custom as probe
 
     probe(spec, metric)

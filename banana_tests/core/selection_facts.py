@@ -9,7 +9,7 @@ import json
 from banana_tests.core.suite import SuiteState
 from banana_tests.reports.run_agreement import RECORDS, SEED_RECORDS, SHARD
 from banana_tests.trajectories.records import Record
-from metrics_under_test.metric_requests import metric_set
+from metrics_under_test.registry import metric_set
 
 
 def selection_facts(state: SuiteState) -> list[tuple[str, str]]:

@@ -13,14 +13,14 @@ from banana_tests.core.planning import CasePlanning
 from banana_tests.core.process_scoring import Scoring
 from banana_tests.core.settings import Settings
 from banana_tests.core.usage_error import UsageError
-from banana_tests.scoring.batch_watch import BatchWatch, Hung, to_stderr
-from banana_tests.trajectories.plan import CasePlan
-from metrics_under_test.metric_requests import MetricRequest
+from banana_tests.scoring.metric_calls import BatchWatch, Hung, to_stderr
+from banana_tests.trajectories.case_plans import CasePlan
+from metrics_under_test.registry import MetricRequest
 from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
     from banana_tests.scoring.oracle import Change
-    from banana_tests.trajectories.view import Trajectories
+    from banana_tests.trajectories.selection import Trajectories
 
 
 @dataclass
@@ -72,7 +72,7 @@ class SuiteState:
 
     def trajectories(self) -> Trajectories:
         """The selected records as the public fixture gives them."""
-        from banana_tests.trajectories.view import Trajectories
+        from banana_tests.trajectories.selection import Trajectories
 
         self.collect()
         return Trajectories(

@@ -29,7 +29,7 @@ from banana_tests.editors.artifacts import soften as _soften
 from banana_tests.editors.artifacts import static as _static
 from banana_tests.editors.artifacts import tint as _tint
 from banana_tests.editors.artifacts import vae_roundtrip as _vae_roundtrip
-from banana_tests.trajectories.trial_names import COMPOSITE, TRIALS, Artifact
+from banana_tests.trajectories.records import COMPOSITE, TRIALS, Artifact
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from banana_tests.atomic import write_atomic
 from banana_tests.data import EMBEDDED
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
 from banana_tests.regular_files import NotReadable, read_regular
-from banana_tests.trajectories.trial_names import COMPOSITE, Artifact, trial_id
+from banana_tests.trajectories.records import COMPOSITE, Artifact, trial_id
 
 DEFAULT_DIR = EMBEDDED
 RECIPE = "recipe.json"

@@ -14,7 +14,7 @@ from banana_tests.editors.artifacts import FAMILIES
 from banana_tests.editors.base import EditorConfig, EditorError, EditRequest, EditResult, take_options
 from banana_tests.editors.emulate import EmulatorParams, ReplicaEmulator
 from banana_tests.editors.prompts import apply_transform
-from banana_tests.trajectories.trial_names import COMPOSITE, artifact_named
+from banana_tests.trajectories.records import COMPOSITE, artifact_named
 
 DEFAULTS = EmulatorParams()
 

@@ -24,7 +24,7 @@ from PIL import Image
 from banana_tests.atomic import exclusive_lock, write_atomic
 from banana_tests.data import EMBEDDED, SEEDS
 from banana_tests.editors.fixture_recipe import RECIPE, Recipe, build_images, load_recipe, write_metadata
-from banana_tests.trajectories.trial_names import ARTIFACTS, COMPOSITE, Artifact, trial_id
+from banana_tests.trajectories.records import ARTIFACTS, COMPOSITE, Artifact, trial_id
 
 MANIFEST = "trials.json"
 

@@ -14,7 +14,7 @@ from banana_tests.cases import CaseKey
 from banana_tests.data import PAPER_CSV
 from banana_tests.verdicts.matrix import Cell
 from banana_tests.verdicts.outcome import Outcome
-from metrics_under_test.table2 import PAPER_METRICS
+from metrics_under_test.registry import PAPER_METRICS
 
 PAPER_REFERENCE_STEP = 1
 _PYIQA_NAME = {m.paper_name: m.pyiqa_name for m in PAPER_METRICS}

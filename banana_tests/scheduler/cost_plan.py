@@ -1,7 +1,7 @@
 """What a run will cost before it starts: each metric's images, its CPU-hours from the per-image
 costs `banana-tests metrics` shows, and how many `--shard=K/N` jobs fit a job's time budget.
 
-A cost is the measured CPU seconds of a 2048×1152 image (`metrics_under_test.measured`, one
+A cost is the measured CPU seconds of a 2048×1152 image (`metrics_under_test.spec`, one
 thread, as the suite scores), scaled by each image's pixels: an estimate, high for metrics that resize every
 input to a fixed size (MANIQA, HyperIQA, NIMA). Metrics without a measured cost (custom metrics,
 the VLMs, which want a GPU) are listed with their images and no hours. Shards are dealt the way

@@ -1,6 +1,6 @@
 """A metric that raised on an image the suite made for a check (a control or an invariance crop).
 
-A fault of its environment (banana_tests.scoring.faults: a missing file, no network, a library
+A fault of its environment (banana_tests.scoring.returned_scores: a missing file, no network, a library
 that does not import, no memory) is the case's error, never a verdict. Any other exception is the
 metric's answer to that input: the check's failing verdict, which a baseline can list (docs/metrics.md,
 "Inputs a metric needs"). The hint to declare `min_side` comes only when the size is what it
@@ -15,11 +15,11 @@ from typing import NoReturn
 
 import pytest
 
-from banana_tests.scoring.faults import environment_fault
+from banana_tests.scoring.returned_scores import environment_fault
 from banana_tests.session.no_verdict import NoVerdict, raised
 from banana_tests.trajectories.records import DataError
 from banana_tests.verdicts.verdict import fail_verdict
-from metrics_under_test.probe import PROBE
+from metrics_under_test.custom import PROBE
 from metrics_under_test.protocol import raised_at
 
 PROBE_SIDE = min(min(image.height, image.width) for batch in PROBE for image in batch)

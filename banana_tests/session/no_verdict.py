@@ -1,6 +1,6 @@
 """A case that cannot be judged: an error in one line, never a verdict that a baseline could list.
 
-A metric that cannot load, whose environment is broken (banana_tests.scoring.faults), or an image
+A metric that cannot load, whose environment is broken (banana_tests.scoring.returned_scores), or an image
 that cannot be read leaves its case without a verdict, in every family. The case says so in one
 line naming the metric, the input and the exception: a traceback through the suite's frames
 shows their locals (the run's state, the batch's records) and, for a truncated image, the

@@ -27,7 +27,7 @@ from banana_tests.reports.artifact_table import artifact_lines
 from banana_tests.reports.completeness import Narrowing
 from banana_tests.reports.separability_table import separability_lines
 from banana_tests.scheduler.metric_groups import group_of
-from banana_tests.scoring.faults import environment_fault
+from banana_tests.scoring.returned_scores import environment_fault
 from banana_tests.session.gating import item_key
 from banana_tests.session.junit_handoff import (
     WORKER_DEVICE,

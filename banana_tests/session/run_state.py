@@ -15,7 +15,7 @@ from banana_tests.core.process_scoring import LOADED_LIBRARIES
 from banana_tests.core.settings import Settings, check_writable
 from banana_tests.core.suite import SuiteState
 from banana_tests.core.usage_error import UsageError
-from banana_tests.scoring.batch_watch import BatchWatch, Hung
+from banana_tests.scoring.metric_calls import BatchWatch, Hung
 from banana_tests.session.scorer import Scorer
 from banana_tests.session.terminal_line import terminal_line
 from metrics_under_test.protocol import MetricError

@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 import pytest
 from _pytest.outcomes import Failed  # `pytest.fail.Exception`
 
-from banana_tests.scoring.batch_watch import MetricHung
 from banana_tests.scoring.batching import case_records
+from banana_tests.scoring.metric_calls import MetricHung
 from banana_tests.session.no_verdict import NoVerdict
 from banana_tests.trajectories.records import Record
 from banana_tests.verdicts.gaps import Gap, gap
 from metrics_under_test.protocol import MetricError
-from metrics_under_test.scale import Scale
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import MetricSpec, Scale
 from metrics_under_test.weights import MissingWeights, NotPublished, UnwritableCache
 
 if TYPE_CHECKING:
@@ -44,7 +43,7 @@ OFFLINE_HINT = "--metric=offline tries only the metrics whose files are here"
 
 class HungOutcome(NoVerdict):
     """A case of a metric hung for the run, in one line naming it and the phase
-    (banana_tests.scoring.batch_watch): an error wherever it is met, in the suite's cases and in yours."""
+    (banana_tests.scoring.metric_calls): an error wherever it is met, in the suite's cases and in yours."""
 
     __module__ = "builtins"  # shown as `HungOutcome: ...`, as pytest shows its own `Failed: ...`
 

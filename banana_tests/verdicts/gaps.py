@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from banana_tests.verdicts.uncertainty import RunSpread
-from metrics_under_test.scale import Scale
+from metrics_under_test.spec import Scale
 
 
 @dataclass(frozen=True)

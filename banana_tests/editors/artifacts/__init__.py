@@ -21,7 +21,7 @@ import numpy as np
 
 from banana_tests.editors.artifacts import reframe
 from banana_tests.editors.artifacts.common import Array, check_ranges, luma, ranges, stable_rng
-from banana_tests.trajectories.trial_names import TRIALS
+from banana_tests.trajectories.records import TRIALS
 
 __all__ = ["FAMILIES", "TRIALS", "Array", "Family", "check_ranges", "luma", "ranges", "stable_rng"]
 

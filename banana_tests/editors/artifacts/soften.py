@@ -12,7 +12,7 @@ import numpy as np
 from scipy import ndimage
 
 from banana_tests.editors.artifacts.common import Array, bounded
-from banana_tests.trajectories.trial_names import Artifact
+from banana_tests.trajectories.records import Artifact
 
 NAME = Artifact.SOFTEN
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from banana_tests.editors.artifacts.common import LUMA, Array, bounded
-from banana_tests.trajectories.trial_names import Artifact
+from banana_tests.trajectories.records import Artifact
 
 NAME = Artifact.TINT
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from banana_tests.editors.artifacts.common import Array, bounded
-from banana_tests.trajectories.trial_names import Artifact
+from banana_tests.trajectories.records import Artifact
 
 NAME = Artifact.VAE_ROUNDTRIP
 

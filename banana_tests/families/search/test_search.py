@@ -37,7 +37,7 @@ from banana_tests.atomic import write_atomic
 from banana_tests.families.search import FIXTURE as SEARCH_FIXTURE
 from banana_tests.families.search.escape import SearchLog, Seen
 from banana_tests.regular_files import NotReadable, read_regular, require_regular
-from banana_tests.scoring.faults import environment_fault
+from banana_tests.scoring.returned_scores import environment_fault
 from banana_tests.session.no_verdict import NoVerdict
 from banana_tests.session.no_verdict import raised as one_line
 from banana_tests.session.ownership import STATE
