@@ -135,7 +135,7 @@ def library(distribution: str, extra: str | None = None) -> Library:
     return Library(meta["Name"], meta["Version"], declared_licence(meta), extra)
 
 
-def of(spec: MetricSpec) -> Library | None:
+def library_of(spec: MetricSpec) -> Library | None:
     """The library a metric runs in: pyiqa for pyiqa's metrics and Q-Align, transformers for the
     other VLM adapters, the distribution that ships a custom metric's module (None for a module
     no distribution installed, such as one beside the user's tests)."""

@@ -131,10 +131,10 @@ def test_the_oracle_builds_a_references_statistics_once_while_they_fit(  # type:
     book = OracleFigures(ImageStore())
 
     found = [book.changes([pair])[0] for pair in pairs]  # a case at a time, as the cases ask
-
-    store = ImageStore()
-    assert found == [change(store.get(ref), store.get(step)) for ref, step in pairs]  # the same numbers
     assert counted.built == built  # 4 references; over the budget, one is held at a time
+
+    store = ImageStore()  # `change` builds its own references (counted too)
+    assert found == [change(store.get(ref), store.get(step)) for ref, step in pairs]  # the same numbers
 
 
 def test_a_runs_first_oracle_figure_brings_its_companions_in_one_pass(  # type: ignore[no-untyped-def]
@@ -149,10 +149,10 @@ def test_a_runs_first_oracle_figure_brings_its_companions_in_one_pass(  # type: 
     book = OracleFigures(ImageStore())
 
     found = [book.changes([pair], companions)[0] for pair in pairs if pair[1] is not broken]
+    assert counted.passes == [3, 4]  # one pass per run; run 0's unreadable step left out
 
-    store = ImageStore()
+    store = ImageStore()  # `change` builds its own references (counted too)
     expected = [change(store.get(ref), store.get(step)) for ref, step in pairs if step is not broken]
     assert found == expected  # the same numbers as one at a time
-    assert counted.passes == [3, 4]  # one pass per run; run 0's unreadable step left out
     with pytest.raises(DataError, match=broken.path.name):  # its own case reports it
         book.changes([pairs[2]], companions)

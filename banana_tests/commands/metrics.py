@@ -58,7 +58,7 @@ def _row(spec: MetricSpec, weights_dir: Path | None, entry_point: str | None = N
         files.append({"file": w.file, "url": w.url, "path": str(w.path), "found": where})
     missing = [w.file for w, f in zip(spec.weights, files, strict=True) if f["found"] is None]
     vlm = BY_METRIC.get(spec.name) if spec.backend is Backend.VLM else None
-    library = extras.of(spec)
+    library = extras.library_of(spec)
     if vlm is not None:
         missing = vlm.missing()
         files = [{"file": f, "url": vlm.repo, "path": str(vlm.folder / f), "found": None} for f in missing]

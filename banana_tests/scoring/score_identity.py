@@ -52,6 +52,102 @@ from metrics_under_test.own_code import file_sha256
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.spec import Backend, MetricSpec
 
+SCORING = (
+    "banana_tests.trajectories.images",  # an image file's bytes → RGB uint8 pixels
+    "banana_tests.scoring.score_book",  # decode windows, batches, a raising batch tried smaller; pixels
+    "banana_tests.scoring.batching",  # which images share a call, in what order
+    "banana_tests.scoring.returned_scores",  # what a metric returned → one float per image
+    "metrics_under_test.protocol",  # the conversion of one returned value
+    "banana_tests.scoring.metric_calls",  # how a spec's model is built, and built again (after a hang)
+    "banana_tests.scoring.process_tuning",  # torch's threads: the order a reduction sums in
+)
+"""Every backend's scoring path."""
+
+BACKENDS = {
+    Backend.PYIQA: ("metrics_under_test.pyiqa_backend",),
+    Backend.VLM: ("metrics_under_test.vlm", "metrics_under_test.vlm_catalog"),
+    Backend.CUSTOM: ("metrics_under_test.custom",),
+}
+"""Each backend's adapter: the pyiqa adapter's edit rescores no VLM."""
+
+UNSCORED = {
+    "banana_tests": "the package: its version only",
+    "banana_tests.scoring": "a package docstring",
+    "banana_tests.trajectories": "a package docstring",
+    "metrics_under_test": "a package docstring",
+    "banana_tests.regular_files": "reads a file's bytes unchanged (their sha256 keys the score)",
+    "banana_tests.trajectories.records": "the record type and its errors",
+    "banana_tests.scoring.score_cache": "stores the scores; what keys them is `identity`, itself the key",
+    "banana_tests.scoring.score_identity": "what keys the scores (the code, the libraries), itself the key",
+    "metrics_under_test.own_code": "finds a custom metric's code for its key",
+    "metrics_under_test.weights": "checks and stages parameter files, whose sha256 is in the key",
+    "metrics_under_test.spec": "the spec, whose name, backend and parameter files are in the key",
+    "banana_tests.data": "the shipped seed images a custom metric is probed on; no probe score is kept",
+}
+"""The suite's modules the scoring path imports that cannot change a stored score, and why."""
+
+
+def scoring_modules(backend: Backend) -> tuple[str, ...]:
+    """The modules whose code decides a `backend` metric's stored scores."""
+    return (*SCORING, *BACKENDS[backend])
+
+
+@cache
+def code_hashes(backend: Backend) -> dict[str, str]:
+    """{module: sha256 of its source file} of `scoring_modules(backend)`, read once a process."""
+    return {name: file_sha256(module_file(name)) for name in scoring_modules(backend)}
+
+
+def module_file(name: str) -> Path:
+    """The source file of one of the suite's modules, found without running it."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f"banana-tests' module {name} is missing", name=name)
+    return Path(spec.origin)
+
+
+def identity(
+    spec: MetricSpec, device: str, weight_hash: Callable[[Path], str] = file_sha256
+) -> dict[str, object]:
+    """What produces a metric's scores; a change to any part is a cache miss. Every metric's
+    holds the suite's own code on its scoring path (`code_hashes`). A custom metric's part is all
+    the code of its own it runs, the installed distributions (name and version) that code imports
+    with every distribution they require, and the files it declares (`own_code`); a VLM's, the
+    libraries that run the model and the hub commit its files come from. The device is its kind
+    (`cuda`, not `cuda:1`), so xdist workers on different GPUs share their scores."""
+    from importlib import metadata
+
+    description: dict[str, object] = {"name": spec.name, "backend": spec.backend}
+    description["suite"] = code_hashes(spec.backend)
+    if spec.backend is Backend.CUSTOM:
+        from metrics_under_test import custom, own_code
+
+        description["version"] = custom.version(spec)
+        description["precision"] = custom.precision(spec)
+        description["sources"] = custom.sources(spec)
+        description["libraries"] = custom.libraries(spec)
+        description["files"] = own_code.declared_files(spec.files, weight_hash)
+    elif spec.backend is Backend.VLM:  # the libraries that run the model (its adapters: "suite")
+        from metrics_under_test import vlm
+
+        libraries = "; ".join(f"{n} {metadata.version(n)}" for n in ("transformers", "torch", "pyiqa"))
+        description["version"] = f"vlm; {libraries}"
+        description["revision"] = vlm.revision(spec)  # the hub commit its files come from
+        description["precision"] = "model default"
+    else:
+        description["version"] = (
+            f"{spec.backend} {metadata.version(spec.backend.value)}; torch {metadata.version('torch')}"
+        )
+        description["precision"] = "float32"
+    description["weights"] = {w.file: weight_hash(w.path) for w in spec.weights if w.path.exists()}
+    description["device"] = device.partition(":")[0]  # cuda:1 scores as cuda:0 does
+    return description
+
+
+def identity_key(description: Mapping[str, object]) -> str:
+    return hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()
+
+
 MEMO = "loaded_libraries.json"
 """Beside `scores.sqlite`: per metric, the answers found, each with the declared identity's key
 (`cache merge` carries them, so a merged cache is not looked at again)."""
@@ -368,99 +464,3 @@ def _child(request: Mapping[str, object]) -> None:
 
 if __name__ == "__main__":
     _child(json.loads(sys.argv[1]))
-
-
-SCORING = (
-    "banana_tests.trajectories.images",  # an image file's bytes → RGB uint8 pixels
-    "banana_tests.scoring.score_book",  # decode windows, batches, a raising batch tried smaller; pixels
-    "banana_tests.scoring.batching",  # which images share a call, in what order
-    "banana_tests.scoring.returned_scores",  # what a metric returned → one float per image
-    "metrics_under_test.protocol",  # the conversion of one returned value
-    "banana_tests.scoring.metric_calls",  # how a spec's model is built, and built again (after a hang)
-    "banana_tests.scoring.process_tuning",  # torch's threads: the order a reduction sums in
-)
-"""Every backend's scoring path."""
-
-BACKENDS = {
-    Backend.PYIQA: ("metrics_under_test.pyiqa_backend",),
-    Backend.VLM: ("metrics_under_test.vlm", "metrics_under_test.vlm_catalog"),
-    Backend.CUSTOM: ("metrics_under_test.custom",),
-}
-"""Each backend's adapter: the pyiqa adapter's edit rescores no VLM."""
-
-UNSCORED = {
-    "banana_tests": "the package: its version only",
-    "banana_tests.scoring": "a package docstring",
-    "banana_tests.trajectories": "a package docstring",
-    "metrics_under_test": "a package docstring",
-    "banana_tests.regular_files": "reads a file's bytes unchanged (their sha256 keys the score)",
-    "banana_tests.trajectories.records": "the record type and its errors",
-    "banana_tests.scoring.score_cache": "stores the scores; what keys them is `identity`, itself the key",
-    "banana_tests.scoring.score_identity": "what keys the scores (the code, the libraries), itself the key",
-    "metrics_under_test.own_code": "finds a custom metric's code for its key",
-    "metrics_under_test.weights": "checks and stages parameter files, whose sha256 is in the key",
-    "metrics_under_test.spec": "the spec, whose name, backend and parameter files are in the key",
-    "banana_tests.data": "the shipped seed images a custom metric is probed on; no probe score is kept",
-}
-"""The suite's modules the scoring path imports that cannot change a stored score, and why."""
-
-
-def scoring_modules(backend: Backend) -> tuple[str, ...]:
-    """The modules whose code decides a `backend` metric's stored scores."""
-    return (*SCORING, *BACKENDS[backend])
-
-
-@cache
-def code_hashes(backend: Backend) -> dict[str, str]:
-    """{module: sha256 of its source file} of `scoring_modules(backend)`, read once a process."""
-    return {name: file_sha256(module_file(name)) for name in scoring_modules(backend)}
-
-
-def module_file(name: str) -> Path:
-    """The source file of one of the suite's modules, found without running it."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(f"banana-tests' module {name} is missing", name=name)
-    return Path(spec.origin)
-
-
-def identity(
-    spec: MetricSpec, device: str, weight_hash: Callable[[Path], str] = file_sha256
-) -> dict[str, object]:
-    """What produces a metric's scores; a change to any part is a cache miss. Every metric's
-    holds the suite's own code on its scoring path (`code_hashes`). A custom metric's part is all
-    the code of its own it runs, the installed distributions (name and version) that code imports
-    with every distribution they require, and the files it declares (`own_code`); a VLM's, the
-    libraries that run the model and the hub commit its files come from. The device is its kind
-    (`cuda`, not `cuda:1`), so xdist workers on different GPUs share their scores."""
-    from importlib import metadata
-
-    description: dict[str, object] = {"name": spec.name, "backend": spec.backend}
-    description["suite"] = code_hashes(spec.backend)
-    if spec.backend is Backend.CUSTOM:
-        from metrics_under_test import custom, own_code
-
-        description["version"] = custom.version(spec)
-        description["precision"] = custom.precision(spec)
-        description["sources"] = custom.sources(spec)
-        description["libraries"] = custom.libraries(spec)
-        description["files"] = own_code.declared_files(spec.files, weight_hash)
-    elif spec.backend is Backend.VLM:  # the libraries that run the model (its adapters: "suite")
-        from metrics_under_test import vlm
-
-        libraries = "; ".join(f"{n} {metadata.version(n)}" for n in ("transformers", "torch", "pyiqa"))
-        description["version"] = f"vlm; {libraries}"
-        description["revision"] = vlm.revision(spec)  # the hub commit its files come from
-        description["precision"] = "model default"
-    else:
-        description["version"] = (
-            f"{spec.backend} {metadata.version(spec.backend.value)}; torch {metadata.version('torch')}"
-        )
-        description["precision"] = "float32"
-    description["weights"] = {w.file: weight_hash(w.path) for w in spec.weights if w.path.exists()}
-    description["device"] = device.partition(":")[0]  # cuda:1 scores as cuda:0 does
-    return description
-
-
-def identity_key(description: Mapping[str, object]) -> str:
-    return hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()
