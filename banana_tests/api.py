@@ -28,15 +28,14 @@ from banana_tests.core.machine import Device, DeviceChoice
 from banana_tests.core.options import DEFAULT_STEPS, suite_options
 from banana_tests.core.settings import Settings
 from banana_tests.scheduler.sharding import Shard
-from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
-from banana_tests.scoring.cache_merge import Merged
-from banana_tests.scoring.cache_merge import merge as merge_caches
+from banana_tests.scoring.metric_calls import BatchWatch, to_stderr
 from banana_tests.scoring.pass_summary import Group, MetricSummary, Progress, ScoreSummary
-from banana_tests.trajectories.plan import parse_steps
+from banana_tests.scoring.score_cache import Merged
+from banana_tests.scoring.score_cache import merge as merge_caches
+from banana_tests.trajectories.case_plans import parse_steps
 from banana_tests.trajectories.records import DataError, Problem, Record
-from metrics_under_test.metric_requests import DEFAULT_METRICS, MetricRequest
 from metrics_under_test.protocol import MetricError
-from metrics_under_test.registry import UnknownMetric
+from metrics_under_test.registry import DEFAULT_METRICS, MetricRequest, UnknownMetric
 from metrics_under_test.registry import resolve as resolve_metric
 from metrics_under_test.spec import Backend, Cost, MetricSpec
 

@@ -147,8 +147,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
         return None
     from banana_tests.scheduler.worker_count import AUTO_NOTE, this_machine
     from banana_tests.session.run_state import selected_metrics
-    from metrics_under_test.measured import peak_bytes
     from metrics_under_test.protocol import MetricError
+    from metrics_under_test.spec import peak_bytes
 
     try:
         metrics = [spec.name for spec in selected_metrics(config)]
@@ -164,7 +164,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 def pytest_configure_node(node) -> None:  # type: ignore[no-untyped-def]  # xdist's WorkerController
     """The metrics whose import hung in the controller hang in no worker: each is told, so none
     imports them again (banana_tests.core.metric_import). Each is handed the distributions
-    every metric loads, found once here (banana_tests.scoring.loaded_libraries)."""
+    every metric loads, found once here (banana_tests.scoring.score_identity)."""
     state = adopted(node.config)
     if state is None:
         return

@@ -22,7 +22,7 @@ from banana_tests.session.run_state import adopt, scorer_of
 
 if TYPE_CHECKING:
     from banana_tests.session.scorer import Scorer
-    from banana_tests.trajectories.view import Trajectories
+    from banana_tests.trajectories.selection import Trajectories
 
 __all__ = ["Scorer", "Trajectories", "banana_metric", "banana_metrics", "banana_trajectories"]
 
@@ -38,7 +38,7 @@ def __getattr__(name: str) -> object:
 
         return Scorer
     if name == "Trajectories":
-        from banana_tests.trajectories.view import Trajectories
+        from banana_tests.trajectories.selection import Trajectories
 
         return Trajectories
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

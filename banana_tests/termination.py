@@ -4,7 +4,7 @@ CI cancels, `docker stop` and Kubernetes send SIGTERM; by default it kills the p
 -15), so a suite run left no JUnit file at all. The handler here raises `Terminated`, a
 KeyboardInterrupt, in the main thread instead: Python runs a signal handler there between two
 bytecodes, never inside torch, so the run stops where Ctrl-C would stop it (a watched batch is
-abandoned between two waits, banana_tests.scoring.batch_watch), pytest writes the JUnit file of
+abandoned between two waits, banana_tests.scoring.metric_calls), pytest writes the JUnit file of
 the cases that finished and exits 2, and xdist's controller shuts its workers down.
 
 It is installed only in a run that is the suite's (banana_tests.session.ownership) and in the

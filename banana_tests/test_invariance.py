@@ -11,7 +11,7 @@ the seed images allow). A check the metric cannot run (it raises on the crops, o
 is past what the seed images allow) fails as its verdict, in one line naming the metric, the crop
 size and the exception: a baseline can expect it like any other, so an unchanged metric can gate
 green (docs/metrics.md, "Inputs a metric needs"). A fault of the metric's environment (a missing
-file, no network: banana_tests.scoring.faults) is an error instead, in one line too.
+file, no network: banana_tests.scoring.returned_scores) is an error instead, in one line too.
 
 Same pixels (batch, repeat, png) must give the same score within a tiny tolerance; a 1-pixel
 shift and a resize by a few percent are allowed a per-metric tolerance on the median change,
@@ -44,9 +44,8 @@ from banana_tests.session.scorer import MIN_SIDE_HINT, Scorer, cannot_check, rai
 from banana_tests.verdicts.invariance import PARAM, Invariance
 from banana_tests.verdicts.record import figure_properties
 from banana_tests.verdicts.verdict import fail_verdict
-from metrics_under_test.file_hash import file_sha256
-from metrics_under_test.scale import Scale
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.own_code import file_sha256
+from metrics_under_test.spec import MetricSpec, Scale
 
 if TYPE_CHECKING:
     from banana_tests.distortions import Array
@@ -212,7 +211,7 @@ def crop_set() -> str:
 def cache_name(scorer: Scorer, invariance: Invariance) -> str:
     """The check's name in the score cache, beside the metric's identity; the normalisation (its
     figures and its code) and the crop side are in it as the change is measured in normalised
-    points on those crops (the cache stores raw scores otherwise: banana_tests.scoring.suite_code)."""
+    points on those crops (the cache stores raw scores otherwise: banana_tests.scoring.score_identity)."""
     figures = [scorer.scale.low, scorer.scale.high, scorer.scale.lower_better]
     side = crop_side(scorer.spec)
     scale = json.dumps(figures if side == SIDE else [*figures, side])
@@ -222,7 +221,7 @@ def cache_name(scorer: Scorer, invariance: Invariance) -> str:
 
 @cache
 def normalisation_code() -> str:
-    """The sha256 of the normalisation's code (metrics_under_test.scale)."""
+    """The sha256 of the normalisation's code (metrics_under_test.spec)."""
     return file_sha256(Path(inspect.getfile(Scale)))
 
 

@@ -28,7 +28,7 @@ from banana_tests.session.snapshots import (
     snapshot_folder,
     tolerance,
 )
-from banana_tests.trajectories.view import Trajectories
+from banana_tests.trajectories.selection import Trajectories
 from metrics_under_test.registry import selector
 
 

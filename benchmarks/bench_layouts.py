@@ -43,7 +43,7 @@ from pathlib import Path
 from bench_memory import generate
 from bench_scale import SHARPNESS_LOWER, measure
 
-from banana_tests.trajectories.parquet_rows import INDEX_FOLDER
+from banana_tests.trajectories.table_rows import INDEX_FOLDER
 
 SEEDS, RUNS, STEPS, SIZE = 13, 5, 100, 64
 BIG_SEEDS = 56  # 56 × 5 × 100 = 28,000 records, Banana100's size, for reading only

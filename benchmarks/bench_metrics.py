@@ -32,7 +32,7 @@ CHILD_TIMEOUT_S = 600  # default per metric (build and three images); MANIQA nee
 
 
 def paper_metrics() -> list[str]:
-    from metrics_under_test.table2 import PAPER_METRICS
+    from metrics_under_test.registry import PAPER_METRICS
 
     return [p.pyiqa_name for p in PAPER_METRICS]
 

@@ -78,7 +78,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 from metrics_under_test.registry import resolve
-from banana_tests.scoring.metric_model import load_metric
+from banana_tests.scoring.metric_calls import load_metric
 root = Path(sys.argv[1])
 spec = resolve("laplacian_variance")[0]
 metric = load_metric(spec, "cpu")

@@ -85,8 +85,8 @@ def bare_loop(metrics: str) -> None:
     from banana_tests.data import EMBEDDED
     from PIL import Image
 
+    from banana_tests.trajectories.case_plans import parse_steps, plan_cases
     from banana_tests.trajectories.imagefolder import read_imagefolder
-    from banana_tests.trajectories.plan import parse_steps, plan_cases
     from metrics_under_test.custom import build
     from metrics_under_test.registry import resolve
     from metrics_under_test.spec import Backend

@@ -40,7 +40,7 @@ else
 fi
 VLM_METRICS=visualquality_r1,rali,qalign
 if [[ $METRICS == all ]]; then
-    METRICS=$("$PYTHON" -c 'from metrics_under_test.table2 import PAPER_METRICS as P; print(",".join(p.pyiqa_name for p in P))')
+    METRICS=$("$PYTHON" -c 'from metrics_under_test.registry import PAPER_METRICS as P; print(",".join(p.pyiqa_name for p in P))')
 fi
 
 echo "== cost on $DEVICE (real parameters) =="

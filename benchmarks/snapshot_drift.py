@@ -70,7 +70,7 @@ def child(condition: Condition, metrics: Sequence[str]) -> dict[str, Any]:
     from banana_tests.data import EMBEDDED
 
     from banana_tests.scoring.batching import batches
-    from banana_tests.scoring.metric_model import load_metric
+    from banana_tests.scoring.metric_calls import load_metric
     from banana_tests.session.snapshots import score_id
     from banana_tests.trajectories.imagefolder import read_imagefolder
     from banana_tests.trajectories.images import ImageStore

@@ -18,11 +18,15 @@ user's conftest) nor a lazy import inside the metric's build is missed:
 The closure is read from source, without building the metric, so a fully cached run builds
 nothing. A module imported by a computed name, or data the code reads (a checkpoint, a table),
 is declared in the metric's `files` attribute.
+
+A file's identity, here and for the parameter files and images the score cache keys, is its
+sha256 (`file_sha256`): content, never size and mtime (`cp -p` keeps those).
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib
 import importlib.machinery
 import re
@@ -36,8 +40,6 @@ from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-
-from metrics_under_test.file_hash import file_sha256
 
 # Modules each target's first import brought in, by target module name.
 _LOADED_BY_IMPORT: dict[str, frozenset[str]] = {}
@@ -293,3 +295,9 @@ def _with_parents(name: str) -> Iterator[str]:
     parts = name.split(".")
     for i in range(1, len(parts) + 1):
         yield ".".join(parts[:i])
+
+
+def file_sha256(path: Path) -> str:
+    """The file's sha256, read in blocks (a weight file may be large)."""
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()

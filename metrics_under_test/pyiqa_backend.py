@@ -74,7 +74,7 @@ class PyiqaMetric:
         import torch
         from pyiqa.utils import download_util
 
-        from metrics_under_test.pyiqa_files import guard
+        from metrics_under_test.weights import guard
 
         # pyiqa fixes its cache folder when it is first imported. The suite staged and checked the
         # files in the folder $TORCH_HOME names now, so pyiqa must read that one: a process that

@@ -6,7 +6,7 @@ refused (an empty torch cache, HF_HUB_OFFLINE=1, sockets closed). Run it after a
 a test checks the snapshot against the installed pyiqa.
 
 Each metric's `cost` class comes from what was measured, not from a list here: the seconds per
-2K image in `measured_costs.json` (`metrics_under_test.measured`) when the metric has them, else
+2K image in `measured_costs.json` (`metrics_under_test.spec`) when the metric has them, else
 the class the snapshot already records (someone set or measured it), else a first guess from its
 kind. So a refresh never undoes a measurement.
 """
@@ -22,9 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from metrics_under_test.measured import cpu_seconds_2k
 from metrics_under_test.registry import CATALOG
-from metrics_under_test.spec import Cost
+from metrics_under_test.spec import Cost, cpu_seconds_2k
 
 SET_BASED = ("fid", "fid_dinov2", "sfid", "inception_score")
 TEXT_CONDITIONED = ("clipscore",)

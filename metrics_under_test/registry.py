@@ -1,23 +1,29 @@
-"""The registry: one record per metric on trial, read without importing torch or pyiqa.
+"""The registry: what `--metric` asks for, parsed once, and one record per metric on trial, read
+without importing torch or pyiqa.
 
-pyiqa's NR metrics come from `pyiqa_catalog.json`, a snapshot of pyiqa 0.1.16's own
-configuration (name, direction, score range, parameter files) that a test checks against the
-installed pyiqa. The paper's 21 metrics take their range from Table 2 and answer to their paper
-names too.
+`metric_requests` turns the option's text (or the api's `metrics` argument) into typed requests,
+a metric named or a group chosen; `resolve` turns them into specs, and nothing else splits, joins
+or re-reads the option's text (tests/test_layout.py checks). pyiqa's NR metrics come from
+`pyiqa_catalog.json`, a snapshot of pyiqa 0.1.16's own configuration (name, direction, score
+range, parameter files) that a test checks against the installed pyiqa. The paper's 21 metrics
+take their range from Table 2 (`PAPER_METRICS`, kept as data so that normalisation has one
+source) and answer to their paper names too. PI's range is only "≥ 0" in the paper; the upper
+bound 55 is our choice, documented in docs/matrix.md: PI = (10 − NRQM + NIQE) / 2 with NRQM in
+[0, 10] and NIQE in [0, 100] cannot exceed 55.
 """
 
 from __future__ import annotations
 
 import difflib
+import enum
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from metrics_under_test.metric_requests import MetricGroup, MetricRequest, metric_requests, option_text
 from metrics_under_test.spec import Backend, Cost, MetricSpec, WeightFile
-from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.vlm_catalog import OUTSIDE_PYIQA, Q_ALIGN
 from metrics_under_test.weights import stage
 
@@ -149,7 +155,7 @@ def _did_you_mean(key: str, installed: Iterable[str]) -> str:
 
 
 def resolve(requests: str | Sequence[MetricRequest], mirror: Path | None = None) -> list[MetricSpec]:
-    """The metrics asked for (`--metric`'s text is read by metric_requests) → specs, in the
+    """The metrics asked for (`--metric`'s text is read by `metric_requests`) → specs, in the
     order given, without duplicates. `package.module:attr` and names installed in the
     `banana_tests.metrics` entry point group are custom metrics. `offline` counts files in
     `mirror` (--weights-dir) as present: the suite stages them in."""
@@ -187,3 +193,88 @@ def selector(spec: MetricSpec) -> str:
     from metrics_under_test.custom import entry_points
 
     return spec.name if entry_points().get(spec.name) == spec.target else spec.target
+
+
+class MetricGroup(enum.StrEnum):
+    """A name that chooses metrics instead of naming one; the metrics it chose may skip when their
+    parameter files are missing, a metric named on its own fails instead."""
+
+    OFFLINE = "offline"  # every catalogued metric whose parameter files are present, VLMs aside
+    ALL = "all"  # every catalogued metric
+
+
+@dataclass(frozen=True)
+class MetricRequest:
+    """One part of `--metric`: a metric's name (the registry's, a paper name or an installed entry
+    point), a `package.module:attr` target, or a group."""
+
+    text: str  # as given, without surrounding spaces: hung metrics and error messages quote it
+    group: MetricGroup | None = None
+
+    @classmethod
+    def of(cls, part: str) -> MetricRequest:
+        text = part.strip()
+        try:
+            return cls(text, MetricGroup(text.lower()))
+        except ValueError:
+            return cls(text)
+
+    @property
+    def is_target(self) -> bool:
+        """A `package.module:attr` target, imported to build the metric."""
+        return self.group is None and ":" in self.text
+
+
+DEFAULT_METRICS: tuple[MetricRequest, ...] = tuple(MetricRequest.of(n) for n in ("brisque", "niqe", "piqe"))
+"""The metrics a run scores when none are chosen: the three classical ones whose weights ship."""
+
+
+def metric_requests(value: str | Iterable[str]) -> tuple[MetricRequest, ...]:
+    """`--metric`'s comma list, or the api's sequence of names and targets, as requests in the
+    order given; empty parts are dropped, so the result may be empty."""
+    parts = value.split(",") if isinstance(value, str) else value
+    return tuple(MetricRequest.of(part) for part in parts if part.strip())
+
+
+def option_text(requests: Iterable[MetricRequest]) -> str:
+    """The requests as `--metric` writes them: for the option's default, its help and errors."""
+    return ",".join(r.text for r in requests)
+
+
+def metric_set(names: Iterable[str]) -> str:
+    """The selected metrics' names, sorted, as a run's facts record them (JUnit `metric_set`,
+    which `banana-tests report` compares across the files it merges)."""
+    return ",".join(sorted(names))
+
+
+class PaperMetric(NamedTuple):
+    paper_name: str
+    pyiqa_name: str
+    low: float
+    high: float
+    lower_better: bool
+
+
+PAPER_METRICS: tuple[PaperMetric, ...] = (
+    PaperMetric("ARNIQA", "arniqa", 0.0, 1.0, False),
+    PaperMetric("BRISQUE", "brisque", 0.0, 150.0, True),
+    PaperMetric("CLIPIQA", "clipiqa", 0.0, 1.0, False),
+    PaperMetric("CNNIQA", "cnniqa", 0.0, 1.0, False),
+    PaperMetric("DBCNN", "dbcnn", 0.0, 1.0, False),
+    PaperMetric("HyperIQA", "hyperiqa", 0.0, 1.0, False),
+    PaperMetric("ILNIQE", "ilniqe", 0.0, 100.0, True),
+    PaperMetric("LIQE", "liqe", 1.0, 5.0, False),
+    PaperMetric("MANIQA", "maniqa", 0.0, 1.0, False),
+    PaperMetric("MUSIQ", "musiq", 0.0, 100.0, False),
+    PaperMetric("NIMA", "nima", 0.0, 10.0, False),
+    PaperMetric("NIQE", "niqe", 0.0, 100.0, True),
+    PaperMetric("NRQM", "nrqm", 0.0, 10.0, False),
+    PaperMetric("PaQ-2-PiQ", "paq2piq", 0.0, 100.0, False),
+    PaperMetric("PI", "pi", 0.0, 55.0, True),
+    PaperMetric("PIQE", "piqe", 0.0, 100.0, True),
+    PaperMetric("Q-Align", "qalign", 1.0, 5.0, False),
+    PaperMetric("QualiCLIP", "qualiclip", 0.0, 1.0, False),
+    PaperMetric("TOPIQ NR", "topiq_nr", 0.0, 1.0, False),
+    PaperMetric("TReS", "tres", 0.0, 100.0, False),
+    PaperMetric("WaDIQaM", "wadiqam_nr", -1.0, 0.1, False),
+)

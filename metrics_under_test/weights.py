@@ -1,17 +1,36 @@
-"""Where pyiqa keeps parameter files, and how a read-only mirror of them is put there.
+"""A metric's parameter files: where pyiqa keeps them, how a read-only mirror of them is put there,
+and which bytes pyiqa may open.
 
-pyiqa downloads into `torch.hub.get_dir()/pyiqa` and skips the download when the file is
-already there. Computed here without importing torch, so the plugin stays light.
+pyiqa downloads into `torch.hub.get_dir()/pyiqa` and skips the download when the file is already
+there; computed here without importing torch, so the plugin stays light. pyiqa reads its `.pth`
+files with `torch.load(weights_only=False)`: a pickle, which runs whatever code it names. So a file
+whose name has a published sha256 (`PUBLISHED`, from the offline mirror of the published files,
+`../shared/pyiqa-weights/PROVENANCE.md`), in the `--weights-dir` mirror or in pyiqa's cache, is
+opened only once its bytes match: content, never size and mtime (`cp -p` keeps those).
+
+Every file pyiqa's downloader hands a metric is checked first, whoever built the metric (the
+suite's pyiqa metrics, or a user's metric that calls `pyiqa.create_metric` inside): `guard` wraps
+`load_file_from_url` in every pyiqa module loaded so far and at its source, so those imported
+later take the wrapper. It refuses a file that does not match its published sha256
+(NotPublished), warns once about a file whose name has none (not checked), and turns a download
+that cannot happen into MissingWeights naming the file, its URL and how to provide it, instead
+of a bare `URLError` that names nothing.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import shutil
-from collections.abc import Iterable
+import sys
+import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
 
-from metrics_under_test.published_weights import refusal
+from banana_tests.safe_files import NotReadable, read_regular
 
 
 class MissingWeights(Exception):
@@ -64,7 +83,7 @@ class UnwritableCache(Exception):
 
 class NotPublished(Exception):
     """A parameter file, in the mirror or in pyiqa's cache, is not the published release of its
-    name (metrics_under_test.published_weights): refused before pyiqa opens it, in one line naming
+    name (`PUBLISHED`): refused before pyiqa opens it, in one line naming
     the file, the sha256 found and the one expected. An error of the metric's cases, not a skip."""
 
 
@@ -84,7 +103,7 @@ def stage(mirror: Path, targets: Iterable[tuple[str, Path]]) -> list[str]:
 
     The mirror may be read-only (CI's shared folder); the destinations are pyiqa's writable
     cache. Files already there are left alone (pyiqa's opener checks them each run:
-    metrics_under_test.pyiqa_files). A mirror file that is not the published release of its name
+    `guard`). A mirror file that is not the published release of its name
     is not staged but goes to UNPUBLISHED, and a destination that cannot be written (a read-only
     HOME or TORCH_HOME) to REFUSED, so only the metrics that need it fail, when they load.
     Returns the names staged.
@@ -142,3 +161,85 @@ def check_published(metric: str, paths: Iterable[Path]) -> None:
     refused = [why for p in paths if os.path.lexists(p) and (why := refusal(p)) is not None]
     if refused:
         raise NotPublished(f"{metric}: " + "; ".join(refused))
+
+
+SOURCE = "pyiqa.utils.download_util"
+
+
+class UncheckedWeights(UserWarning):
+    """pyiqa loads a parameter file whose name has no published sha256 in banana-tests' table."""
+
+
+def guard() -> None:
+    """Wrap pyiqa's `load_file_from_url` in every loaded pyiqa module that holds it; nothing
+    before pyiqa is imported (a later call, once it is, does it)."""
+    source = sys.modules.get(SOURCE)
+    if source is None:
+        return
+    current = source.load_file_from_url
+    original = getattr(current, "__wrapped__", current)
+    checked = current if original is not current else _checked(original, source)
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] == "pyiqa" and getattr(module, "load_file_from_url", None) is original:
+            vars(module)["load_file_from_url"] = checked
+
+
+def _checked(original: Callable[..., str], source: Any) -> Callable[..., str]:
+    @functools.wraps(original)
+    def load_file_from_url(
+        url: str, model_dir: str | None = None, progress: bool = True, file_name: str | None = None
+    ) -> str:
+        name = file_name or os.path.basename(urlparse(url).path)
+        path = Path(os.path.abspath(model_dir or source.DEFAULT_CACHE_DIR)) / name
+        if path in UNPUBLISHED:
+            raise NotPublished(UNPUBLISHED[path])
+        if path in REFUSED and not os.path.lexists(path):
+            raise UnwritableCache(REFUSED[path])
+        if not os.path.lexists(path) and offline():
+            raise MissingWeights(f"pyiqa needs {name} ({url}) offline; {how_to_provide()}")
+        try:
+            found = original(url, model_dir, progress, file_name)
+        except OSError as exc:  # URLError, a refused connection, an unknown host, a timeout
+            raise MissingWeights(f"pyiqa cannot fetch {name} ({url}): {exc}; {how_to_provide()}") from exc
+        why = refusal(Path(found))
+        if why is not None:
+            raise NotPublished(why)
+        if name not in PUBLISHED:
+            warnings.warn(
+                f"pyiqa loads {found}, whose name has no published sha256 in banana-tests' table "
+                "(metrics_under_test/weights.py): it is not checked",
+                UncheckedWeights,
+                stacklevel=2,
+            )
+        return found
+
+    return load_file_from_url
+
+
+PUBLISHED: dict[str, str] = {
+    "brisque_svm_weights.pth": "e69ee3209300741be38f0c0a5d6f08453d30966fa7a436febeef61d7b31e206e",
+    "niqe_modelparameters.mat": "0dc4948efb74ca8228b9eb2bddf72f8ed9abcb7bf18bea69b7791143db4a49d9",
+    "ILNIQE_templateModel.mat": "14f4919a630498d732bbf11837d894d45a57f89c9ed84bea98851147290ce93c",
+}
+"""File name → sha256 of its published release (brisque 230,981 B, niqe 10,928 B, ilniqe 2,764,281 B)."""
+MAX_BYTES = 64 * 2**20
+"""The largest file hashed: the published ones are under 3 MB, so anything past this is not one."""
+
+
+def refusal(path: Path) -> str | None:
+    """Why the file at `path` is not the published release of its name, in one line naming the
+    file, the sha256 found and the one expected; None when it is, or when its name has no entry."""
+    expected = PUBLISHED.get(path.name)
+    if expected is None:
+        return None
+    try:
+        found = hashlib.sha256(read_regular(path, MAX_BYTES)).hexdigest()
+    except NotReadable as exc:
+        return f"{path}: cannot be checked ({exc}); expected the published {path.name}, sha256 {expected}"
+    if found == expected:
+        return None
+    return (
+        f"{path}: not the published {path.name} (sha256 {found}, expected {expected}); refused "
+        f"before pyiqa opens it (a .pth file is a pickle, which can run code): replace it with the "
+        f"published file"
+    )

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from metrics_under_test.measured import measured
 from metrics_under_test.registry import catalog
+from metrics_under_test.spec import measured
 from tests.generated_block import GeneratedBlock
 
 PROJECT = Path(__file__).resolve().parent.parent

@@ -35,7 +35,8 @@ from types import ModuleType
 
 PROJECT = Path(__file__).resolve().parent.parent
 
-# target file -> (functions to mutate, "Class.method" or "function"; None = the whole module), tests
+# target file -> (functions to mutate, "Class.method", "function" or a module-level "NAME = ..."; None =
+# the whole module), tests
 TARGETS: dict[str, tuple[frozenset[str] | None, tuple[str, ...]]] = {
     "banana_tests/verdicts/gaps.py": (
         None,
@@ -46,9 +47,15 @@ TARGETS: dict[str, tuple[frozenset[str] | None, tuple[str, ...]]] = {
             "tests/test_uncertainty_stats.py",
         ),
     ),
-    "metrics_under_test/scale.py": (
-        None,
-        ("tests/test_gaps.py", "tests/test_engine_properties.py", "tests/test_verdict_core.py"),
+    "metrics_under_test/spec.py": (
+        frozenset({"Scale.__post_init__", "Scale.normalise", "Scale.flipped", "MetricSpec.scale"}),
+        (
+            "tests/test_gaps.py",
+            "tests/test_engine_properties.py",
+            "tests/test_verdict_core.py",
+            "tests/test_table2.py",
+            "tests/test_registry.py",
+        ),
     ),
     "banana_tests/verdicts/verdict.py": (None, ("tests/test_verdict_core.py", "tests/test_saturation.py")),
     "banana_tests/verdicts/record.py": (
@@ -80,12 +87,11 @@ TARGETS: dict[str, tuple[frozenset[str] | None, tuple[str, ...]]] = {
         None,
         ("tests/test_trajectories.py", "tests/bad_inputs/test_data.py", "tests/test_verdict_core.py"),
     ),
-    "banana_tests/scoring/cache.py": (frozenset({"identity", "identity_key"}), ("tests/test_cache.py",)),
-    "metrics_under_test/table2.py": (None, ("tests/test_table2.py",)),
-    "metrics_under_test/spec.py": (
-        frozenset({"MetricSpec.scale"}),
-        ("tests/test_table2.py", "tests/test_registry.py"),
+    "banana_tests/scoring/score_identity.py": (
+        frozenset({"identity", "identity_key"}),
+        ("tests/test_cache.py",),
     ),
+    "metrics_under_test/registry.py": (frozenset({"PAPER_METRICS"}), ("tests/test_table2.py",)),
 }
 # Imported by the parent before it forks, so that no child pays for them: heavy third-party
 # modules the target's tests use (never a banana_tests module: a child must import the mutant).
@@ -134,6 +140,9 @@ def _scopes(tree: ast.Module, functions: frozenset[str] | None) -> Iterator[ast.
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in functions:
             yield node
+        target = node.target if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [None])[0]
+        if isinstance(target, ast.Name) and target.id in functions:
+            yield node  # a module's table of data (`PAPER_METRICS = ...`)
         if isinstance(node, ast.ClassDef):
             for sub in node.body:
                 if isinstance(sub, ast.FunctionDef) and f"{node.name}.{sub.name}" in functions:

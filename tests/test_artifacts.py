@@ -20,7 +20,7 @@ from banana_tests.cli import main
 from banana_tests.editors.artifacts import FAMILIES, TRIALS, luma, ranges, stable_rng
 from banana_tests.editors.embedded_sets import MANIFEST, RECIPE, build_images, load_recipe, shipped_seeds
 from banana_tests.editors.offline_editors import EmulatorParams, ReplicaEmulator
-from banana_tests.trajectories.trial_names import ARTIFACTS, Artifact, parse_artifacts, split_trial, trial_id
+from banana_tests.trajectories.records import ARTIFACTS, Artifact, parse_artifacts, split_trial, trial_id
 
 RECIPE_PARAMS = load_recipe(EMBEDDED / RECIPE).params
 

@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from banana_tests.trajectories.plan import plan_cases
-from banana_tests.trajectories.problem_cases import with_problems
+from banana_tests.trajectories.case_plans import plan_cases, with_problems
 from banana_tests.trajectories.records import DataWarning
 from banana_tests.trajectories.selection import Selection
 from banana_tests.trajectories.sources import SourceOptions, load

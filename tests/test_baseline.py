@@ -25,7 +25,7 @@ from banana_tests.verdicts.baseline import (
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Cell, Matrix, Outcome
 from banana_tests.verdicts.record import CaseRecord
-from metrics_under_test.table2 import PAPER_METRICS
+from metrics_under_test.registry import PAPER_METRICS
 from tests.conftest import SUITE_MODULE, assert_outcomes, suite_folder
 
 # The paper's published failure counts (Δ ≥ 0 out of 36 cells), by paper name.

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from banana_tests.scoring.metric_model import load_metric
+from banana_tests.scoring.metric_calls import load_metric
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import Record

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from banana_tests.scoring.cache import FILE, SCHEMA, CacheWarning, ScoreCache, identity, identity_key
 from banana_tests.scoring.score_book import ScoreBook
-from banana_tests.scoring.suite_code import code_hashes
+from banana_tests.scoring.score_cache import FILE, SCHEMA, CacheWarning, ScoreCache
+from banana_tests.scoring.score_identity import code_hashes, identity, identity_key
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from metrics_under_test import examples
 from metrics_under_test.spec import Backend, MetricSpec, WeightFile
@@ -417,8 +417,8 @@ def test_a_vlm_metrics_key_holds_its_adapters_code_its_libraries_and_its_hub_rev
     """A VLM scores by the adapters' code, transformers, torch and pyiqa, and the hub commit of its
     files: a change to any of them is a miss."""
     needs("transformers"), needs("pyiqa")
+    from metrics_under_test import vlm
     from metrics_under_test.registry import lookup
-    from metrics_under_test.vlm import adapters
 
     spec = lookup("qalign")
     description = identity(spec, "cuda:0")
@@ -428,7 +428,7 @@ def test_a_vlm_metrics_key_holds_its_adapters_code_its_libraries_and_its_hub_rev
         "backend": "vlm",
         "suite": code_hashes(Backend.VLM),  # the adapters' code, with the suite's scoring path
         "version": f"vlm; {libraries}",
-        "revision": adapters.revision(spec),
+        "revision": vlm.revision(spec),
         "precision": "model default",
         "weights": {},
         "device": "cuda",

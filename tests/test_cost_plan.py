@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from banana_tests.scheduler.sharding import PIXELS_2K, Unit, plan_cost
-from metrics_under_test.measured import cpu_seconds_2k
+from metrics_under_test.spec import cpu_seconds_2k
 from tests.conftest import write_set
 
 

@@ -12,7 +12,7 @@ from banana_tests.cases import CaseKey, Field
 from banana_tests.verdicts.gaps import gap, run_mean
 from banana_tests.verdicts.record import CaseRecord
 from metrics_under_test.registry import catalog
-from metrics_under_test.scale import Scale
+from metrics_under_test.spec import Scale
 
 finite = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, allow_infinity=False)
 positive = st.floats(min_value=1e-2, max_value=1e2, allow_nan=False, allow_infinity=False)

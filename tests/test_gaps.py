@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from banana_tests.verdicts.gaps import gap, run_mean
-from metrics_under_test.scale import Scale
+from metrics_under_test.spec import Scale
 
 
 def test_normalise_maps_the_typical_range_to_0_100() -> None:

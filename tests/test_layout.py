@@ -130,13 +130,12 @@ def test_no_import_cycle() -> None:
             visit(node)
 
 
-# The book's ideas sit below it: checking returned scores, the batching policy, loading a
-# metric and in-memory images each stand alone, so none may import the book.
+# The book's ideas sit below it: checking returned scores, the batching policy and loading a
+# metric each stand alone, so none may import the book.
 BELOW_THE_BOOK = (
     "banana_tests.scoring.returned_scores",
     "banana_tests.scoring.batching",
-    "banana_tests.scoring.metric_model",
-    "banana_tests.scoring.pixels",
+    "banana_tests.scoring.metric_calls",
 )
 
 
@@ -151,8 +150,8 @@ def test_the_score_books_parts_do_not_import_the_book(module: str) -> None:
 # process or in workers) make. None of them may reach its entry, even through another module.
 BELOW_THEIR_ENTRY = {
     "banana_tests.trajectories.sources": (
+        "case_plans",
         "imagefolder",
-        "problem_cases",
         "row_records",
         "selection",
         "table_rows",
@@ -315,11 +314,11 @@ def test_scoring_through_the_api_in_a_fresh_interpreter_loads_no_pytest(tmp_path
 
 
 # Every place the code cuts a value at commas or glues one with them, and what that value is. The
-# metric option is parsed once, in metrics_under_test.metric_requests (the option validator,
+# metric option is parsed once, in metrics_under_test.registry (the option validator,
 # banana_tests.core.settings, and the api call it); a new comma split or join anywhere fails
 # `test_the_metric_option_is_split_and_joined_only_by_its_validator` until it is listed here, so
 # one that re-reads `--metric` cannot slip in under another name. Joins with ", " are prose.
-METRIC_VALIDATOR = "metrics_under_test.metric_requests"
+METRIC_VALIDATOR = "metrics_under_test.registry"
 COMMA_SITES = {
     ("banana_tests.commands.generate", "_resolutions"): "--resolutions",
     ("banana_tests.commands.maintenance", "_option"): "an option's choices, in its help",
@@ -327,16 +326,16 @@ COMMA_SITES = {
     ("banana_tests.core.suite", "CasePlanning.source"): "--artifact, in its error",
     ("banana_tests.core.run_facts", "selection_facts"): "the selected steps, seed images, where",
     ("banana_tests.core.settings", "steps_text"): "--steps",
-    ("banana_tests.trajectories.trial_names", "parse_artifacts"): "--artifact",
+    ("banana_tests.trajectories.records", "parse_artifacts"): "--artifact",
     ("banana_tests.reports.merge_checks", "Ledger.narrowing_of"): "the narrowing options' names",
     ("banana_tests.reports.page.html", "_steps"): "the selected_steps property",
-    ("banana_tests.scoring.cache", "ScoreCache.get"): "SQL placeholders",
+    ("banana_tests.scoring.score_cache", "ScoreCache.get"): "SQL placeholders",
     ("banana_tests.session.case_fixtures", "argnames_of"): "pytest's parametrize argnames",
     ("banana_tests.trajectories.row_records", "parse_map"): "--dataset-map",
-    ("banana_tests.trajectories.plan", "parse_steps"): "--steps",
+    ("banana_tests.trajectories.case_plans", "parse_steps"): "--steps",
     ("banana_tests.families.trend.trend", "Trend.properties"): "a trend's steps",
     ("metrics_under_test.pyiqa_catalog", "parse_range"): "a score range in pyiqa's docs",
-    ("metrics_under_test.vlm.rali", "load_trusted_pickle"): "the trusted-pickle environment variable",
+    ("metrics_under_test.vlm", "load_trusted_pickle"): "the trusted-pickle environment variable",
     (METRIC_VALIDATOR, "metric_requests"): "--metric",
     (METRIC_VALIDATOR, "option_text"): "--metric",
     (METRIC_VALIDATOR, "metric_set"): "the selected metrics' names (metric_set)",

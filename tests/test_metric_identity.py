@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.scoring.loaded_libraries import MEMO, distributions_of
+from banana_tests.scoring.score_identity import MEMO, distributions_of
 from tests.conftest import needs, suite_folder
 
 METRIC = """\
@@ -135,7 +135,7 @@ class M:
 """
 KEY = (
     "{before}\n"
-    "from banana_tests.scoring.cache import identity, identity_key\n"
+    "from banana_tests.scoring.score_identity import identity, identity_key\n"
     "from metrics_under_test.registry import resolve\n"
     "(spec,) = resolve('uses_piq:M')\n"
     "print(identity_key(identity(spec, 'cpu')))\n"
@@ -266,7 +266,7 @@ def is_module(name: str) -> bool:
 
 
 def module_file(name: str) -> Path:
-    from banana_tests.scoring.suite_code import module_file as found
+    from banana_tests.scoring.score_identity import module_file as found
 
     return found(name)
 
@@ -275,7 +275,7 @@ def test_the_scoring_code_list_covers_every_suite_module_the_scoring_path_import
     """Every module of the suite's that a listed module imports, at module level or inside a
     function, is listed too, or is in UNSCORED with why it cannot change a stored score; and
     UNSCORED names no module the path does not reach, so the list cannot rot either way."""
-    from banana_tests.scoring.suite_code import BACKENDS, SCORING, UNSCORED
+    from banana_tests.scoring.score_identity import BACKENDS, SCORING, UNSCORED
     from metrics_under_test.spec import Backend
 
     assert set(BACKENDS) == set(Backend), "a backend without its adapter's code in the key"
@@ -310,8 +310,8 @@ def test_a_metrics_identity_holds_the_sha256_of_the_suite_code_that_scores_it(
     decoder's and the batching's; a custom metric's holds its own adapter's, not pyiqa's."""
     if adapter == "metrics_under_test.pyiqa_backend":
         needs("pyiqa")
-    from banana_tests.scoring.cache import identity
-    from metrics_under_test.file_hash import file_sha256
+    from banana_tests.scoring.score_identity import identity
+    from metrics_under_test.own_code import file_sha256
     from metrics_under_test.registry import resolve
 
     (spec,) = resolve(request_text)
@@ -335,7 +335,7 @@ def test_a_failed_import_is_recorded_and_a_module_found_since_is_not(
     since (a finder added after it, or the file written) is not missing."""
     import importlib
 
-    from banana_tests.scoring.loaded_libraries import _Misses
+    from banana_tests.scoring.score_identity import _Misses
 
     monkeypatch.syspath_prepend(str(tmp_path))
     misses = _Misses()
@@ -356,7 +356,7 @@ def test_importable_finds_a_module_without_importing_it_or_its_parent(
     `scipy._fast`): the memo's check must be cheap and run no library's code."""
     import importlib
 
-    from banana_tests.scoring.loaded_libraries import importable
+    from banana_tests.scoring.score_identity import importable
 
     monkeypatch.syspath_prepend(str(tmp_path))
     package = tmp_path / "pkg_56"
@@ -392,7 +392,7 @@ def test_a_remembered_answer_is_current_while_its_versions_hold_and_its_missing_
     not record failed imports, so a memo with no distributions was accepted for ever): looked at again."""
     import importlib
 
-    from banana_tests.scoring.loaded_libraries import Answer, _current
+    from banana_tests.scoring.score_identity import Answer, _current
 
     monkeypatch.syspath_prepend(str(tmp_path))
     dist_info(tmp_path, "slow_path_56", "1.0")
@@ -415,8 +415,8 @@ def test_what_a_metric_failed_to_import_is_in_its_score_key(tmp_path: Path) -> N
     the modules missing at the look key the scores, so its arrival rescores."""
     import numpy as np
 
-    from banana_tests.scoring.cache import ScoreCache
     from banana_tests.scoring.score_book import ScoreBook
+    from banana_tests.scoring.score_cache import ScoreCache
     from metrics_under_test.registry import resolve
 
     (spec,) = resolve("metrics_under_test.examples:laplacian_variance")
@@ -528,7 +528,7 @@ import sys
 
 import numpy as np
 
-if getattr(sys.modules["__main__"].__spec__, "name", "") == "banana_tests.scoring.loaded_libraries":
+if getattr(sys.modules["__main__"].__spec__, "name", "") == "banana_tests.scoring.score_identity":
     with open(os.environ["LOOKS"], "a") as looks:  # the look at what the metric loads
         looks.write("looked\\n")
     if os.environ.get("END_THE_LOOK"):

@@ -141,7 +141,7 @@ def test_a_licence_is_read_from_the_expression_the_short_field_or_the_classifier
     classifier: the text is too long to show, the classifier is shown."""
     from importlib import metadata
 
-    from metrics_under_test.licences import declared_licence
+    from metrics_under_test.extras import declared_licence
 
     assert declared_licence(metadata.metadata("numpy")) == metadata.metadata("numpy")["License-Expression"]
     scipy = metadata.metadata("scipy")

@@ -13,7 +13,7 @@ from banana_tests.families.trend.trend import TrendTally
 from banana_tests.reports.junit import read_junit
 from banana_tests.reports.merge_checks import AGREED
 from banana_tests.verdicts.matrix import Cell, Matrix, Outcome
-from metrics_under_test.probe import PROBE
+from metrics_under_test.custom import PROBE
 from tests.conftest import assert_outcomes, parse_matrix, suite_folder
 from tests.known_metrics import install_known_metrics
 

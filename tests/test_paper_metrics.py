@@ -36,8 +36,7 @@ from banana_tests.trajectories.images import ImageStore
 from metrics_under_test import synthetic
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.pyiqa_backend import UNDECLARED_IMPORTS, MissingWeights, PyiqaMetric
-from metrics_under_test.registry import lookup
-from metrics_under_test.table2 import PAPER_METRICS
+from metrics_under_test.registry import PAPER_METRICS, lookup
 from metrics_under_test.weights import stage
 from tests.conftest import PROJECT, needs, unavailable, weights_mirror, write_crops
 

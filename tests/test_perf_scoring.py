@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 
-from banana_tests.scoring import batching, oracle_figures
+from banana_tests.scoring import batching, oracle
 from banana_tests.scoring import score_book as scoring
-from banana_tests.scoring.oracle import change
-from banana_tests.scoring.oracle_figures import OracleFigures
+from banana_tests.scoring.oracle import OracleFigures, change
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.images import ImageStore
@@ -94,7 +93,7 @@ def test_batches_hold_one_image_size_and_a_bounded_number_of_pixels(monkeypatch:
     assert sorted(r.step for batch in batching.batches(window) for r, _ in batch) == list(range(13))
 
 
-class CountedReference(oracle_figures.Reference):
+class CountedReference(oracle.Reference):
     built = 0
     passes: ClassVar[list[int]] = []  # steps per call of `changes`
 
@@ -109,7 +108,7 @@ class CountedReference(oracle_figures.Reference):
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> type[CountedReference]:
-    monkeypatch.setattr(oracle_figures, "Reference", CountedReference)
+    monkeypatch.setattr(oracle, "Reference", CountedReference)
     monkeypatch.setattr(CountedReference, "built", 0)
     monkeypatch.setattr(CountedReference, "passes", [])
     return CountedReference
@@ -128,14 +127,14 @@ def test_the_oracle_builds_a_references_statistics_once_while_they_fit(  # type:
     pairs = oracle_pairs(make_set(seeds=("a", "b"), runs=(0, 1), steps=(1, 5, 10)))
     pairs = pairs[::2] + pairs[1::2]  # each reference comes back after the others
     if budget is not None:
-        monkeypatch.setattr(oracle_figures, "REFERENCE_BYTES", budget)
+        monkeypatch.setattr(oracle, "REFERENCE_BYTES", budget)
     book = OracleFigures(ImageStore())
 
     found = [book.changes([pair])[0] for pair in pairs]  # a case at a time, as the cases ask
-
-    store = ImageStore()
-    assert found == [change(store.get(ref), store.get(step)) for ref, step in pairs]  # the same numbers
     assert counted.built == built  # 4 references; over the budget, one is held at a time
+
+    store = ImageStore()  # `change` builds its own references (counted too)
+    assert found == [change(store.get(ref), store.get(step)) for ref, step in pairs]  # the same numbers
 
 
 def test_a_runs_first_oracle_figure_brings_its_companions_in_one_pass(  # type: ignore[no-untyped-def]
@@ -150,10 +149,10 @@ def test_a_runs_first_oracle_figure_brings_its_companions_in_one_pass(  # type: 
     book = OracleFigures(ImageStore())
 
     found = [book.changes([pair], companions)[0] for pair in pairs if pair[1] is not broken]
+    assert counted.passes == [3, 4]  # one pass per run; run 0's unreadable step left out
 
-    store = ImageStore()
+    store = ImageStore()  # `change` builds its own references (counted too)
     expected = [change(store.get(ref), store.get(step)) for ref, step in pairs if step is not broken]
     assert found == expected  # the same numbers as one at a time
-    assert counted.passes == [3, 4]  # one pass per run; run 0's unreadable step left out
     with pytest.raises(DataError, match=broken.path.name):  # its own case reports it
         book.changes([pairs[2]], companions)

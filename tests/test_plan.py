@@ -5,8 +5,8 @@ import json
 import pytest
 
 from banana_tests.cases import CaseKey
+from banana_tests.trajectories.case_plans import parse_steps, plan_cases
 from banana_tests.trajectories.imagefolder import read_imagefolder
-from banana_tests.trajectories.plan import parse_steps, plan_cases
 from tests.conftest import MakeSet
 
 

@@ -163,8 +163,7 @@ def test_weights_unknown_to_the_catalog_fail_naming_what_was_fetched(suite: pyte
 )
 def test_only_metrics_that_offline_or_all_chose_may_skip(text: str, named: set[str]) -> None:
     from banana_tests.core.suite import named_metrics
-    from metrics_under_test.metric_requests import metric_requests
-    from metrics_under_test.registry import resolve
+    from metrics_under_test.registry import metric_requests, resolve
 
     requests = metric_requests(text)
     assert named_metrics(requests, resolve(requests)) == named

@@ -1,4 +1,4 @@
-"""The load-time probe (metrics_under_test.probe) judges the metric, and a metric that fails it, or
+"""The load-time probe (metrics_under_test.custom) judges the metric, and a metric that fails it, or
 fails to build, errors each of its cases in one short line (issue 33, item 2)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from metrics_under_test import custom
-from metrics_under_test.probe import PROBE
+from metrics_under_test.custom import PROBE
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import resolve
 from metrics_under_test.weights import MissingWeights

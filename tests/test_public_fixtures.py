@@ -197,7 +197,7 @@ import sys
 import numpy as np
 
 LOG = "builds.log"
-if getattr(sys.modules["__main__"].__spec__, "name", "") == "banana_tests.scoring.loaded_libraries":
+if getattr(sys.modules["__main__"].__spec__, "name", "") == "banana_tests.scoring.score_identity":
     LOG += ".looked"  # the look at what the metric loads (its cache identity) is counted apart
 
 
@@ -385,7 +385,7 @@ def test_the_examples_run_on_any_metric(suite: pytest.Pytester) -> None:
 def test_the_fixture_modules_import_no_heavy_stack() -> None:
     modules = (
         "banana_tests.plugin, banana_tests.public_fixtures, banana_tests.session.scorer, "
-        "banana_tests.trajectories.view"
+        "banana_tests.trajectories.selection"
     )
     heavy = "{'torch', 'pyiqa', 'numpy', 'datasets', 'PIL'}"
     code = f"import sys, {modules}; print(sorted({heavy} & set(sys.modules)))"

@@ -5,9 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from metrics_under_test.registry import UnknownMetric, catalog, lookup, resolve
+from metrics_under_test.registry import PAPER_METRICS, UnknownMetric, catalog, lookup, resolve
 from metrics_under_test.spec import Cost
-from metrics_under_test.table2 import PAPER_METRICS
 from metrics_under_test.vlm_catalog import OUTSIDE_PYIQA
 from metrics_under_test.weights import mirror_from_env
 from tests.conftest import needs
@@ -113,8 +112,8 @@ def test_a_relative_weights_dir_is_resolved_once_where_the_run_starts(
 def test_cost_classes_follow_the_measured_costs() -> None:
     """Every paper metric but Q-Align is measured, and its class in the catalog is the one its
     measured seconds give."""
-    from metrics_under_test.measured import cpu_seconds_2k
     from metrics_under_test.pyiqa_catalog import cost_class
+    from metrics_under_test.spec import cpu_seconds_2k
 
     measured = cpu_seconds_2k()
     assert set(measured) == {p.pyiqa_name for p in PAPER_METRICS} - {"qalign"}

@@ -29,7 +29,7 @@ def builds(folder: pytest.Pytester, log: str = "builds.log") -> list[str]:
 
 
 def looks(folder: pytest.Pytester) -> list[str]:
-    """The builds of the look at what each metric loads (banana_tests.scoring.loaded_libraries):
+    """The builds of the look at what each metric loads (banana_tests.scoring.score_identity):
     once per metric and cache, in a child of its own."""
     return builds(folder, "builds.log.looked")
 

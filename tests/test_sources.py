@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from banana_tests.cases import CaseKey
-from banana_tests.trajectories.parquet_rows import INDEX_FOLDER
-from banana_tests.trajectories.plan import plan_cases
+from banana_tests.trajectories.case_plans import plan_cases
 from banana_tests.trajectories.records import DataError
 from banana_tests.trajectories.row_records import parse_map
 from banana_tests.trajectories.selection import Loaded, Selection, parse_where
 from banana_tests.trajectories.sources import DatasetFormat, SourceOptions, detect_format, load
+from banana_tests.trajectories.table_rows import INDEX_FOLDER
 from tests.conftest import MakeSet
 
 datasets = pytest.importorskip("datasets")

@@ -1,4 +1,4 @@
-"""metrics_under_test/table2.py against the paper's own Table 2 (../shared/paper/README.md), and
+"""metrics_under_test/registry.py against the paper's own Table 2 (../shared/paper/README.md), and
 the registry's scales built from it: the one source of every normalisation."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics_under_test.registry import catalog, resolve
-from metrics_under_test.table2 import PAPER_METRICS
+from metrics_under_test.registry import PAPER_METRICS, catalog, resolve
 from tests.conftest import unavailable
 
 PAPER = Path(__file__).resolve().parents[2] / "shared" / "paper" / "README.md"
@@ -61,7 +60,7 @@ def test_table2_py_is_the_papers_table_2() -> None:
 def test_the_registry_normalises_with_table_2(paper: object) -> None:
     """By pyiqa name and by paper name, the metric's scale is Table 2's row: its range maps to
     [0, 100] with 100 the better end."""
-    from metrics_under_test.table2 import PaperMetric
+    from metrics_under_test.registry import PaperMetric
 
     assert isinstance(paper, PaperMetric)
     spec = catalog()[paper.pyiqa_name]

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from banana_tests.core.machine import gpu_driver_loaded
-from metrics_under_test.probe import PROBE
+from metrics_under_test.custom import PROBE
 from tests.conftest import assert_outcomes, suite_folder
 from tests.known_metrics import install_known_metrics
 
@@ -23,7 +23,7 @@ from known_metrics import sigma
 
 
 LOG = os.environ["BUILD_LOG"]
-if getattr(sys.modules["__main__"].__spec__, "name", "") == "banana_tests.scoring.loaded_libraries":
+if getattr(sys.modules["__main__"].__spec__, "name", "") == "banana_tests.scoring.score_identity":
     LOG += ".looked"  # the look at what the metric loads (its cache identity) is counted apart
 
 
@@ -79,7 +79,7 @@ def test_a_metric_spreads_over_the_workers_each_building_it_once(suite: pytest.P
     for metric in ("first", "second"):
         workers = [pid for name, pid in builds if name == metric]
         images = sum(n for name, _, n in scored(suite) if name == metric)
-        # each worker probes the metric when it builds it (metrics_under_test.probe); the set's 24
+        # each worker probes the metric when it builds it (metrics_under_test.custom); the set's 24
         # images (3 seed images × 2 runs × steps 1, 5, 10, 20) are scored once in all
         probed = sum(len(batch) for batch in PROBE)
         assert images == 24 + probed * len(workers), (metric, scored(suite))

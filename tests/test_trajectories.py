@@ -11,9 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from banana_tests.trajectories.case_plans import plan_cases, with_problems
 from banana_tests.trajectories.imagefolder import BOM, read_imagefolder
-from banana_tests.trajectories.plan import plan_cases
-from banana_tests.trajectories.problem_cases import with_problems
 from banana_tests.trajectories.records import (
     IDENTITY,
     REQUIRED,

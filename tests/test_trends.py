@@ -9,7 +9,7 @@ import pytest
 
 from banana_tests.cases import CaseKey
 from banana_tests.families.trend.trend import Trend, TrendKey, plan_trends
-from banana_tests.trajectories.plan import CasePlan
+from banana_tests.trajectories.case_plans import CasePlan
 from tests.conftest import SUITE_MODULE, suite_folder
 
 KEY = TrendKey("piqe", "alpha")

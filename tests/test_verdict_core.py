@@ -27,7 +27,7 @@ from banana_tests.verdicts.gaps import Gap, StrictOutcome, gap, run_mean
 from banana_tests.verdicts.matrix import Cell, Matrix, Outcome, OutcomeCounts
 from banana_tests.verdicts.record import CaseRecord
 from banana_tests.verdicts.verdict import VERDICT_LINE, Verdict, fail_verdict
-from metrics_under_test.scale import Scale
+from metrics_under_test.spec import Scale
 from tests.conftest import parse_matrix, write_set
 
 KEY = CaseKey("piqe", "alpha", 5)

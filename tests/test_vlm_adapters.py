@@ -1,4 +1,4 @@
-"""The VLM metrics' adapters (metrics_under_test/vlm/), offline.
+"""The VLM metrics' adapters (metrics_under_test/vlm.py), offline.
 
 VisualQuality-R1 runs on a tiny randomly initialised Qwen2.5-VL built from a config, with the real
 transformers processor around a small word-level tokenizer built in code: the model card's chat
@@ -23,10 +23,10 @@ import pytest
 from banana_tests.scoring.score_book import ScoreBook
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError
+from metrics_under_test import vlm
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import lookup, resolve
 from metrics_under_test.spec import Backend
-from metrics_under_test.vlm import adapters as vlm
 from metrics_under_test.vlm_catalog import Q_ALIGN, RALI, VISUALQUALITY_R1
 from metrics_under_test.weights import MissingWeights
 from tests.conftest import needs, write_crops
@@ -459,7 +459,7 @@ def test_q_align_on_a_tiny_model_through_pyiqa(tmp_path: Path) -> None:
     """The real loading path on a tiny random model from a local hub cache, in a process of its
     own (huggingface_hub fixes its cache folder at import): the card's prompt and each image reach
     the model, and each score is the softmax over the five level words' logits weighted 5..1,
-    through the suite's batching. On transformers 5 this needs `qalign_compat`."""
+    through the suite's batching. On transformers 5 this needs `apply_qalign_compat`."""
     import json
     import subprocess
     import sys
@@ -501,20 +501,20 @@ def test_the_q_align_shim_is_transformers_4s_helper() -> None:
     dtype's lowest value added), broadcast over heads; added only to a class that lacks it."""
     import torch
 
-    from metrics_under_test.vlm import qalign_compat
+    from metrics_under_test import vlm
 
     class Owner:
         dtype = torch.float16
 
     mask = torch.tensor([[1, 1, 0]])
-    inverted = qalign_compat.invert_attention_mask(Owner(), mask)
+    inverted = vlm.invert_attention_mask(Owner(), mask)
     assert inverted.shape == (1, 1, 1, 3) and inverted.dtype == torch.float16
     assert inverted.flatten().tolist() == [0.0, 0.0, torch.finfo(torch.float16).min]
-    square = qalign_compat.invert_attention_mask(Owner(), torch.ones(2, 3, 3))
+    square = vlm.invert_attention_mask(Owner(), torch.ones(2, 3, 3))
     assert square.shape == (2, 1, 3, 3) and not square.any()
-    assert qalign_compat.restore_invert_attention_mask(Owner) is True
-    assert Owner.invert_attention_mask is qalign_compat.invert_attention_mask  # type: ignore[attr-defined]
-    assert qalign_compat.restore_invert_attention_mask(Owner) is False
+    assert vlm.restore_invert_attention_mask(Owner) is True
+    assert Owner.invert_attention_mask is vlm.invert_attention_mask  # type: ignore[attr-defined]
+    assert vlm.restore_invert_attention_mask(Owner) is False
 
 
 RALI_PROTOTYPES = 5
@@ -723,7 +723,7 @@ def test_an_untrusted_pickle_is_refused_naming_its_sha256_and_the_opt_in(
     import hashlib
 
     joblib = pytest.importorskip("joblib")
-    from metrics_under_test.vlm.rali import TRUST_VARIABLE, load_trusted_pickle
+    from metrics_under_test.vlm import TRUST_VARIABLE, load_trusted_pickle
 
     path = tmp_path / "pca.pkl"
     joblib.dump({"mean_": [1.0, 2.0]}, path)
@@ -770,16 +770,16 @@ def test_a_vlm_is_keyed_and_loaded_by_the_hub_commit_of_its_pin(
     hub cache, or the pin `BANANA_RALI_REVISION`), and the adapter loads that commit's files."""
     import shutil
 
-    from banana_tests.scoring.cache import identity
-    from metrics_under_test.vlm import rali
+    from banana_tests.scoring.score_identity import identity
+    from metrics_under_test import vlm
 
     main, pinned = "1" * 40, "2" * 40
     assert identity(lookup("rali"), "cpu")["revision"] == main
-    assert rali.fetch("RALI/pca.pkl").parent.parent.name == main
+    assert vlm.fetch("RALI/pca.pkl").parent.parent.name == main
     shutil.copytree(RALI.folder / "snapshots" / main, RALI.folder / "snapshots" / pinned)
     monkeypatch.setenv("BANANA_RALI_REVISION", pinned)
     assert identity(lookup("rali"), "cpu")["revision"] == pinned
-    assert rali.fetch("RALI/pca.pkl").parent.parent.name == pinned
+    assert vlm.fetch("RALI/pca.pkl").parent.parent.name == pinned
     monkeypatch.setenv("BANANA_RALI_REVISION", "3" * 40)  # pinned to a commit not downloaded
     assert identity(lookup("rali"), "cpu")["revision"] == f"{'3' * 40} (not in the cache)"
     with pytest.raises(MissingWeights, match=f"--revision {'3' * 40}"):
@@ -789,9 +789,8 @@ def test_a_vlm_is_keyed_and_loaded_by_the_hub_commit_of_its_pin(
 def test_the_score_cache_keys_a_vlm_metric_by_its_adapter_code() -> None:
     """A VLM metric is no installed package: its identity is the adapters' source, every module
     of it, and the libraries that run the model (metadata.version("vlm") would raise)."""
-    from banana_tests.scoring.cache import identity
-    from banana_tests.scoring.suite_code import module_file
-    from metrics_under_test.file_hash import file_sha256
+    from banana_tests.scoring.score_identity import identity, module_file
+    from metrics_under_test.own_code import file_sha256
 
     description = identity(lookup("visualquality_r1"), "cpu")
     version = str(description["version"])
@@ -799,13 +798,7 @@ def test_the_score_cache_keys_a_vlm_metric_by_its_adapter_code() -> None:
     suite = description["suite"]
     assert isinstance(suite, dict)
     adapters = {m: h for m, h in suite.items() if m.startswith("metrics_under_test.")}
-    assert {m.rpartition(".")[2] for m in adapters} == {
-        "adapters",
-        "vlm_catalog",
-        "rali",
-        "qalign_compat",
-        "score_value",
-    }
+    assert {m.rpartition(".")[2] for m in adapters} == {"vlm", "vlm_catalog", "protocol"}
     for module, digest in adapters.items():
         assert digest == file_sha256(module_file(module)), "an adapter module's code is not in the key"
 

@@ -15,12 +15,10 @@ from typing import Any
 
 from banana_tests.core.machine import refuse_url
 from banana_tests.core.options import add_weights_option
-from metrics_under_test import custom, extras, licences
-from metrics_under_test.measured import cpu_seconds_2k
+from metrics_under_test import custom, extras
 from metrics_under_test.protocol import MetricError
-from metrics_under_test.registry import catalog
-from metrics_under_test.spec import Backend, MetricSpec
-from metrics_under_test.table2 import PAPER_METRICS
+from metrics_under_test.registry import PAPER_METRICS, catalog
+from metrics_under_test.spec import Backend, MetricSpec, cpu_seconds_2k
 from metrics_under_test.vlm_catalog import BY_METRIC, OUTSIDE_PYIQA, Runs
 from metrics_under_test.weights import mirror_from_env, pyiqa_cache_dir
 
@@ -60,7 +58,7 @@ def _row(spec: MetricSpec, weights_dir: Path | None, entry_point: str | None = N
         files.append({"file": w.file, "url": w.url, "path": str(w.path), "found": where})
     missing = [w.file for w, f in zip(spec.weights, files, strict=True) if f["found"] is None]
     vlm = BY_METRIC.get(spec.name) if spec.backend is Backend.VLM else None
-    library = licences.of(spec)
+    library = extras.library_of(spec)
     if vlm is not None:
         missing = vlm.missing()
         files = [{"file": f, "url": vlm.repo, "path": str(vlm.folder / f), "found": None} for f in missing]
@@ -166,7 +164,7 @@ def _print_libraries(table: list[dict[str, Any]]) -> None:
     by_library: dict[str, list[str]] = {}
     for r in table:
         if r.get("library"):
-            key = licences.library(r["library"], r["library_extra"]).describe()
+            key = extras.library(r["library"], r["library_extra"]).describe()
             by_library.setdefault(key, []).append(r["name"])
     print("\nThe library behind each metric, and its licence (installed metadata):")
     for described, names in by_library.items():

@@ -64,7 +64,7 @@ def _add_plan(subparsers: Any) -> None:
 def run_plan(args: argparse.Namespace) -> int:
     from banana_tests.api import ScoreSetupError, selection_to_score, settings_from_options
     from banana_tests.scheduler.sharding import Unit, plan_cost
-    from metrics_under_test.measured import cpu_seconds_2k
+    from metrics_under_test.spec import cpu_seconds_2k
 
     values = {o.name: getattr(args, o.dest) for o in selection_options()}
     try:
@@ -200,7 +200,7 @@ def _add_cache(subparsers: Any) -> None:
 
 
 def run_merge(args: argparse.Namespace) -> int:
-    from banana_tests.scoring.cache_merge import MergeConflict, MergeError, merge
+    from banana_tests.scoring.score_cache import MergeConflict, MergeError, merge
 
     try:
         merged = merge(args.sources, args.into)

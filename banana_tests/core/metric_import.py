@@ -1,7 +1,7 @@
 """`--metric` resolved within the load limit: a metric module whose import hangs, or a factory
 that hangs while its attributes are read, is stopped there instead of holding pytest_configure
 forever. Such a metric stays selected under the text it was given as, hung for the run
-(banana_tests.scoring.batch_watch): its cases error at once, naming it and the import. One whose import
+(banana_tests.scoring.metric_calls): its cases error at once, naming it and the import. One whose import
 or factory raises, whatever the exception, is a MetricError naming the part given and the
 exception: the session's one-line usage error, in xdist's controller before any worker starts.
 """
@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 
 from banana_tests.core.settings import Settings
-from banana_tests.scoring.batch_watch import Abandoned, BatchWatch, Hung, MetricHangs, Phase
+from banana_tests.scoring.metric_calls import Abandoned, BatchWatch, Hung, MetricHangs, Phase
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import UnknownMetric, resolve, stage_mirror
 from metrics_under_test.spec import Backend, Cost, MetricSpec

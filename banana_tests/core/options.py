@@ -15,7 +15,7 @@ from typing import Any
 
 from banana_tests.scheduler.sharding import MAX_SHARDS
 from banana_tests.trajectories.sources import DatasetFormat
-from metrics_under_test.metric_requests import DEFAULT_METRICS, option_text
+from metrics_under_test.registry import DEFAULT_METRICS, option_text
 
 DEFAULT_METRIC_OPTION = option_text(DEFAULT_METRICS)
 DEFAULT_STEPS = "5,10,20"

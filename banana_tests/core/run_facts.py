@@ -15,7 +15,7 @@ import json
 from banana_tests.core.suite import SuiteState
 from banana_tests.reports.merge_checks import RECORDS, SEED_RECORDS, SHARD
 from banana_tests.trajectories.records import Record
-from metrics_under_test.metric_requests import metric_set
+from metrics_under_test.registry import metric_set
 
 
 def device_of(state: SuiteState) -> str:

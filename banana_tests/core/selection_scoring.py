@@ -12,7 +12,7 @@ from banana_tests.core.suite import SuiteState, named_metrics
 from banana_tests.scoring.batching import case_records, group_records
 from banana_tests.scoring.pass_summary import Group, MetricSummary, Progress, ScoreSummary
 from banana_tests.scoring.returned_scores import unscored
-from banana_tests.trajectories.plan import CasePlan
+from banana_tests.trajectories.case_plans import CasePlan
 from banana_tests.trajectories.records import DataError, Problem, Record
 from metrics_under_test.weights import MissingWeights
 

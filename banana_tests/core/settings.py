@@ -22,13 +22,13 @@ from banana_tests.core.options import DEFAULT_STEPS, MAX_SEARCH, dest_of, suite_
 from banana_tests.counts import MAX_SECONDS, decimal_number, whole_number
 from banana_tests.data import EMBEDDED
 from banana_tests.scheduler.sharding import Shard, parse_shard
-from banana_tests.scoring.batch_watch import DEFAULT_LOAD_LIMIT, Limit
-from banana_tests.trajectories.plan import parse_steps
+from banana_tests.scoring.metric_calls import DEFAULT_LOAD_LIMIT, Limit
+from banana_tests.trajectories.case_plans import parse_steps
+from banana_tests.trajectories.records import Artifact, parse_artifacts
 from banana_tests.trajectories.row_records import parse_map
 from banana_tests.trajectories.selection import Selection, parse_where
 from banana_tests.trajectories.sources import DatasetFormat, SourceOptions, default_cache_dir
-from banana_tests.trajectories.trial_names import Artifact, parse_artifacts
-from metrics_under_test.metric_requests import MetricRequest, metric_requests
+from metrics_under_test.registry import MetricRequest, metric_requests
 from metrics_under_test.weights import mirror_from_env
 
 DEFAULT_SNAPSHOT_DIR = "banana_snapshots"

@@ -24,23 +24,20 @@ from banana_tests.cases import CaseKey
 from banana_tests.core.machine import resolve_device
 from banana_tests.core.settings import Settings
 from banana_tests.scheduler.sharding import Group
-from banana_tests.scoring.batch_watch import BatchWatch, Hung, to_stderr
-from banana_tests.trajectories.plan import CasePlan, plan_cases
-from banana_tests.trajectories.problem_cases import with_problems
+from banana_tests.scoring.metric_calls import BatchWatch, Hung, to_stderr
+from banana_tests.trajectories.case_plans import CasePlan, plan_cases, with_problems
 from banana_tests.trajectories.records import DataError, DataWarning, Problem, Record
 from banana_tests.trajectories.selection import not_for_iqa_note
 from banana_tests.trajectories.sources import SourceOptions, load
 from metrics_under_test.extras import TAEF2, missing, missing_for_metrics
-from metrics_under_test.metric_requests import DEFAULT_METRICS, MetricRequest
-from metrics_under_test.registry import stage_mirror
+from metrics_under_test.registry import DEFAULT_METRICS, MetricRequest, stage_mirror
 from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
-    from banana_tests.scoring.loaded_libraries import Loaded
-    from banana_tests.scoring.oracle import Change
-    from banana_tests.scoring.oracle_figures import OracleFigures
+    from banana_tests.scoring.oracle import Change, OracleFigures
     from banana_tests.scoring.score_book import ScoreBook
-    from banana_tests.trajectories.view import Trajectories
+    from banana_tests.scoring.score_identity import Loaded
+    from banana_tests.trajectories.selection import Trajectories
     from metrics_under_test.protocol import Metric
 
 
@@ -73,7 +70,7 @@ class CasePlanning:
         if not settings.artifacts:
             return settings.source
         from banana_tests.editors.embedded_sets import TrialSetError, ensure
-        from banana_tests.trajectories.trial_names import Artifact
+        from banana_tests.trajectories.records import Artifact
 
         absent = missing(f"--artifact={Artifact.VAE_ROUNDTRIP}", TAEF2)
         if Artifact.VAE_ROUNDTRIP in settings.artifacts and absent is not None:
@@ -194,11 +191,11 @@ class Scoring:
             raise UsageError(str(exc)) from exc
 
     def loaded_libraries(self) -> Loaded:
-        """The distributions each metric loads (banana_tests.scoring.loaded_libraries), for its
+        """The distributions each metric loads (banana_tests.scoring.score_identity), for its
         cache identity: found once a run, by xdist's controller for its workers; none without a
         score cache, which is the only reader."""
         if self.loaded is None:
-            from banana_tests.scoring.loaded_libraries import loaded_libraries
+            from banana_tests.scoring.score_identity import loaded_libraries
 
             settings = self.settings
             self.loaded = (
@@ -218,8 +215,8 @@ class Scoring:
     @property
     def book(self) -> ScoreBook:
         if self._book is None:
-            from banana_tests.scoring.cache import ScoreCache
             from banana_tests.scoring.score_book import ScoreBook
+            from banana_tests.scoring.score_cache import ScoreCache
             from banana_tests.trajectories.images import ImageStore
 
             settings = self.settings
@@ -249,7 +246,7 @@ class Scoring:
     def oracle(self) -> OracleFigures:
         """The degradation oracle's figures, over the book's images and cache."""
         if self._oracle is None:
-            from banana_tests.scoring.oracle_figures import OracleFigures
+            from banana_tests.scoring.oracle import OracleFigures
 
             self._oracle = OracleFigures(self.book.images, self.book.cache)
         return self._oracle
@@ -259,7 +256,7 @@ def tuned_load(spec: MetricSpec, device: str) -> Metric:
     """A suite run's metric loader: the metric, then this process tuned for scoring (only in a
     suite run, never in another project's: see banana_tests.scoring.process_tuning). The book
     probes it next (`probe_custom`)."""
-    from banana_tests.scoring.metric_model import built_metric
+    from banana_tests.scoring.metric_calls import built_metric
     from banana_tests.scoring.process_tuning import tune_for_scoring
 
     metric = built_metric(spec, device)
@@ -268,7 +265,7 @@ def tuned_load(spec: MetricSpec, device: str) -> Metric:
 
 
 def probe_custom(spec: MetricSpec, metric: Metric) -> None:
-    from banana_tests.scoring.metric_model import probe_custom as probe
+    from banana_tests.scoring.metric_calls import probe_custom as probe
 
     probe(spec, metric)
 
@@ -322,7 +319,7 @@ class SuiteState:
 
     def trajectories(self) -> Trajectories:
         """The selected records as the public fixture gives them."""
-        from banana_tests.trajectories.view import Trajectories
+        from banana_tests.trajectories.selection import Trajectories
 
         self.collect()
         return Trajectories(

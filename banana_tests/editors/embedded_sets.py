@@ -38,7 +38,7 @@ from PIL import Image
 from banana_tests.data import EMBEDDED, SEEDS
 from banana_tests.editors.offline_editors import EmulatorParams, ReplicaEmulator
 from banana_tests.safe_files import NotReadable, exclusive_lock, read_regular, write_atomic
-from banana_tests.trajectories.trial_names import ARTIFACTS, COMPOSITE, Artifact, trial_id
+from banana_tests.trajectories.records import ARTIFACTS, COMPOSITE, Artifact, trial_id
 
 DEFAULT_DIR = EMBEDDED
 RECIPE = "recipe.json"

@@ -55,7 +55,7 @@ from banana_tests.editors.base import (
     take_options,
 )
 from banana_tests.editors.prompts import apply_transform
-from banana_tests.trajectories.trial_names import COMPOSITE, TRIALS, Artifact, artifact_named
+from banana_tests.trajectories.records import COMPOSITE, TRIALS, Artifact, artifact_named
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from banana_tests.cases import CaseKind, FamilyKey, Field
-from banana_tests.trajectories.plan import CasePlan
+from banana_tests.trajectories.case_plans import CasePlan
 
 
 @runtime_checkable

@@ -1,6 +1,6 @@
 """Which artifact a metric misses: the metric × artifact table of a run over the trial sets.
 
-A trial's seed image is `<seed image>.<artifact>` (banana_tests.trajectories.trial_names), so the
+A trial's seed image is `<seed image>.<artifact>` (banana_tests.trajectories.records), so the
 cells of a `--artifact` run group by artifact with no field of their own: "PIQE misses 14/24"
 comes with "static 8/24, tint 0/24". Empty for a run without trial cells.
 """
@@ -11,7 +11,7 @@ from collections import defaultdict
 from html import escape
 
 from banana_tests.table_text import Align, table
-from banana_tests.trajectories.trial_names import ARTIFACTS, split_trial
+from banana_tests.trajectories.records import ARTIFACTS, split_trial
 from banana_tests.verdicts.matrix import Matrix, OutcomeCounts
 
 Table = dict[str, dict[str, OutcomeCounts]]  # artifact -> metric -> counts

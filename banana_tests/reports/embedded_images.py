@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from banana_tests.safe_files import NotReadable, read_regular
-from banana_tests.scoring.cache import FILE as CACHE_FILE
+from banana_tests.scoring.score_cache import FILE as CACHE_FILE
 
 MAX_PNG_BYTES = 16 * 2**20  # a search pair's PNG is a crop of a few hundred kB
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -25,7 +25,7 @@ from banana_tests.data import BASELINES, PAPER_CSV
 from banana_tests.table_text import Align, table
 from banana_tests.verdicts.baseline import write_baseline
 from banana_tests.verdicts.matrix import VERDICTS, Cell, Matrix, Outcome
-from metrics_under_test.table2 import PAPER_METRICS
+from metrics_under_test.registry import PAPER_METRICS
 
 PAPER_REFERENCE_STEP = 1
 _PYIQA_NAME = {m.paper_name: m.pyiqa_name for m in PAPER_METRICS}

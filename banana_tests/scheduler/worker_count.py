@@ -2,7 +2,7 @@
 use, each scoring on the thread policy's torch threads (banana_tests.scoring.process_tuning), so
 workers × threads never exceeds the cores, and as many as fit the memory available: a worker
 holds one model at a time, and may run any selected metric, so each is counted at the largest
-measured peak of the selected metrics (`metrics_under_test.measured`). A metric's cases spread over
+measured peak of the selected metrics (`metrics_under_test.spec`). A metric's cases spread over
 the workers (banana_tests.scheduler.metric_groups), so one metric is reason enough for several."""
 
 from __future__ import annotations

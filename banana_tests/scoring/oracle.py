@@ -5,18 +5,23 @@ the reference step of the same run need no weights, so the suite computes them i
 Wang et al. 2004: Gaussian window σ = 1.5 truncated at 11 px, K1 = 0.01, K2 = 0.03, on BT.601
 luma; its statistics in float32, which halves the filtering and moves the index by under 1e-6).
 A step whose RMS difference from the reference is under one grey level (PSNR at or above
-UNCHANGED_PSNR) did not measurably change, and its case is not a valid trial.
+UNCHANGED_PSNR) did not measurably change, and its case is not a valid trial. A worker's figures for
+(reference, step) pairs (`OracleFigures`) build each reference's statistics once while they fit,
+and are kept in the persistent score cache.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
 from banana_tests.cases import CaseKey, Field
+from banana_tests.scoring.score_cache import ORACLE_KEY, ScoreCache
+from banana_tests.trajectories.images import ImageStore
+from banana_tests.trajectories.records import DataError, Record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,7 +31,6 @@ if TYPE_CHECKING:
 PEAK = 255.0
 UNCHANGED_PSNR = 20 * math.log10(PEAK / 1.0)  # 48.13 dB: RMS error of one grey level
 C1, C2 = (0.01 * PEAK) ** 2, (0.03 * PEAK) ** 2  # SSIM's stabilising constants (K1 = 0.01, K2 = 0.03)
-ORACLE_KEY = "oracle-v3"  # the score cache's name for these figures; a new formula gets a new one
 
 
 @dataclass(frozen=True)
@@ -211,3 +215,107 @@ def _resized(rgb: NDArray[np.uint8], width: int, height: int) -> NDArray[np.uint
     from PIL import Image
 
     return np.asarray(Image.fromarray(rgb).resize((width, height), Image.Resampling.BICUBIC))
+
+
+REFERENCE_BYTES = 64 * 2**20  # the oracle's latest references (a 64 px one is 96 KiB, a 2K one 100 MB)
+ORACLE_CHUNK_BYTES = 4 * 2**20  # steps' luma per oracle pass; its float32 temporaries are a few times that
+
+Pair = tuple[Record, Record]  # (reference, step)
+
+
+class OracleFigures:
+    """One worker's oracle figures, decoded through the worker's image store (the ScoreBook's),
+    so the metrics and the oracle share decoded images."""
+
+    def __init__(self, images: ImageStore, cache: ScoreCache | None = None) -> None:
+        self.images = images
+        self.cache = cache
+        self._changes: dict[str, Change] = {}  # by 'reference sha256>step sha256'
+        self._pair_changes: dict[Pair, Change] = {}  # the same, by the records checked for them
+        self._references: dict[str, Reference] = {}  # the latest first-used last, by sha256
+        self._reference_bytes = 0
+
+    def changes(
+        self, pairs: Sequence[Pair], companions: Mapping[Record, Sequence[Record]] | None = None
+    ) -> list[Change]:
+        """The degradation oracle's figures for (reference, step) record pairs. `companions` maps
+        a reference record to every step the process will compare with it: a pair's figures
+        come with theirs, in one pass over each reference's steps (a companion that cannot be
+        read is left to its own case to report). Kept in the persistent cache under both files'
+        sha256, so a fully cached run decodes no image for them either; the images are decoded
+        through the store, with the suite's checks."""
+        known = [c for pair in pairs if (c := self._pair_changes.get(pair)) is not None]
+        if len(known) == len(pairs):  # the run's first case brought them: no digest or key to build
+            return known
+        digests = [(self.images.check(ref), self.images.check(step)) for ref, step in pairs]
+        keys = [f"{ref}>{step}" for ref, step in digests]
+        own = {k: pair for k, pair in zip(keys, pairs, strict=True) if k not in self._changes}
+        todo = {**self._companions(own, companions or {}), **own}
+        if todo and self.cache is not None:
+            psnr, ssim = (self.cache.get(f"{ORACLE_KEY}/{name}", todo) for name in ("psnr", "ssim"))
+            self._changes.update({k: Change(psnr[k], ssim[k]) for k in todo if k in psnr and k in ssim})
+        by_reference: dict[Record, list[tuple[str, Record]]] = {}
+        for key, (ref, step) in todo.items():
+            if key not in self._changes:
+                by_reference.setdefault(ref, []).append((key, step))
+        for ref, steps in by_reference.items():
+            fresh = self._measure(ref, steps, own)
+            self._changes.update(fresh)
+            if self.cache is not None and fresh:
+                for name in ("psnr", "ssim"):
+                    values = {k: float(getattr(c, name)) for k, c in fresh.items()}
+                    self.cache.put(f"{ORACLE_KEY}/{name}", values, {"oracle": ORACLE_KEY})
+        found = [self._changes[k] for k in keys]
+        self._pair_changes.update(zip(pairs, found, strict=True))  # also pairs known by their bytes
+        self._pair_changes.update((pair, self._changes[k]) for k, pair in todo.items() if k in self._changes)
+        return found
+
+    def _companions(
+        self, own: Mapping[str, Pair], companions: Mapping[Record, Sequence[Record]]
+    ) -> dict[str, Pair]:
+        """The other steps of the references in `own` whose figures are not known yet, by key."""
+        found = {}
+        for ref in dict.fromkeys(ref for ref, _ in own.values()):
+            ref_digest = self.images.check(ref)
+            for step in companions.get(ref, ()):
+                try:
+                    key = f"{ref_digest}>{self.images.check(step)}"
+                except DataError:
+                    continue
+                if key not in self._changes:
+                    found[key] = (ref, step)
+        return found
+
+    def _measure(
+        self, ref: Record, steps: Sequence[tuple[str, Record]], own: Container[str]
+    ) -> dict[str, Change]:
+        """The figures of one reference's steps, ORACLE_CHUNK_BYTES of luma at a time. A step of
+        `own` that cannot be decoded raises its DataError; any other is left out."""
+        reference = self._reference(self.images.check(ref), ref)
+        per_chunk = max(1, ORACLE_CHUNK_BYTES // reference.luma.nbytes)
+        fresh: dict[str, Change] = {}
+        for start in range(0, len(steps), per_chunk):
+            keys, images = [], []
+            for key, step in steps[start : start + per_chunk]:
+                try:
+                    images.append(self.images.get(step))
+                except DataError:
+                    if key in own:
+                        raise
+                    continue
+                keys.append(key)
+            fresh.update(zip(keys, reference.changes(images), strict=True))
+        return fresh
+
+    def _reference(self, digest: str, record: Record) -> Reference:
+        """The oracle's statistics of a reference image, kept while they fit REFERENCE_BYTES: the
+        cases of one run follow each other, so most steps find theirs."""
+        found = self._references.pop(digest, None)
+        if found is None:
+            found = Reference.of(self.images.get(record))
+            self._reference_bytes += found.nbytes
+        self._references[digest] = found
+        while len(self._references) > 1 and self._reference_bytes > REFERENCE_BYTES:
+            oldest = next(iter(self._references))  # the least recently used
+            self._reference_bytes -= self._references.pop(oldest).nbytes
+        return found

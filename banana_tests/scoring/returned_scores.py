@@ -1,18 +1,50 @@
 """What a metric returned, checked: one finite float within the score bound per image, or an error
-naming the image.
-The conversion of one returned value is metrics_under_test.score_value's; here a batch's
-values are matched to its records (or in-memory images) and the bad ones named."""
+naming the image; and which exceptions say that a metric's environment is broken, not that it
+rejects its input.
+
+The conversion of one returned value is metrics_under_test.protocol's; here a batch's values are
+matched to its records (or in-memory images) and the bad ones named. A file that is missing or
+unreadable (OSError, FileNotFoundError; huggingface_hub's LocalEntryNotFoundError and
+OfflineModeIsEnabled are both), no network (ConnectionError, urllib's URLError), a library that
+does not import (ImportError, ModuleNotFoundError), no memory (MemoryError, torch's
+OutOfMemoryError), a batch past the run's --batch-timeout (BatchTimeout): the case that meets one
+is an error in every family (as the Δ cases' images are), never a failing verdict that a baseline
+could list. Anything else a metric raises (ValueError, RuntimeError, ...) is its answer to that
+input, and a verdict where the family judges one.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
-from banana_tests.scoring.faults import EnvironmentFault
+from banana_tests.scoring.batching import out_of_memory
+from banana_tests.scoring.metric_calls import BatchTimeout
 from banana_tests.trajectories.records import DataError, Record
-from metrics_under_test.protocol import MetricError
-from metrics_under_test.score_value import SCORE_BOUND, NotAScore, as_list, as_score, in_bound
+from metrics_under_test.protocol import SCORE_BOUND, MetricError, NotAScore, as_list, as_score, in_bound
+
+ENVIRONMENT: Final = (OSError, ImportError, MemoryError, BatchTimeout)
+"""The families of an environment's fault; urllib's, requests' and the hub's errors are OSErrors."""
+
+
+class EnvironmentFault(Exception):
+    """Raised by the suite for an environment fault it met earlier and kept as a message: a record
+    left unscored by one (`UnscoredByEnvironment`). Kept as text, not the metric's
+    exception, whose traceback holds the batch's frames."""
+
+
+def environment_fault(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it was raised from (`raise ... from`), is an environment's fault."""
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        if isinstance(found, (*ENVIRONMENT, EnvironmentFault)) or out_of_memory(found):
+            return True
+        seen.add(id(found))
+        found = found.__cause__
+    return False
 
 
 class UnscoredImage(DataError):
@@ -21,7 +53,7 @@ class UnscoredImage(DataError):
 
 
 class UnscoredByEnvironment(UnscoredImage, EnvironmentFault):
-    """A record the metric could not score because its environment is broken (banana_tests.scoring.faults)."""
+    """A record the metric could not score because its environment is broken (`environment_fault`)."""
 
 
 def unscored(records: Sequence[Record], errors: dict[Path, DataError]) -> DataError | None:
@@ -45,8 +77,9 @@ def unscored(records: Sequence[Record], errors: dict[Path, DataError]) -> DataEr
 
 def record_scores(name: str, records: Sequence[Record], scores: Sequence[float]) -> list[float | DataError]:
     """One finite float per record, or an error naming each record whose score is not one (see
-    `score_value`). A metric that returns the wrong number of scores errors each record of that
-    batch, by file: which score is whose cannot be known, and no other record is touched."""
+    metrics_under_test.protocol's `as_score`). A metric that returns the wrong number of scores
+    errors each record of that batch, by file: which score is whose cannot be known, and no other
+    record is touched."""
     try:
         returned = as_list(scores)
     except NotAScore as exc:
@@ -68,7 +101,7 @@ def _record_score(name: str, record: Record, value: object) -> float | DataError
 
 
 def not_a_score(score: float) -> str:
-    """Why a float is no score the suite keeps (see metrics_under_test.score_value)."""
+    """Why a float is no score the suite keeps (see metrics_under_test.protocol)."""
     return "not a finite number" if not math.isfinite(score) else f"beyond ±{SCORE_BOUND:g}"
 
 

@@ -1,36 +1,52 @@
-"""The score book: one worker's scores, each image scored once per metric. Checking what a metric
-returned is banana_tests.scoring.returned_scores, the batches banana_tests.scoring.batching,
-loading and holding the model banana_tests.scoring.metric_model and in-memory images
-banana_tests.scoring.pixels; the degradation oracle's figures, which need no model, are
-banana_tests.scoring.oracle_figures."""
+"""The score book: one worker's scores, each image scored once per metric, and in-memory images
+(a test's own crops) beside them.
+
+Checking what a metric returned is banana_tests.scoring.returned_scores, the batches
+banana_tests.scoring.batching, loading and holding the model banana_tests.scoring.metric_calls;
+the degradation oracle's figures, which need no model, are banana_tests.scoring.oracle's. In-memory
+images are scored in the book's batches under the watch, each once per worker, and kept in the
+persistent cache by their pixels rather than a file's hash.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from banana_tests.scoring.batch_watch import Abandoned, BatchTimeout, BatchWatch, Hung, Phase
 from banana_tests.scoring.batching import WINDOW_BYTES, OutOfMemory, batches, out_of_memory, smaller
-from banana_tests.scoring.cache import ScoreCache, identity, identity_key
-from banana_tests.scoring.faults import environment_fault
-from banana_tests.scoring.metric_model import KEPT, HeldModel, Loader, Prober, load_metric
-from banana_tests.scoring.pixels import PixelScores
+from banana_tests.scoring.metric_calls import (
+    KEPT,
+    Abandoned,
+    BatchTimeout,
+    BatchWatch,
+    HeldModel,
+    Hung,
+    Loader,
+    Phase,
+    Prober,
+    load_metric,
+)
 from banana_tests.scoring.returned_scores import (
     UnscoredByEnvironment,
     UnscoredImage,
+    environment_fault,
+    pixel_scores,
     record_scores,
     unscored,
 )
+from banana_tests.scoring.score_cache import ScoreCache
+from banana_tests.scoring.score_identity import identity, identity_key
 from banana_tests.trajectories.images import ImageStore
 from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.protocol import Image, raised_at
 from metrics_under_test.spec import MetricSpec
 
 if TYPE_CHECKING:
-    from banana_tests.scoring.loaded_libraries import Loaded
+    from banana_tests.scoring.score_identity import Loaded
 
 
 class ScoreBook:
@@ -51,7 +67,7 @@ class ScoreBook:
         """`loader` builds a metric and `prober` checks it once built (None: `loader` does); each
         runs under the watch's load limit. `hung`: metrics that hung before scoring (their import).
         `loaded`: the distributions each metric loads and the modules it could not import
-        (banana_tests.scoring.loaded_libraries), part of its cache identity."""
+        (banana_tests.scoring.score_identity), part of its cache identity."""
         self.device = device
         self.loaded = loaded or {}
         self.cache = cache
@@ -85,7 +101,7 @@ class ScoreBook:
 
     def score_pixels(self, spec: MetricSpec, images: Sequence[Image]) -> list[float]:
         """Raw scores of in-memory images (a test's own crops): batched as records are, each
-        scored once per worker and kept in the persistent cache (banana_tests.scoring.pixels)."""
+        scored once per worker and kept in the persistent cache (`PixelScores`)."""
         self.models.check_hung(spec)
         return self.pixels.scores(spec, images)
 
@@ -284,3 +300,48 @@ class WatchedModel:
 
     def __repr__(self) -> str:
         return f"<watched {self._spec.name}>"
+
+
+Call = Callable[[MetricSpec, Sequence[Image], str], Sequence[float]]
+Identity = Callable[[MetricSpec], tuple[str, dict[str, object]]]
+
+
+def pixel_digest(image: Image) -> str:
+    """A cache key for an in-memory image: its shape and pixels. The prefix keeps it apart from
+    the files' sha256 in the same cache table."""
+    h = hashlib.sha256(f"{image.dtype}{image.shape}".encode())
+    h.update(memoryview(image.tobytes()))
+    return "pixels:" + h.hexdigest()
+
+
+class PixelScores:
+    """One worker's scores of in-memory images, by metric and `pixel_digest`. `call` runs the
+    metric on a batch as the book does (watched, out of memory handled); `identity` is the
+    metric's cache key and description."""
+
+    def __init__(self, call: Call, cache: ScoreCache | None, identity: Identity) -> None:
+        self._call, self._cache, self._identity = call, cache, identity
+        self._scores: dict[tuple[str, str], float] = {}
+        self.hits: set[tuple[str, str]] = set()  # scores that came from the cache
+
+    def scores(self, spec: MetricSpec, images: Sequence[Image]) -> list[float]:
+        """Raw scores of `images`, in order; MetricError naming the items a metric gave no finite score."""
+        digests = [pixel_digest(img) for img in images]
+        todo = {d: img for d, img in zip(digests, images, strict=True) if (spec.name, d) not in self._scores}
+        positions: dict[str, list[int]] = {}
+        for i, d in enumerate(digests):
+            positions.setdefault(d, []).append(i)
+        if todo and self._cache is not None:
+            for d, value in self._cache.get(self._identity(spec)[0], todo).items():
+                self._scores[(spec.name, d)] = value
+                self.hits.add((spec.name, d))
+                del todo[d]
+        if todo:
+            for chunk in batches(list(todo.items())):
+                raw = self._call(spec, [img for _, img in chunk], f"item {positions[chunk[0][0]][0]}")
+                values = pixel_scores(spec.name, [positions[d] for d, _ in chunk], raw)
+                self._scores.update(((spec.name, d), v) for (d, _), v in zip(chunk, values, strict=True))
+            if self._cache is not None:
+                key, description = self._identity(spec)
+                self._cache.put(key, {d: self._scores[(spec.name, d)] for d in todo}, description)
+        return [self._scores[(spec.name, d)] for d in digests]

@@ -41,7 +41,7 @@ from banana_tests.reports.artifact_table import artifact_lines
 from banana_tests.reports.merge_checks import Narrowing
 from banana_tests.reports.separability_table import separability_lines
 from banana_tests.scheduler.metric_groups import group_of
-from banana_tests.scoring.faults import environment_fault
+from banana_tests.scoring.returned_scores import environment_fault
 from banana_tests.session.collection import ShardSelection, is_empty_share, item_key
 from banana_tests.session.scorer import HungOutcome, NoVerdict
 from banana_tests.session.snapshot_selection import NOT_RECORDED

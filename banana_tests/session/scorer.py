@@ -7,7 +7,7 @@ shipped cases. Loading follows the gate's rule: a metric whose parameters are mi
 test when only `offline` or `all` chose it, and fails it otherwise (named with `--metric`, or one
 of the default metrics), with a hint that runs as printed.
 
-A metric that cannot load, whose environment is broken (banana_tests.scoring.faults), or an image
+A metric that cannot load, whose environment is broken (banana_tests.scoring.returned_scores), or an image
 that cannot be read leaves its case without a verdict (`NoVerdict`), in every family: an error in
 one line naming the metric, the input and the exception, never a verdict a baseline could list. A
 traceback through the suite's frames would show their locals (the run's state, the batch's
@@ -38,16 +38,15 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar
 import pytest
 from _pytest.outcomes import Failed  # `pytest.fail.Exception`: pytest shows it without a traceback
 
-from banana_tests.scoring.batch_watch import MetricHung
 from banana_tests.scoring.batching import case_records
-from banana_tests.scoring.faults import environment_fault
+from banana_tests.scoring.metric_calls import MetricHung
+from banana_tests.scoring.returned_scores import environment_fault
 from banana_tests.trajectories.records import DataError, Record
 from banana_tests.verdicts.gaps import Gap, gap
 from banana_tests.verdicts.verdict import fail_verdict
-from metrics_under_test.probe import PROBE
+from metrics_under_test.custom import PROBE
 from metrics_under_test.protocol import MetricError, raised_at
-from metrics_under_test.scale import Scale
-from metrics_under_test.spec import MetricSpec
+from metrics_under_test.spec import MetricSpec, Scale
 from metrics_under_test.weights import MissingWeights, NotPublished, UnwritableCache
 
 if TYPE_CHECKING:
@@ -91,7 +90,7 @@ OFFLINE_HINT = "--metric=offline tries only the metrics whose files are here"
 
 class HungOutcome(NoVerdict):
     """A case of a metric hung for the run, in one line naming it and the phase
-    (banana_tests.scoring.batch_watch): an error wherever it is met, in the suite's cases and in yours."""
+    (banana_tests.scoring.metric_calls): an error wherever it is met, in the suite's cases and in yours."""
 
     __module__ = "builtins"  # shown as `HungOutcome: ...`, as pytest shows its own `Failed: ...`
 

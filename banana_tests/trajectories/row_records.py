@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from banana_tests.trajectories.parquet_rows import EmbeddedImage
 from banana_tests.trajectories.records import (
     DataError,
     Problem,
@@ -30,7 +29,7 @@ from banana_tests.trajectories.records import (
     resolve_inside,
 )
 from banana_tests.trajectories.selection import Loaded, Selection, cap_and_select
-from banana_tests.trajectories.table_rows import Row
+from banana_tests.trajectories.table_rows import EmbeddedImage, Row
 
 KEYS = ("seed_image", "step", "run", "variant")
 DEFAULTS: dict[str, Any] = {"run": 0, "variant": "replicate"}  # a set with one run, or one variant

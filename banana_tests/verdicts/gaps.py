@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from metrics_under_test.scale import Scale
+from metrics_under_test.spec import Scale
 
 
 class StrictOutcome(Enum):

@@ -29,11 +29,10 @@ from typing import Any
 
 import pytest
 
-from banana_tests.scoring.cache import FILE, CacheWarning, ScoreCache, identity, identity_key
-from banana_tests.scoring.cache_merge import BadEntry
-from banana_tests.scoring.cache_merge import merge as merge_caches
-from banana_tests.scoring.loaded_libraries import MEMO, MEMO_BYTES
 from banana_tests.scoring.score_book import ScoreBook
+from banana_tests.scoring.score_cache import FILE, BadEntry, CacheWarning, ScoreCache
+from banana_tests.scoring.score_cache import merge as merge_caches
+from banana_tests.scoring.score_identity import MEMO, MEMO_BYTES, identity, identity_key
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.images import DEFAULT_MAX_PIXELS, ImageStore
 from banana_tests.trajectories.records import METADATA, DataError, Record

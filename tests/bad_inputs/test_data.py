@@ -26,9 +26,8 @@ from typing import Any
 
 import pytest
 
+from banana_tests.trajectories.case_plans import CasePlan, plan_cases, with_problems
 from banana_tests.trajectories.images import DEFAULT_MAX_PIXELS, max_file_bytes
-from banana_tests.trajectories.plan import CasePlan, plan_cases
-from banana_tests.trajectories.problem_cases import with_problems
 from banana_tests.trajectories.records import DataError
 from banana_tests.trajectories.selection import Selection
 from banana_tests.trajectories.sources import SourceOptions, load

@@ -22,14 +22,14 @@ from pathlib import Path
 import pytest
 
 from banana_tests.cli import main
-from banana_tests.scoring.faults import environment_fault
+from banana_tests.scoring.returned_scores import environment_fault
 from tests.conftest import suite_folder
 
 ROUTER = """
 import os
 
 from metrics_under_test.examples import laplacian_variance
-from metrics_under_test.probe import PROBE
+from metrics_under_test.custom import PROBE
 from metrics_under_test.protocol import metric
 
 CALLS = [0]

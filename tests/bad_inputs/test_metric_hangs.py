@@ -173,7 +173,7 @@ def test_a_hanging_metric_is_stopped_once_and_each_case_says_so_in_one_line(
 def test_a_hung_metric_is_never_built_again_and_errors_at_once() -> None:
     """In one process: the constructor that sleeps is abandoned at the load limit, and every
     later use of the metric (scores, its model) errors without calling the loader again."""
-    from banana_tests.scoring.batch_watch import WAIT_STEP, BatchWatch, Limit, MetricHung
+    from banana_tests.scoring.metric_calls import WAIT_STEP, BatchWatch, Limit, MetricHung
     from banana_tests.scoring.score_book import ScoreBook
     from metrics_under_test.spec import Backend, MetricSpec
 

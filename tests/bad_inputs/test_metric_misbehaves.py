@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from metrics_under_test.probe import PROBE
+from metrics_under_test.custom import PROBE
 from tests.conftest import suite_folder, weights_mirror
 
 MISBEHAVING = """
@@ -70,7 +70,7 @@ def misbehaving(images):
 """
 METRIC = "--metric=misbehaving:misbehaving"
 # The options that run one family of the shipped cases, and the call to misbehave on: the first
-# calls are the load-time probe's (metrics_under_test.probe), the next scores the family's first batch.
+# calls are the load-time probe's (metrics_under_test.custom), the next scores the family's first batch.
 FIRST = len(PROBE) + 1
 FAMILIES = {
     "delta": (["-k", "test_detects_degradation"], FIRST),
@@ -379,7 +379,7 @@ def test_a_batch_past_the_limit_is_abandoned_whatever_the_metric_does() -> None:
     import threading
     import time
 
-    from banana_tests.scoring.batch_watch import WAIT_STEP, Abandoned, BatchTimeout, BatchWatch
+    from banana_tests.scoring.metric_calls import WAIT_STEP, Abandoned, BatchTimeout, BatchWatch
 
     watch, reasons = BatchWatch(None, 0.2), list[Abandoned]()
     started = time.monotonic()
@@ -406,7 +406,7 @@ def test_pytest_timeouts_signal_interrupts_a_batch_between_two_waits() -> None:
     import threading
     import time
 
-    from banana_tests.scoring.batch_watch import WAIT_STEP, Abandoned, BatchWatch
+    from banana_tests.scoring.metric_calls import WAIT_STEP, Abandoned, BatchWatch
 
     class Timeout(Exception):
         pass

@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from banana_tests.scoring.cache import ScoreCache
 from banana_tests.scoring.score_book import ScoreBook
+from banana_tests.scoring.score_cache import ScoreCache
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.records import DataError, Record
 from metrics_under_test.spec import Backend, MetricSpec

@@ -2,7 +2,7 @@
 
 pyiqa reads its `.pth` files with `torch.load(weights_only=False)`, a pickle that runs what it
 names. A file of the `--weights-dir` mirror or of pyiqa's cache whose name has a published sha256
-(metrics_under_test.published_weights) is refused unless its bytes match, in one line naming the
+(metrics_under_test.weights) is refused unless its bytes match, in one line naming the
 file, the sha256 found and the one expected; that metric's cases error, the others run. A user's
 metric that calls pyiqa inside finds the mirror staged whatever else runs, and without one its
 failed download names the file, its URL and how to provide it. A FIFO in place of a TAEF2 weight
@@ -22,9 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from metrics_under_test.published_weights import PUBLISHED
 from metrics_under_test.registry import lookup
-from metrics_under_test.weights import UNPUBLISHED, stage
+from metrics_under_test.weights import PUBLISHED, UNPUBLISHED, stage
 from tests.conftest import needs, weights_mirror, write_set
 
 BRISQUE, NIQE = "brisque_svm_weights.pth", "niqe_modelparameters.mat"

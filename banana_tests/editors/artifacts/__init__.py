@@ -20,7 +20,7 @@ import numpy as np
 from banana_tests.editors.artifacts import handwritten as _hand
 from banana_tests.editors.artifacts.handwritten import Array, check_ranges, luma, ranges, stable_rng
 from banana_tests.editors.artifacts.vae_roundtrip import VaeRoundtripParams, vae_roundtrip
-from banana_tests.trajectories.trial_names import TRIALS
+from banana_tests.trajectories.records import TRIALS
 
 __all__ = ["FAMILIES", "TRIALS", "Array", "Family", "check_ranges", "luma", "ranges", "stable_rng"]
 

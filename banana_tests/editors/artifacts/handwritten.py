@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from PIL import Image
 from scipy import ndimage
 
-from banana_tests.trajectories.trial_names import Artifact
+from banana_tests.trajectories.records import Artifact
 
 Array = NDArray[np.float64]
 """An (H, W, 3) image in 8-bit code values (0..255), as floats so effects compose before rounding."""

@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 
 from banana_tests.editors.artifacts.handwritten import Array, bounded
-from banana_tests.trajectories.trial_names import Artifact
+from banana_tests.trajectories.records import Artifact
 
 
 @dataclass(frozen=True)

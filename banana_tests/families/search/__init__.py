@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from banana_tests.cases import METRIC_FIXTURE, CaseKind, FamilyKey, Field
-from banana_tests.trajectories.plan import CasePlan
+from banana_tests.trajectories.case_plans import CasePlan
 
 FIXTURE = "banana_search"
 """The fixture the search test requests: the gate and the scheduler know its cases by it."""

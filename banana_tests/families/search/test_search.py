@@ -36,7 +36,7 @@ from _pytest.outcomes import Failed
 from banana_tests.families.search import FIXTURE as SEARCH_FIXTURE
 from banana_tests.families.search.escape import SearchLog, Seen
 from banana_tests.safe_files import NotReadable, read_regular, require_regular, write_atomic
-from banana_tests.scoring.faults import environment_fault
+from banana_tests.scoring.returned_scores import environment_fault
 from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import NoVerdict, Scorer
 from banana_tests.session.scorer import raised as one_line
@@ -287,7 +287,7 @@ def usable_database(folder: Path | None) -> Path | None:
     """The example database's folder, or None when it holds an entry hypothesis could not have
     written: hypothesis reads every file of a test's folder whole, so a FIFO there blocked the
     search until `--timeout` and a device or a huge file filled the memory. Every entry is checked
-    as data first (regular_files: stat only, nothing opened): in each folder, regular files of at
+    as data first (safe_files: stat only, nothing opened): in each folder, regular files of at
     most EXAMPLE_BYTES. A bad one gives one warning naming it, and the search runs without the
     database (the replay file still counts)."""
     if folder is None:

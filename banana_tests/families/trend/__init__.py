@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from banana_tests.cases import CaseKind, FamilyKey, Field
-from banana_tests.trajectories.plan import CasePlan
+from banana_tests.trajectories.case_plans import CasePlan
 from banana_tests.trajectories.records import DataError, check_index
 
 FIXTURE = "banana_trend"  # the indirect parameter that carries a trend key

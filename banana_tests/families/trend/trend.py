@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from banana_tests.cases import Field
 from banana_tests.families.trend import TrendKey
-from banana_tests.trajectories.plan import CasePlan
+from banana_tests.trajectories.case_plans import CasePlan
 from banana_tests.trajectories.records import DataError
 from banana_tests.verdicts.gaps import gap
 from banana_tests.verdicts.matrix import VERDICTS, Outcome, OutcomeCounts

@@ -1,4 +1,18 @@
-"""The installed distributions a metric really loads, for its score cache identity: a library its
+"""A metric's score identity: everything that produces its scores, so that a change to any part is
+a score cache miss. Every metric's holds the suite's own code on its scoring path (`SCORING`,
+`BACKENDS`); a custom metric's, its own code, libraries and files (metrics_under_test.own_code);
+and every metric's, the installed distributions it really loads (`loaded_libraries`).
+
+The suite's code is listed by module, so that an upgrade of banana-tests that changes how an
+image is decoded, batched, handed to a backend or its score read back rescores, and one that
+changes only reports, commands or verdicts keeps the scores; tests/test_metric_identity.py keeps
+the list whole: every module of the suite's that a listed one imports (at its top or inside a
+function) is listed too, or in UNSCORED with why it cannot change a stored value. Scores are
+stored raw, so the normalisation (metrics_under_test.spec's Scale) is no part of them; the one
+normalised figure the cache holds, an invariance check's change, names the scale and its code in
+its own cache name (banana_tests/test_invariance.py).
+
+The installed distributions a metric really loads: a library its
 library imports without declaring it (pyiqa imports icecream, which no `Requires-Dist` names)
 changes its scores as much as a declared one.
 
@@ -17,22 +31,121 @@ makes it look again. The child writes its answer to a file of its own, so a metr
 
 from __future__ import annotations
 
+import hashlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import json
 import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import NotRequired, TypedDict, cast
 
 from banana_tests.safe_files import NotReadable, read_regular, write_atomic
-from banana_tests.scoring.cache import identity, identity_key
+from metrics_under_test.own_code import file_sha256
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.spec import Backend, MetricSpec
+
+SCORING = (
+    "banana_tests.trajectories.images",  # an image file's bytes → RGB uint8 pixels
+    "banana_tests.scoring.score_book",  # decode windows, batches, a raising batch tried smaller; pixels
+    "banana_tests.scoring.batching",  # which images share a call, in what order
+    "banana_tests.scoring.returned_scores",  # what a metric returned → one float per image
+    "metrics_under_test.protocol",  # the conversion of one returned value
+    "banana_tests.scoring.metric_calls",  # how a spec's model is built, and built again (after a hang)
+    "banana_tests.scoring.process_tuning",  # torch's threads: the order a reduction sums in
+)
+"""Every backend's scoring path."""
+
+BACKENDS = {
+    Backend.PYIQA: ("metrics_under_test.pyiqa_backend",),
+    Backend.VLM: ("metrics_under_test.vlm", "metrics_under_test.vlm_catalog"),
+    Backend.CUSTOM: ("metrics_under_test.custom",),
+}
+"""Each backend's adapter: the pyiqa adapter's edit rescores no VLM."""
+
+UNSCORED = {
+    "banana_tests": "the package: its version only",
+    "banana_tests.scoring": "a package docstring",
+    "banana_tests.trajectories": "a package docstring",
+    "metrics_under_test": "a package docstring",
+    "banana_tests.safe_files": "reads a file's bytes unchanged (their sha256 keys the score)",
+    "banana_tests.trajectories.records": "the record type and its errors",
+    "banana_tests.scoring.score_cache": "stores the scores; what keys them is `identity`, itself the key",
+    "banana_tests.scoring.score_identity": "what keys the scores (the code, the libraries), itself the key",
+    "metrics_under_test.own_code": "finds a custom metric's code for its key",
+    "metrics_under_test.weights": "checks and stages parameter files, whose sha256 is in the key",
+    "metrics_under_test.spec": "the spec, whose name, backend and parameter files are in the key",
+    "banana_tests.data": "the shipped seed images a custom metric is probed on; no probe score is kept",
+}
+"""The suite's modules the scoring path imports that cannot change a stored score, and why."""
+
+
+def scoring_modules(backend: Backend) -> tuple[str, ...]:
+    """The modules whose code decides a `backend` metric's stored scores."""
+    return (*SCORING, *BACKENDS[backend])
+
+
+@cache
+def code_hashes(backend: Backend) -> dict[str, str]:
+    """{module: sha256 of its source file} of `scoring_modules(backend)`, read once a process."""
+    return {name: file_sha256(module_file(name)) for name in scoring_modules(backend)}
+
+
+def module_file(name: str) -> Path:
+    """The source file of one of the suite's modules, found without running it."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f"banana-tests' module {name} is missing", name=name)
+    return Path(spec.origin)
+
+
+def identity(
+    spec: MetricSpec, device: str, weight_hash: Callable[[Path], str] = file_sha256
+) -> dict[str, object]:
+    """What produces a metric's scores; a change to any part is a cache miss. Every metric's
+    holds the suite's own code on its scoring path (`code_hashes`). A custom metric's part is all
+    the code of its own it runs, the installed distributions (name and version) that code imports
+    with every distribution they require, and the files it declares (`own_code`); a VLM's, the
+    libraries that run the model and the hub commit its files come from. The device is its kind
+    (`cuda`, not `cuda:1`), so xdist workers on different GPUs share their scores."""
+    from importlib import metadata
+
+    description: dict[str, object] = {"name": spec.name, "backend": spec.backend}
+    description["suite"] = code_hashes(spec.backend)
+    if spec.backend is Backend.CUSTOM:
+        from metrics_under_test import custom, own_code
+
+        description["version"] = custom.version(spec)
+        description["precision"] = custom.precision(spec)
+        description["sources"] = custom.sources(spec)
+        description["libraries"] = custom.libraries(spec)
+        description["files"] = own_code.declared_files(spec.files, weight_hash)
+    elif spec.backend is Backend.VLM:  # the libraries that run the model (its adapters: "suite")
+        from metrics_under_test import vlm
+
+        libraries = "; ".join(f"{n} {metadata.version(n)}" for n in ("transformers", "torch", "pyiqa"))
+        description["version"] = f"vlm; {libraries}"
+        description["revision"] = vlm.revision(spec)  # the hub commit its files come from
+        description["precision"] = "model default"
+    else:
+        description["version"] = (
+            f"{spec.backend} {metadata.version(spec.backend.value)}; torch {metadata.version('torch')}"
+        )
+        description["precision"] = "float32"
+    description["weights"] = {w.file: weight_hash(w.path) for w in spec.weights if w.path.exists()}
+    description["device"] = device.partition(":")[0]  # cuda:1 scores as cuda:0 does
+    return description
+
+
+def identity_key(description: Mapping[str, object]) -> str:
+    return hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()
+
 
 MEMO = "loaded_libraries.json"
 """Beside `scores.sqlite`: per metric, the answers found, each with the declared identity's key
@@ -327,8 +440,8 @@ def _unhashed(path: Path) -> str:
 def _child(request: Mapping[str, object]) -> None:
     """In the fresh interpreter: build the metric, score its probe, write what loaded and what
     could not be imported to the request's answer file."""
-    from banana_tests.scoring.metric_model import built_metric
-    from metrics_under_test.probe import probe
+    from banana_tests.scoring.metric_calls import built_metric
+    from metrics_under_test.custom import probe
     from metrics_under_test.registry import resolve, stage_mirror
 
     weights = request["weights_dir"]
