@@ -213,8 +213,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> Generator[None, None, No
 
 def _parametrize_family(metafunc: pytest.Metafunc, state: SuiteState) -> None:
     """A family's test on its own parameter (the trend's `banana_trend`), a case per key the family
-    plans on the selection (banana_tests.families.protocol.Family.cases); none without its option."""
-    from banana_tests.families.registry import FAMILIES
+    plans on the selection (banana_tests.families.family.Family.cases); none without its option."""
+    from banana_tests.families.family_list import FAMILIES
     from banana_tests.session.case_fixtures import parametrize_cases
 
     for family in FAMILIES:

@@ -37,11 +37,11 @@ def copy_without(family: str, into: Path) -> Path:
     shutil.copy2(ROOT / "pyproject.toml", copy / "pyproject.toml")
     (copy / "banana_tests" / "data").symlink_to(copy / "fixtures", target_is_directory=True)
     shutil.rmtree(copy / "banana_tests" / "families" / family)
-    registry = copy / "banana_tests" / "families" / "registry.py"
+    family_list = copy / "banana_tests" / "families" / "family_list.py"
     line = f'    "banana_tests.families.{family}",\n'
-    text = registry.read_text(encoding="utf-8")
+    text = family_list.read_text(encoding="utf-8")
     assert text.count(line) == 1, text
-    registry.write_text(text.replace(line, ""), encoding="utf-8")
+    family_list.write_text(text.replace(line, ""), encoding="utf-8")
     return copy
 
 

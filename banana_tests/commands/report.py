@@ -9,8 +9,8 @@ from pathlib import Path
 from banana_tests.core.local_paths import local_path
 from banana_tests.core.versions import SUITE, package_versions
 from banana_tests.counts import decimal_number_type
-from banana_tests.families.protocol import Report
-from banana_tests.families.registry import FAMILIES, section_of
+from banana_tests.families.family import Report
+from banana_tests.families.family_list import FAMILIES, section_of
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, Ledger
 from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.embedded_images import input_folders

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from banana_tests.cases import CaseKey, CaseKind, Field, id_of_testcase
-from banana_tests.families.protocol import Case
+from banana_tests.families.family import Case
 from banana_tests.regular_files import NotReadable, open_regular
 from banana_tests.reports.completeness import PLAN_PROPERTIES, Ledger
 from banana_tests.reports.control_table import ControlOutcome

@@ -9,8 +9,8 @@ from datetime import datetime
 from pathlib import Path
 
 from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
-from banana_tests.families.protocol import Case
-from banana_tests.families.registry import family_of
+from banana_tests.families.family import Case
+from banana_tests.families.family_list import family_of
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.sourced import Item, Sourced, SourcedCase, SourcedInvariance, SourcedOther
 from banana_tests.verdicts.baseline import ControlKey

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from banana_tests.families.protocol import Case
+from banana_tests.families.family import Case
 from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.verdicts.baseline import Other
 from banana_tests.verdicts.matrix import Cell

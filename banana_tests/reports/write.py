@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from banana_tests.families.protocol import Page, Report
+from banana_tests.families.family import Page, Report
 from banana_tests.reports.artifact_table import artifact_markdown
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_markdown, write_control_csv

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, CaseKey
-from banana_tests.families.registry import FAMILIES
+from banana_tests.families.family_list import FAMILIES
 from banana_tests.verdicts.baseline import BaselineError, ControlKey, Known, load_baseline
 from banana_tests.verdicts.invariance import PARAM as INVARIANCE_PARAM
 from banana_tests.verdicts.invariance import Invariance, InvarianceKey

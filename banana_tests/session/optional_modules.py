@@ -1,5 +1,5 @@
 """The suite's test modules that only some options collect: each family's module under its option
-(banana_tests.families.registry: the trend module under --trend, the search module under
+(banana_tests.families.family_list: the trend module under --trend, the search module under
 --search). The plugin's `pytest_ignore_collect` and the shard selection's count of unreached
 modules read the same rule here."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.families.registry import FAMILIES
+from banana_tests.families.family_list import FAMILIES
 
 SUITE = Path(__file__).resolve().parents[1]
 """The installed suite's folder, which holds its test modules."""

@@ -21,8 +21,8 @@ from banana_tests.cases import CaseKey, CaseKind, junit_id
 from banana_tests.core.run_facts import device_of, run_facts
 from banana_tests.core.suite import SuiteState
 from banana_tests.core.versions import metric_libraries
-from banana_tests.families.protocol import Case
-from banana_tests.families.registry import FAMILIES, family_of, section_of
+from banana_tests.families.family import Case
+from banana_tests.families.family_list import FAMILIES, family_of, section_of
 from banana_tests.reports.artifact_table import artifact_lines
 from banana_tests.reports.completeness import Narrowing
 from banana_tests.reports.separability_table import separability_lines

@@ -16,7 +16,7 @@ from typing import Any
 
 from banana_tests.atomic import write_atomic
 from banana_tests.cases import CaseKey, CaseKind, FamilyKey, Field
-from banana_tests.families.registry import family_of
+from banana_tests.families.family_list import family_of
 from banana_tests.regular_files import NotReadable, read_regular
 from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.verdicts.invariance import InvarianceKey
@@ -75,7 +75,7 @@ Known = CaseKey | Other
 """Any case a baseline can list."""
 
 # Entry keys by kind: a Δ cell has no `kind` (the /1 format), the others name theirs; a family's
-# entries are its own (banana_tests.families.protocol.Family.entry_fields).
+# entries are its own (banana_tests.families.family.Family.entry_fields).
 ENTRY_KEYS: dict[str | None, tuple[set[str], set[str]]] = {
     None: ({"metric", "seed_image", "step"}, {"run"}),
     "control": ({"kind", "metric", "distortion"}, set()),

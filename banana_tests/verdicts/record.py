@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from banana_tests.cases import SCHEMA, CaseKey, CaseKind, FamilyKey, Field
-from banana_tests.families.registry import family_of
+from banana_tests.families.family_list import family_of
 from banana_tests.scoring.oracle import valid_trial
 from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.verdicts.baseline import ControlKey
@@ -37,7 +37,7 @@ FIGURES = {
     ),
 }
 """The measured fields each kind may carry; identity fields come from its key. A registered
-family's are its own (banana_tests.families.protocol.Family.figures)."""
+family's are its own (banana_tests.families.family.Family.figures)."""
 
 NUMBERS = {
     CaseKind.INVARIANCE: (Field.CHANGE, Field.TOLERANCE),

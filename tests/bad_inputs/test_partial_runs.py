@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.families.registry import FAMILIES
+from banana_tests.families.family_list import FAMILIES
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, PLANNED
 from banana_tests.session.optional_modules import suite_modules
 from tests.conftest import write_set

@@ -44,7 +44,7 @@ class SearchKey:
 
 
 class SearchFamily:
-    """The search family's descriptor (banana_tests.families.protocol.Family)."""
+    """The search family's descriptor (banana_tests.families.family.Family)."""
 
     kind = CaseKind.SEARCH
     figures = frozenset(

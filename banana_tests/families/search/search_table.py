@@ -16,7 +16,7 @@ from html import escape
 from pathlib import Path
 
 from banana_tests.cases import CaseKind, Field
-from banana_tests.families.protocol import Case, Page, Report
+from banana_tests.families.family import Case, Page, Report
 from banana_tests.families.search import SearchKey
 from banana_tests.families.search.escape import VISIBLE_PSNR
 from banana_tests.markdown import table
@@ -173,7 +173,7 @@ def outcome_of(case: Case) -> SearchOutcome:
 
 @dataclass(frozen=True)
 class SearchSection:
-    """The search family's section (banana_tests.families.protocol.Section)."""
+    """The search family's section (banana_tests.families.family.Section)."""
 
     title: str = "banana-tests worst escape"
 

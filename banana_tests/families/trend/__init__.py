@@ -46,7 +46,7 @@ class TrendKey:
 
 
 class TrendFamily:
-    """The trend family's descriptor (banana_tests.families.protocol.Family)."""
+    """The trend family's descriptor (banana_tests.families.family.Family)."""
 
     kind = CaseKind.TREND
     figures = frozenset({Field.SPEARMAN, Field.FIRST_DETECTION_STEP, Field.TREND_STEPS, Field.TREND_SERIES})

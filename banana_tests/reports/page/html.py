@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from html import escape
 from pathlib import Path
 
-from banana_tests.families.protocol import Page
+from banana_tests.families.family import Page
 from banana_tests.reports.artifact_table import artifact_html
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_rows

@@ -1,7 +1,7 @@
 """What the rest of the suite knows of a test family: the one protocol a family's descriptor
 (its package's `FAMILY`) speaks, and the parts of a run's outputs it adds (`Section`).
 
-Deleting a family's folder and its line in banana_tests.families.registry leaves everything else
+Deleting a family's folder and its line in banana_tests.families.family_list leaves everything else
 working: its test module is gone, its records are no case of this version (skipped by the
 readers), its baseline entries are skipped, and the terminal and the report drop its section.
 """
