@@ -12,7 +12,7 @@ import pytest
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
 from banana_tests.families.search import SearchKey
-from banana_tests.families.trend.trend import TrendKey
+from banana_tests.families.trend import TrendKey
 from banana_tests.reports.paper import paper_cells
 from banana_tests.reports.paper_baseline import FIXTURE
 from banana_tests.verdicts.baseline import (

@@ -7,7 +7,7 @@ import pytest
 
 from banana_tests.cases import SCHEMA, CaseKey, CaseKind, Field, strip_xdist_group
 from banana_tests.families.search import SearchKey
-from banana_tests.families.trend.trend import TrendKey
+from banana_tests.families.trend import TrendKey
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.record import CaseRecord, Key, RecordError

@@ -9,7 +9,7 @@ from xml.sax.saxutils import quoteattr
 import pytest
 
 from banana_tests.cases import CaseKey, CaseKind
-from banana_tests.families.trend.trend import TrendKey
+from banana_tests.families.trend import TrendKey
 from banana_tests.families.trend.trends import trend_series
 from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, read_junit
 from banana_tests.reports.run_agreement import AGREED

@@ -336,7 +336,7 @@ COMMA_SITES = {
     ("banana_tests.session.metric_choice", "argnames_of"): "pytest's parametrize argnames",
     ("banana_tests.trajectories.row_records", "parse_map"): "--dataset-map",
     ("banana_tests.trajectories.plan", "parse_steps"): "--steps",
-    ("banana_tests.families.trend.trend", "Trend.properties"): "a trend's steps",
+    ("banana_tests.families.trend", "Trend.properties"): "a trend's steps",
     ("metrics_under_test.pyiqa_catalog", "parse_range"): "a score range in pyiqa's docs",
     ("metrics_under_test.vlm.rali", "load_trusted_pickle"): "the trusted-pickle environment variable",
     (METRIC_VALIDATOR, "metric_requests"): "--metric",

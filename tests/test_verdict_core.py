@@ -16,7 +16,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cases import CaseKey, CaseKind
-from banana_tests.families.trend.trend import TrendKey, TrendTally
+from banana_tests.families.trend import TrendKey, TrendTally
 from banana_tests.families.trend.trends import trend_series
 from banana_tests.reports.junit import (
     MAX_ATTRIBUTE,

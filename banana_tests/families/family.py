@@ -11,10 +11,30 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from banana_tests.cases import CaseKind, FamilyKey, Field
 from banana_tests.trajectories.plan import CasePlan
+
+AddOption = Callable[..., Any]
+"""Registers one option by its short spelling (`--trend`) and argparse attributes."""
+OptionValue = Callable[[str], Any]
+"""An option's value by its short name (`value("trend")`), as the settings' validator reads it."""
+
+
+class FamilySettings(Protocol):
+    """What a family's options asked for, typed (each family's own dataclass)."""
+
+    def facts(self) -> tuple[tuple[str, str], ...]:
+        """Testsuite properties that decide its cases, for `report` to refuse merging runs that differ."""
+        ...
+
+
+class RunSettings(Protocol):
+    """The part of a run's settings a family reads its own from (banana_tests.core.settings)."""
+
+    @property
+    def families(self) -> Mapping[CaseKind, FamilySettings]: ...
 
 
 @runtime_checkable
@@ -67,6 +87,16 @@ class Family(Protocol):
     def fixture(self) -> str | None:
         """The indirect parameter the plugin parametrizes its test with, a case per key of `cases`;
         None when its test parametrizes itself."""
+        ...
+
+    def add_options(self, addoption: AddOption) -> None:
+        """Register its options, by their short spelling, as the core registers its own: the
+        plugin adds them under `--banana-`, the CLI and the api read them alike."""
+        ...
+
+    def read_settings(self, value: OptionValue) -> FamilySettings:
+        """Its settings from its options' values; a ValueError naming the option for a value no
+        run can satisfy."""
         ...
 
     def cases(self, run_means: Sequence[CasePlan]) -> list[FamilyKey]:

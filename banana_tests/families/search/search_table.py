@@ -17,8 +17,7 @@ from pathlib import Path
 
 from banana_tests.cases import CaseKind, Field
 from banana_tests.families.family import Case, Page, Report
-from banana_tests.families.search import SearchKey
-from banana_tests.families.search.escape import VISIBLE_PSNR
+from banana_tests.families.search import VISIBLE_PSNR, SearchKey
 from banana_tests.markdown import table
 from banana_tests.reports.embedded_images import Shown, shown
 from banana_tests.verdicts.outcome import Outcome

@@ -4,7 +4,7 @@ Under `--search=N` each selected metric gets one case, `test_no_worst_escape[<me
 which hypothesis draws N degradations (banana_tests.editors.degradation: strengths and step counts
 of the replica emulator) of crops of the clean seed images, scores clean and degraded with the
 metric's `Scorer` (batched and cached as every family), and targets the most degraded image the
-metric still rates at least as well as the clean one (banana_tests.families.search.escape). An escape,
+metric still rates at least as well as the clean one (banana_tests.families.search). An escape,
 plainly visible by the documented PSNR rule, fails the case; hypothesis shrinks it, and the case
 names the worst escape seen and writes its PNG pair. Beside the score cache, hypothesis's example
 database keeps what it found and `replay/<metric>.json` the worst escape, which the next run
@@ -35,7 +35,7 @@ from _pytest.outcomes import Failed
 
 from banana_tests.atomic import write_atomic
 from banana_tests.families.search import FIXTURE as SEARCH_FIXTURE
-from banana_tests.families.search.escape import SearchLog, Seen
+from banana_tests.families.search import SearchLog, SearchSettings, Seen
 from banana_tests.regular_files import NotReadable, read_regular, require_regular
 from banana_tests.scoring.faults import environment_fault
 from banana_tests.session.no_verdict import NoVerdict
@@ -119,12 +119,13 @@ def banana_search(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPath
     """The run's `--search` settings, with its folders; skips the search without `--search` (a
     user's module that imports the test is collected in every run)."""
     settings = pytestconfig.stash[STATE].settings
-    if settings.search is None:
+    examples = SearchSettings.of(settings).examples
+    if examples is None:
         pytest.skip("the worst-escape search runs under --search=N")
     folder = settings.cache_dir / FOLDER if settings.cache_dir else tmp_path_factory.mktemp(FOLDER)
     given = pytestconfig.getoption("hypothesis_seed", None)
     seed = SEED if given is None else int(given) if str(given).isdigit() else str(given)
-    return Search(settings.search, seed, folder, kept=settings.cache_dir is not None)
+    return Search(examples, seed, folder, kept=settings.cache_dir is not None)
 
 
 def crop_sides(side: int) -> tuple[int, int]:

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from banana_tests.cases import Field
 from banana_tests.families.family import Case, Page, Report
-from banana_tests.families.trend import series_of
-from banana_tests.families.trend.trend import TrendTally
+from banana_tests.families.trend import TrendTally, series_of
 from banana_tests.reports.page.figure_style import pyplot, save
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord
