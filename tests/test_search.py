@@ -240,9 +240,9 @@ def test_every_drawn_example_reads_back_from_a_replay_file() -> None:
 
     from hypothesis import given
 
+    from banana_tests.distortions import Crop
     from banana_tests.editors.degradation import Degradation, degradations
     from banana_tests.families.search.test_search import crop_from_data, crops
-    from banana_tests.test_control import Crop
 
     @given(crop=crops(), degradation=degradations())
     def reads_back(crop: Crop, degradation: Degradation) -> None:

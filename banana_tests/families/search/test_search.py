@@ -34,6 +34,7 @@ import pytest
 from _pytest.outcomes import Failed
 
 from banana_tests.atomic import write_atomic
+from banana_tests.distortions import CROP, Crop, clean_images, write_lossless
 from banana_tests.families.search import FIXTURE as SEARCH_FIXTURE
 from banana_tests.families.search import SearchLog, SearchSettings, Seen
 from banana_tests.regular_files import NotReadable, read_regular, require_regular
@@ -42,8 +43,6 @@ from banana_tests.session.no_verdict import NoVerdict
 from banana_tests.session.no_verdict import raised as one_line
 from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import Scorer
-from banana_tests.test_control import CROP, Crop, clean_images
-from banana_tests.test_invariance import write
 from banana_tests.verdicts.record import figure_properties
 from banana_tests.verdicts.verdict import fail_verdict
 from metrics_under_test.protocol import raised_at
@@ -342,7 +341,10 @@ def write_pair(log: SearchLog, folder: Path) -> None:
     clean = crop.pixels
     kind = "escaped" if log.escape is not None else "detected"
     degraded = drawn.apply(clean)
-    written = write(folder / f"{name}-clean.png", clean), write(folder / f"{name}-{kind}.png", degraded)
+    written = (
+        write_lossless(folder / f"{name}-clean.png", clean),
+        write_lossless(folder / f"{name}-{kind}.png", degraded),
+    )
     log.pair = (str(written[0]), str(written[1]))
 
 
