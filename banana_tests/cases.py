@@ -63,8 +63,8 @@ class Field(StrEnum):
     FIRST_DETECTION_STEP = "first_detection_step"
     TREND_STEPS = "trend_steps"
     TREND_SERIES = "trend_series"
-    # invariance cases (banana_tests/test_invariance.py): which check, and its measured change and
-    # tolerance in normalised points
+    # invariance cases (banana_tests/families/invariance): which check, and its measured change
+    # and tolerance in normalised points
     INVARIANCE = "invariance"
     CHANGE = "change"
     TOLERANCE = "tolerance"

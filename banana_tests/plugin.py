@@ -220,7 +220,8 @@ def _parametrize_family(metafunc: pytest.Metafunc, state: SuiteState) -> None:
     for family in FAMILIES:
         if family.fixture is not None and family.fixture in metafunc.fixturenames:
             state.try_collect()
-            chosen = metafunc.config.getoption(family.option, None) not in (None, False)
+            option = family.option
+            chosen = option is None or metafunc.config.getoption(option, None) not in (None, False)
             keys = family.cases(state.planning.run_means()) if chosen else []
             parametrize_cases(metafunc, keys, family.fixture)
             return

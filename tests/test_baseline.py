@@ -11,6 +11,7 @@ import pytest
 
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
+from banana_tests.families.invariance import InvarianceKey
 from banana_tests.families.search import SearchKey
 from banana_tests.families.trend import TrendKey
 from banana_tests.reports.paper import paper_cells
@@ -23,7 +24,6 @@ from banana_tests.verdicts.baseline import (
     load_baseline,
     write_baseline,
 )
-from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord
@@ -264,7 +264,7 @@ WHOLE_SUITE = (
     + "    banana_trend, test_trend_detects_degradation,\n)\n"
     + "from banana_tests.test_control import (  # noqa: F401\n"
     + "    pytest_generate_tests, test_detects_control_degradation,\n)\n"
-    + "from banana_tests.test_invariance import test_score_is_invariant  # noqa: F401\n"
+    + "from banana_tests.families.invariance.test_invariance import test_score_is_invariant  # noqa: F401\n"
 )
 
 

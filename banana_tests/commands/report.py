@@ -87,7 +87,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def run(args: argparse.Namespace) -> int:
     from banana_tests.reports.compare import compare, comparison_markdown
-    from banana_tests.reports.invariance_table import InvarianceOutcome, invariance_markdown
     from banana_tests.reports.paper import PAPER_CSV, paper_cells
     from banana_tests.reports.write import staged, summary_sections, write_report
 
@@ -100,8 +99,6 @@ def run(args: argparse.Namespace) -> int:
     summary_extra = ""
     families: list[Report] = []  # each family's section, for the families the files hold
     failing_others: list[Other] = []
-    checked = ""  # the invariance table, when the run had invariance cases
-    invariances: list[InvarianceOutcome] = []
     controls: list[ControlOutcome] = []
     incomplete = False
     if args.paper_only:
@@ -125,8 +122,6 @@ def run(args: argparse.Namespace) -> int:
             return MIXED_EXIT
         matrix, title = reading.matrix, "banana-tests failure matrix"
         failing_others = reading.failing_others()
-        invariances = list(reading.invariance)
-        checked = invariance_markdown(invariances)
         controls = reading.controls
         inputs = input_folders(args.junit)
         for family in FAMILIES:
@@ -162,9 +157,6 @@ def run(args: argparse.Namespace) -> int:
     for family_report in families:
         if family_report.markdown:
             print(family_report.markdown)
-    if checked:
-        print(checked)
-        summary_extra = f"{summary_extra}\n\n{checked}" if summary_extra else checked
     if args.judgments:
         judged = _judgments(args.judgments)
         if judged is None:
@@ -183,7 +175,6 @@ def run(args: argparse.Namespace) -> int:
                 comparisons,
                 args.figure_steps,
                 controls,
-                invariances,
                 families,
             )
             written = [args.out / p.name for p in written]

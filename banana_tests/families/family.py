@@ -30,6 +30,14 @@ class FamilySettings(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class NoSettings:
+    """The settings of a family without options."""
+
+    def facts(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+
 class RunSettings(Protocol):
     """The part of a run's settings a family reads its own from (banana_tests.core.settings)."""
 
@@ -64,12 +72,13 @@ class Family(Protocol):
 
     @property
     def module(self) -> Path:
-        """Its test module, collected only when `option` is given."""
+        """Its test module, collected only when `option` is given (always without one)."""
         ...
 
     @property
-    def option(self) -> str:
-        """The pytest dest of the option that collects its module (`banana_trend`)."""
+    def option(self) -> str | None:
+        """The pytest dest of the option that collects its module (`banana_trend`); None: every
+        run collects it."""
         ...
 
     @property

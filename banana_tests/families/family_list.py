@@ -12,6 +12,7 @@ from banana_tests.families.family import Family, Section
 PACKAGES = (
     "banana_tests.families.search",
     "banana_tests.families.trend",
+    "banana_tests.families.invariance",
 )
 """Each family's package, whose `FAMILY` is its descriptor; in the order their sections are shown."""
 

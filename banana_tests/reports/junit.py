@@ -24,7 +24,6 @@ from banana_tests.families.family import Case
 from banana_tests.regular_files import NotReadable, open_regular
 from banana_tests.reports.completeness import PLAN_PROPERTIES, Ledger
 from banana_tests.reports.control_table import ControlOutcome
-from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.junit_testcase import LEGACY_PREFIXES, JUnitError, outcome_of, testcase_items
 from banana_tests.reports.sourced import (
     OLDEST,
@@ -32,7 +31,6 @@ from banana_tests.reports.sourced import (
     Replacement,
     Sourced,
     SourcedCase,
-    SourcedInvariance,
     SourcedOther,
     when,
 )
@@ -51,8 +49,7 @@ MAX_ATTRIBUTE = 1 << 20
 class Reading:
     """The merged matrix, the replacements made, the run metadata found in the files, each
     registered family's cases (oldest first, for its section), the newest outcome of each case
-    outside the matrix, for baselines, and the newest invariance outcomes with their figures, by
-    metric and check."""
+    outside the matrix, for baselines, and the newest control outcomes."""
 
     matrix: Matrix
     replaced: list[Replacement] = field(default_factory=list)
@@ -61,7 +58,6 @@ class Reading:
     repeated: list[Path] = field(default_factory=list)  # files given more than once, read once
     family_cases: dict[CaseKind, list[Case]] = field(default_factory=dict)
     others: dict[Other, Outcome] = field(default_factory=dict)
-    invariance: list[InvarianceOutcome] = field(default_factory=list)
     controls: list[ControlOutcome] = field(default_factory=list)
     ledger: Ledger = field(default_factory=Ledger)  # the runs' plans against the testcases read
 
@@ -79,7 +75,6 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
         raise JUnitError("no JUnit XML files given")
     sourced: list[Sourced] = []
     others: list[SourcedOther] = []
-    invariance: list[SourcedInvariance] = []
     cases: list[SourcedCase] = []
     metadata: dict[str, set[str]] = {}
     files, repeated = _distinct(paths)
@@ -92,8 +87,6 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
         for item, props in found[False] or found[True]:
             if isinstance(item, SourcedOther):
                 others.append(item)
-            elif isinstance(item, SourcedInvariance):
-                invariance.append(item)
             elif isinstance(item, SourcedCase):
                 cases.append(item)
             else:
@@ -120,8 +113,6 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
     reading.controls = [
         ControlOutcome.of(k, controls[k].outcome, controls[k].message) for k in sorted(controls)
     ]
-    checked = {i.outcome.key: i.outcome for i in sorted(invariance, key=when)}
-    reading.invariance = [checked[k] for k in sorted(checked)]
     latest: dict[CaseKey, Sourced] = {}
     for item in sourced:
         reading.matrix.add(item.cell)

@@ -11,8 +11,7 @@ from pathlib import Path
 from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
 from banana_tests.families.family import Case
 from banana_tests.families.family_list import family_of
-from banana_tests.reports.invariance_table import InvarianceOutcome
-from banana_tests.reports.sourced import Item, Sourced, SourcedCase, SourcedInvariance, SourcedOther
+from banana_tests.reports.sourced import Item, Sourced, SourcedCase, SourcedOther
 from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
@@ -80,8 +79,6 @@ def testcase_items(
         except (KeyError, ValueError) as exc:
             raise JUnitError(f"{path}: {record.kind.value} testcase {name!r}: {exc}") from exc
         found.append((SourcedCase(Case(record.key, verdict.value, props, message), stamp, order), {}))
-    if record.kind is CaseKind.INVARIANCE:
-        found.append((SourcedInvariance(InvarianceOutcome.of(record, verdict), stamp, order), {}))
     return found, legacy
 
 

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from banana_tests.families.family import Case
-from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.verdicts.baseline import Other
 from banana_tests.verdicts.matrix import Cell
 from banana_tests.verdicts.outcome import Outcome
@@ -67,15 +66,6 @@ class SourcedOther:
 
 
 @dataclass(frozen=True)
-class SourcedInvariance:
-    """An invariance case's outcome with its figures, ordered like `Sourced`."""
-
-    outcome: InvarianceOutcome
-    timestamp: datetime
-    order: tuple[int, int]
-
-
-@dataclass(frozen=True)
 class SourcedCase:
     """A registered family's case with its record, for its section, ordered like `Sourced`."""
 
@@ -84,7 +74,7 @@ class SourcedCase:
     order: tuple[int, int]
 
 
-Item = Sourced | SourcedOther | SourcedInvariance | SourcedCase
+Item = Sourced | SourcedOther | SourcedCase
 
 
 def describe_replacements(replaced: Sequence[Replacement]) -> list[str]:

@@ -13,7 +13,6 @@ from banana_tests.families.family import Page, Report
 from banana_tests.reports.artifact_table import artifact_markdown
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_markdown, write_control_csv
-from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.oracle_table import oracle_markdown
 from banana_tests.reports.page.html import html_chunks
 from banana_tests.reports.separability_table import separabilities, separability_markdown
@@ -31,7 +30,6 @@ def write_report(
     comparisons: Sequence[MetricComparison] | None = None,
     figure_steps: Sequence[int] | None = None,
     controls: Sequence[ControlOutcome] = (),
-    invariances: Sequence[InvarianceOutcome] = (),
     families: Sequence[Report] = (),
 ) -> list[Path]:
     """matrix.csv, summary.md (`summary_sections`, the families' parts, then `summary_extra`),
@@ -39,9 +37,8 @@ def write_report(
     cells carry per-run scores), each family's files (a trend figure per seed image), and
     report.html (with `notes`: a heading and preformatted text each, and the comparison with the
     paper when `comparisons` is given), and controls.csv with the control cases' outcomes when
-    there are any (also in summary.md and the page), the families' parts of the page, and the
-    invariance table on the page (summary.md has it from `summary_extra`). Returns the files
-    written, each once."""
+    there are any (also in summary.md and the page), and the families' parts of the page.
+    Returns the files written, each once."""
     from banana_tests.reports.page.figures import render_figures
     from banana_tests.reports.page.step_plots import separability_figure
 
@@ -74,7 +71,6 @@ def write_report(
                 comparisons,
                 separable_files[0] if separable_files else None,
                 controls,
-                invariances,
                 pages,
             )
         )

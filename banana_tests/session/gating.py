@@ -13,11 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, CaseKey
+from banana_tests.cases import CASE_FIXTURE, CaseKey
 from banana_tests.families.family_list import FAMILIES
 from banana_tests.verdicts.baseline import BaselineError, ControlKey, Known, load_baseline
-from banana_tests.verdicts.invariance import PARAM as INVARIANCE_PARAM
-from banana_tests.verdicts.invariance import Invariance, InvarianceKey
 
 
 def item_key(item: pytest.Item) -> Known | None:
@@ -32,9 +30,6 @@ def item_key(item: pytest.Item) -> Known | None:
     metric, distortion = (params.get(name) for name in ControlKey.PARAMS)
     if isinstance(metric, str) and isinstance(distortion, str):
         return ControlKey(metric, distortion)
-    metric, check = params.get(METRIC_FIXTURE), params.get(INVARIANCE_PARAM)
-    if isinstance(metric, str) and isinstance(check, Invariance):
-        return InvarianceKey(metric, check.value)
     fixtures = getattr(item, "fixturenames", ())
     return next((k for f in FAMILIES if (k := f.item_key(params, fixtures)) is not None), None)
 

@@ -19,7 +19,6 @@ from banana_tests.cases import CaseKey, CaseKind, FamilyKey, Field
 from banana_tests.families.family_list import family_of
 from banana_tests.regular_files import NotReadable, read_regular
 from banana_tests.trajectories.records import DataError, check_index
-from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix
 from banana_tests.verdicts.outcome import Outcome
 
@@ -79,7 +78,6 @@ Known = CaseKey | Other
 ENTRY_KEYS: dict[str | None, tuple[set[str], set[str]]] = {
     None: ({"metric", "seed_image", "step"}, {"run"}),
     "control": ({"kind", "metric", "distortion"}, set()),
-    "invariance": ({"kind", "metric", "check"}, set()),
 }
 
 
@@ -172,8 +170,6 @@ def _key(entry: dict[str, Any]) -> Known | None:
         raise ValueError(f"unknown key(s) {', '.join(map(repr, unknown))}")
     if kind == "control":
         return ControlKey(str(entry["metric"]), str(entry["distortion"]))
-    if kind == "invariance":
-        return InvarianceKey(str(entry["metric"]), str(entry["check"]))
     if kind is not None:
         family = family_of(CaseKind(kind))
         assert family is not None

@@ -23,7 +23,9 @@ from tests.test_shards import PROJECT, TARGETS, cases_in, report, suite_property
 pytestmark = pytest.mark.slow  # each test runs pytest in a child process: the slow tier
 
 DEGRADATION = "banana_tests/test_degradation.py"
-INVARIANCE_CASE = "banana_tests/test_invariance.py::test_score_is_invariant[noise_level-resize]"
+INVARIANCE_CASE = (
+    "banana_tests/families/invariance/test_invariance.py::test_score_is_invariant[noise_level-resize]"
+)
 # the suite modules a whole run without --trend and --search collects, but test_degradation
 UNREACHED = len([p for p in suite_modules() if p not in {f.module for f in FAMILIES}]) - 1
 

@@ -15,12 +15,10 @@ from banana_tests.families.family import Page
 from banana_tests.reports.artifact_table import artifact_html
 from banana_tests.reports.compare import MetricComparison
 from banana_tests.reports.control_table import ControlOutcome, control_rows
-from banana_tests.reports.invariance_table import InvarianceOutcome
 from banana_tests.reports.page.case_tables import CASE_HEADERS, case_rows, summary_table
 from banana_tests.reports.page.markup import Html, figure, table, table_chunks
 from banana_tests.reports.page.sections import (
     comparison_html,
-    invariance_html,
     oracle_html,
     separability_html,
 )
@@ -76,12 +74,11 @@ def html_chunks(
     comparisons: Sequence[MetricComparison] | None = None,
     separability_figure: Path | None = None,
     controls: Sequence[ControlOutcome] = (),
-    invariances: Sequence[InvarianceOutcome] = (),
     families: Sequence[Page] = (),
 ) -> Iterator[Html]:
     """The page, piece by piece for writing as it is made: the run's facts, per-metric summary
     (with the oracle's reference row), separability and the oracle when the cells recorded them,
-    the control and invariance families and the other families' parts when the run had them, the
+    the control family and the other families' parts when the run had them, the
     comparison with the paper when given, `notes` (heading, preformatted text, e.g. replaced
     cases), figures, the families' parts below the figures (the trends'), then every cell, a row
     a piece."""
@@ -112,9 +109,6 @@ def html_chunks(
             "crop? A failure gives the first failing crop's normalised scores (controls.csv too).</p>",
             table(header, rows),
         ]
-    section = invariance_html(invariances)
-    if section:
-        parts.append(section)
     parts += [part for family in families if not family.after_figures for part in family.html]
     if comparisons is not None:
         parts += ["<h2>Compared with the paper (Figure 5)</h2>", comparison_html(comparisons)]

@@ -1,5 +1,5 @@
 """report.html's sections beyond the matrix: the comparison with the paper, separability, the
-degradation oracle (each linking its cases to their rows under "Every case") and invariance."""
+degradation oracle (each linking its cases to their rows under "Every case")."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from html import escape
 from pathlib import Path
 
 from banana_tests.reports.compare import MetricComparison, failure_rate
-from banana_tests.reports.invariance_table import InvarianceOutcome, invariance_rows
 from banana_tests.reports.oracle_table import ORACLE, invalid_trials, oracle_cells, oracle_steps, psnr_text
 from banana_tests.reports.page.markup import Html, Value, anchor, figure, number, table
 from banana_tests.reports.separability_table import separability_rows
@@ -129,20 +128,3 @@ def oracle_html(matrix: Matrix) -> Html:
             table(["case", "PSNR per run (dB)", "Δ"], rows),
         ]
     return "\n".join(parts)
-
-
-def invariance_html(outcomes: Sequence[InvarianceOutcome]) -> Html:
-    """The invariance table summary.md has, one row a metric and a column a check; empty without
-    invariance cases."""
-    if not outcomes:
-        return ""
-    header, rows = invariance_rows(outcomes)
-    return "\n".join(
-        [
-            "<h2>Invariance</h2>",
-            "<p>Does a metric give an image the same score whatever happens around it (batching, a "
-            "repeat, a PNG round trip, a shift, a resize)? Each cell: the change in normalised points "
-            "against its tolerance.</p>",
-            table(header, rows),
-        ]
-    )

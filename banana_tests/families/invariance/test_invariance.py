@@ -40,10 +40,10 @@ import pytest
 
 from banana_tests.cases import Field
 from banana_tests.data import SEEDS
+from banana_tests.families.invariance import PARAM, Invariance
 from banana_tests.session.cannot_check import MIN_SIDE_HINT, cannot_check
 from banana_tests.session.no_verdict import raised
 from banana_tests.session.scorer import Scorer
-from banana_tests.verdicts.invariance import PARAM, Invariance
 from banana_tests.verdicts.record import figure_properties
 from banana_tests.verdicts.verdict import fail_verdict
 from metrics_under_test.file_hash import file_sha256
