@@ -9,12 +9,12 @@ from xml.sax.saxutils import quoteattr
 import pytest
 
 from banana_tests.cases import CaseKey, CaseKind
+from banana_tests.families.control import ControlKey
 from banana_tests.families.trend import TrendKey
 from banana_tests.families.trend.trends import trend_series
 from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, read_junit
 from banana_tests.reports.run_agreement import AGREED
 from banana_tests.reports.sourced import describe_replacements
-from banana_tests.verdicts.baseline import ControlKey
 from metrics_under_test.own_code import distribution_versions
 
 

@@ -42,6 +42,7 @@ STAGES = {
     "banana_tests.families.trend.trends": 4,
     "banana_tests.families.search.search_table": 4,
     "banana_tests.families.invariance.invariance_table": 4,
+    "banana_tests.families.control.control_table": 4,
     "banana_tests.reports": 4,
     "banana_tests.scheduler": 5,  # how the work is dealt (shards, xdist groups): below the core that deals it
     "banana_tests.core": 6,  # a suite run without pytest: settings, planning, scoring a selection

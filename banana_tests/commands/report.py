@@ -12,7 +12,6 @@ from banana_tests.counts import decimal_number_type
 from banana_tests.families.family import Report
 from banana_tests.families.family_list import FAMILIES, section_of
 from banana_tests.reports.completeness import INCOMPLETE_EXIT, Ledger
-from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.embedded_images import input_folders
 from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, read_junit
 from banana_tests.reports.run_agreement import MIXED_EXIT, disagreements
@@ -99,7 +98,6 @@ def run(args: argparse.Namespace) -> int:
     summary_extra = ""
     families: list[Report] = []  # each family's section, for the families the files hold
     failing_others: list[Other] = []
-    controls: list[ControlOutcome] = []
     incomplete = False
     if args.paper_only:
         matrix = Matrix.of(paper_cells())
@@ -122,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
             return MIXED_EXIT
         matrix, title = reading.matrix, "banana-tests failure matrix"
         failing_others = reading.failing_others()
-        controls = reading.controls
         inputs = input_folders(args.junit)
         for family in FAMILIES:
             cases = reading.family_cases.get(family.kind)
@@ -174,7 +171,6 @@ def run(args: argparse.Namespace) -> int:
                 summary_extra,
                 comparisons,
                 args.figure_steps,
-                controls,
                 families,
             )
             written = [args.out / p.name for p in written]

@@ -10,6 +10,7 @@ from banana_tests.cases import CaseKind
 from banana_tests.families.family import Family, Section
 
 PACKAGES = (
+    "banana_tests.families.control",
     "banana_tests.families.search",
     "banana_tests.families.trend",
     "banana_tests.families.invariance",

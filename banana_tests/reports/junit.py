@@ -23,7 +23,6 @@ from banana_tests.cases import CaseKey, CaseKind, Field, id_of_testcase
 from banana_tests.families.family import Case
 from banana_tests.regular_files import NotReadable, open_regular
 from banana_tests.reports.completeness import PLAN_PROPERTIES, Ledger
-from banana_tests.reports.control_table import ControlOutcome
 from banana_tests.reports.junit_testcase import LEGACY_PREFIXES, JUnitError, outcome_of, testcase_items
 from banana_tests.reports.sourced import (
     OLDEST,
@@ -34,7 +33,7 @@ from banana_tests.reports.sourced import (
     SourcedOther,
     when,
 )
-from banana_tests.verdicts.baseline import ControlKey, Other
+from banana_tests.verdicts.baseline import Other
 from banana_tests.verdicts.matrix import Matrix
 from banana_tests.verdicts.outcome import Outcome
 
@@ -58,7 +57,6 @@ class Reading:
     repeated: list[Path] = field(default_factory=list)  # files given more than once, read once
     family_cases: dict[CaseKind, list[Case]] = field(default_factory=dict)
     others: dict[Other, Outcome] = field(default_factory=dict)
-    controls: list[ControlOutcome] = field(default_factory=list)
     ledger: Ledger = field(default_factory=Ledger)  # the runs' plans against the testcases read
 
     def failing_others(self) -> list[Other]:
@@ -109,10 +107,6 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
         reading.family_cases.setdefault(sourced_case.case.key.kind, []).append(sourced_case.case)
     newest_others = {o.key: o for o in sorted(others, key=when)}
     reading.others = {k: o.outcome for k, o in newest_others.items()}
-    controls = {k: o for k, o in newest_others.items() if isinstance(k, ControlKey)}
-    reading.controls = [
-        ControlOutcome.of(k, controls[k].outcome, controls[k].message) for k in sorted(controls)
-    ]
     latest: dict[CaseKey, Sourced] = {}
     for item in sourced:
         reading.matrix.add(item.cell)

@@ -12,7 +12,6 @@ from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
 from banana_tests.families.family import Case
 from banana_tests.families.family_list import family_of
 from banana_tests.reports.sourced import Item, Sourced, SourcedCase, SourcedOther
-from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
 
@@ -91,13 +90,26 @@ def legacy_record(name: str, props: dict[str, str]) -> CaseRecord | None:
     kind = next((k for prefix, k in LEGACY_PREFIXES.items() if name.startswith(prefix)), None)
     if kind is CaseKind.CONTROL:
         try:
-            key = ControlKey.from_test_id(name[name.index("[") + 1 : -1])
+            return _legacy_control(name[name.index("[") + 1 : -1])
         except ValueError as exc:
             raise RecordError(str(exc)) from exc
-        return CaseRecord(key)
     if "kind" in props or not (kind is CaseKind.DELTA or props.keys() >= LEGACY_DELTA):
         return None
     return CaseRecord.of(CaseKind.DELTA, props)
+
+
+def _legacy_control(test_id: str) -> CaseRecord | None:
+    """A control case of schema 1 by its id, `<metric>-<distortion>`: distortion names hold no
+    '-', so the last '-' splits (metric names may hold one); None without the control family."""
+    family = family_of(CaseKind.CONTROL)
+    metric, sep, distortion = test_id.rpartition("-")
+    if not sep or not metric or not distortion:
+        raise ValueError(f"not a control case id: {test_id!r}")
+    return (
+        None
+        if family is None
+        else CaseRecord(family.key({Field.METRIC: metric, Field.DISTORTION: distortion}))
+    )
 
 
 def _properties(node: ET.Element) -> dict[str, str]:

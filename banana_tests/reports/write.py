@@ -12,7 +12,6 @@ from pathlib import Path
 from banana_tests.families.family import Page, Report
 from banana_tests.reports.artifact_table import artifact_markdown
 from banana_tests.reports.compare import MetricComparison
-from banana_tests.reports.control_table import ControlOutcome, control_markdown, write_control_csv
 from banana_tests.reports.oracle_table import oracle_markdown
 from banana_tests.reports.page.html import html_chunks
 from banana_tests.reports.separability_table import separabilities, separability_markdown
@@ -29,7 +28,6 @@ def write_report(
     summary_extra: str = "",
     comparisons: Sequence[MetricComparison] | None = None,
     figure_steps: Sequence[int] | None = None,
-    controls: Sequence[ControlOutcome] = (),
     families: Sequence[Report] = (),
 ) -> list[Path]:
     """matrix.csv, summary.md (`summary_sections`, the families' parts, then `summary_extra`),
@@ -46,12 +44,8 @@ def write_report(
     written = [out / "matrix.csv", out / "summary.md"]
     with written[0].open("w", encoding="utf-8", newline="") as table:
         write_csv(matrix, table)
-    if controls:
-        written.append(out / "controls.csv")
-        with written[-1].open("w", encoding="utf-8", newline="") as table:
-            write_control_csv(controls, table)
     cases = summary_markdown(matrix, title) if matrix.cells else ""  # no empty table (a search-only run)
-    sections = [cases, *summary_sections(matrix), control_markdown(controls)]
+    sections = [cases, *summary_sections(matrix)]
     sections += [family.markdown for family in families]
     sections.append(summary_extra)
     written[1].write_text("\n".join(s for s in sections if s), encoding="utf-8")
@@ -70,7 +64,6 @@ def write_report(
                 notes,
                 comparisons,
                 separable_files[0] if separable_files else None,
-                controls,
                 pages,
             )
         )

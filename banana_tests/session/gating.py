@@ -15,7 +15,7 @@ import pytest
 
 from banana_tests.cases import CASE_FIXTURE, CaseKey
 from banana_tests.families.family_list import FAMILIES
-from banana_tests.verdicts.baseline import BaselineError, ControlKey, Known, load_baseline
+from banana_tests.verdicts.baseline import BaselineError, Known, load_baseline
 
 
 def item_key(item: pytest.Item) -> Known | None:
@@ -27,9 +27,6 @@ def item_key(item: pytest.Item) -> Known | None:
     key = params.get(CASE_FIXTURE)
     if isinstance(key, CaseKey):
         return key
-    metric, distortion = (params.get(name) for name in ControlKey.PARAMS)
-    if isinstance(metric, str) and isinstance(distortion, str):
-        return ControlKey(metric, distortion)
     fixtures = getattr(item, "fixturenames", ())
     return next((k for f in FAMILIES if (k := f.item_key(params, fixtures)) is not None), None)
 

@@ -41,7 +41,6 @@ from banana_tests.session.scorer import HungOutcome
 from banana_tests.session.shard_selection import ShardSelection, is_empty_share
 from banana_tests.session.snapshot_selection import NOT_RECORDED
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
-from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.matrix import Matrix
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
@@ -117,7 +116,7 @@ class MatrixReporter:
             if key is None or isinstance(key, CaseKey):
                 continue
             family = family_of(key.kind)
-            if isinstance(key, ControlKey) or (family and family.named_at_collection):
+            if family and family.named_at_collection:
                 item.user_properties.extend(CaseRecord(key).identity())
 
     @pytest.hookimpl(trylast=True)

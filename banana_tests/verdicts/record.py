@@ -19,7 +19,6 @@ from banana_tests.cases import SCHEMA, CaseKey, CaseKind, FamilyKey, Field
 from banana_tests.families.family_list import family_of
 from banana_tests.scoring.oracle import valid_trial
 from banana_tests.trajectories.records import DataError, check_index
-from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.matrix import Cell
 from banana_tests.verdicts.outcome import Outcome
 from banana_tests.verdicts.uncertainty import StrictOutcome
@@ -30,7 +29,6 @@ FIGURES = {
         | {Field.RUNS, Field.SCORE_CACHED}
         | {Field.STRICT, Field.PSNR, Field.SSIM, Field.RUN_NORM_REFERENCES, Field.RUN_NORM_STEPS}
     ),
-    CaseKind.CONTROL: frozenset(),
 }
 """The measured fields each kind may carry; identity fields come from its key. A registered
 family's are its own (banana_tests.families.family.Family.figures)."""
@@ -175,8 +173,6 @@ class CaseRecord:
             family = family_of(kind)
             if family is not None:
                 key = family.key(props)
-            elif kind is CaseKind.CONTROL:
-                key = ControlKey(metric, props[Field.DISTORTION])
             else:
                 run = props.get(Field.RUN)
                 step = _index(Field.STEP.value, props[Field.STEP])
