@@ -11,7 +11,7 @@ from typing import TextIO
 from banana_tests.cases import CaseKey, sort_key
 from banana_tests.csv_cells import Writer
 from banana_tests.markdown import Align, table
-from banana_tests.reports.oracle_table import ORACLE, OracleCell, oracle_cells, oracle_counts
+from banana_tests.reports.matrix_sections import ORACLE, OracleCell, oracle_cells, oracle_counts
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import VERDICTS
 

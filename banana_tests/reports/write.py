@@ -10,11 +10,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from banana_tests.families.family import Page, Report
-from banana_tests.reports.artifact_table import artifact_markdown
 from banana_tests.reports.compare import MetricComparison
-from banana_tests.reports.oracle_table import oracle_markdown
+from banana_tests.reports.matrix_sections import (
+    artifact_markdown,
+    oracle_markdown,
+    separabilities,
+    separability_markdown,
+)
 from banana_tests.reports.page.html import html_chunks
-from banana_tests.reports.separability_table import separabilities, separability_markdown
 from banana_tests.reports.tables import summary_markdown, write_csv
 from banana_tests.verdicts.matrix import Matrix
 

@@ -23,9 +23,8 @@ from banana_tests.core.suite import SuiteState
 from banana_tests.core.versions import metric_libraries
 from banana_tests.families.family import Case
 from banana_tests.families.family_list import FAMILIES, family_of, section_of
-from banana_tests.reports.artifact_table import artifact_lines
 from banana_tests.reports.completeness import Narrowing
-from banana_tests.reports.separability_table import separability_lines
+from banana_tests.reports.matrix_sections import artifact_lines, separability_lines
 from banana_tests.scheduler.metric_groups import group_of
 from banana_tests.scoring.faults import environment_fault
 from banana_tests.session.gating import item_key

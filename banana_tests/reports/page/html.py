@@ -12,8 +12,8 @@ from html import escape
 from pathlib import Path
 
 from banana_tests.families.family import Page
-from banana_tests.reports.artifact_table import artifact_html
 from banana_tests.reports.compare import MetricComparison
+from banana_tests.reports.matrix_sections import artifact_html
 from banana_tests.reports.page.case_tables import CASE_HEADERS, case_rows, summary_table
 from banana_tests.reports.page.markup import Html, figure, table, table_chunks
 from banana_tests.reports.page.sections import (

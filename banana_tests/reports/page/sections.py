@@ -8,9 +8,15 @@ from html import escape
 from pathlib import Path
 
 from banana_tests.reports.compare import MetricComparison, failure_rate
-from banana_tests.reports.oracle_table import ORACLE, invalid_trials, oracle_cells, oracle_steps, psnr_text
+from banana_tests.reports.matrix_sections import (
+    ORACLE,
+    invalid_trials,
+    oracle_cells,
+    oracle_steps,
+    psnr_text,
+    separability_rows,
+)
 from banana_tests.reports.page.markup import Html, Value, anchor, figure, number, table
-from banana_tests.reports.separability_table import separability_rows
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL, UNCHANGED_PSNR
 from banana_tests.verdicts.matrix import Cell, Matrix
 

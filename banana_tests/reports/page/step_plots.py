@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from banana_tests.reports.matrix_sections import Separability
 from banana_tests.reports.page.figure_style import pyplot, save
 from banana_tests.verdicts.matrix import Cell, Matrix
 from banana_tests.verdicts.outcome import VERDICTS, Outcome
-from banana_tests.verdicts.separability import Separability
 
 
 def step_summary(matrix: Matrix, stem: Path) -> list[Path]:
