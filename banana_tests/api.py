@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from banana_tests.core.devices import Device, DeviceChoice
-from banana_tests.core.options import DEFAULT_STEPS, suite_options
 from banana_tests.core.settings import Settings
+from banana_tests.core.suite_options import DEFAULT_STEPS, suite_options
 from banana_tests.scheduler.shards import Shard
 from banana_tests.scoring.batch_watch import BatchWatch, to_stderr
 from banana_tests.scoring.cache_merge import Merged

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, CaseKey
-from banana_tests.core.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
+from banana_tests.core.suite_options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
 from banana_tests.public_fixtures import METRICS_FIXTURE, TRAJECTORIES_FIXTURE
 
 # the public fixtures are registered by being here
@@ -71,7 +71,7 @@ def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> Generator[None, None, None]:
     """Once the initial conftests have added their options, the short spellings (`--metric`)
-    that none of them or any plugin took become aliases (see banana_tests.core.options).
+    that none of them or any plugin took become aliases (see banana_tests.core.suite_options).
     `args` holds the command line after addopts: the suite options given are kept for
     `asks_for_suite`."""
     loaded = yield

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.core.local_paths import refuse_url
-from banana_tests.core.options import add_weights_option
+from banana_tests.core.suite_options import add_weights_option
 from metrics_under_test import custom, extras, licences
 from metrics_under_test.measured import cpu_seconds_2k
 from metrics_under_test.protocol import MetricError

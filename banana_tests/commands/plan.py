@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.commands.score import scoring_options
-from banana_tests.core.options import SuiteOption
+from banana_tests.core.suite_options import SuiteOption
 from banana_tests.counts import decimal_number_type, whole_number_type
 from banana_tests.trajectories.records import DataError, Record
 

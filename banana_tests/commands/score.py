@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from banana_tests.core.options import SuiteOption
+from banana_tests.core.suite_options import SuiteOption
 
 NOT_SCORING = frozenset({"suite", "trend", "aggregate", "no-cache"})
 """Suite options that choose tests or verdicts, not the images scored; the gate's options too."""
@@ -16,7 +16,7 @@ NOT_SCORING = frozenset({"suite", "trend", "aggregate", "no-cache"})
 
 def scoring_options() -> list[SuiteOption]:
     """The suite's data and metric options that choose what is scored, as the suite defines them."""
-    from banana_tests.core.options import add_data_options, add_metric_options
+    from banana_tests.core.suite_options import add_data_options, add_metric_options
 
     found: list[SuiteOption] = []
     for add in (add_data_options, add_metric_options):

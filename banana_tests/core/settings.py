@@ -20,7 +20,7 @@ from typing import Any
 from banana_tests.cases import CaseKind
 from banana_tests.core.devices import DeviceChoice, parse_device
 from banana_tests.core.local_paths import refuse_url
-from banana_tests.core.options import DEFAULT_STEPS, dest_of, suite_options
+from banana_tests.core.suite_options import DEFAULT_STEPS, dest_of, suite_options
 from banana_tests.counts import MAX_SECONDS, decimal_number, whole_number
 from banana_tests.data import EMBEDDED
 from banana_tests.families.family import FamilySettings

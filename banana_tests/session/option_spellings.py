@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from banana_tests.core.options import PREFIX, SuiteOption
+from banana_tests.core.suite_options import PREFIX, SuiteOption
 
 # Options whose value is a path: written `--opt /path`, pytest takes the path as a test path.
 PATH_OPTIONS = (

@@ -10,10 +10,10 @@ import pytest
 
 from banana_tests.core.devices import Device, gpu_driver_loaded, no_cuda
 from banana_tests.core.metric_import import HUNG_IMPORTS, resolve_within
-from banana_tests.core.options import SNAPSHOT_DIR_INI, dest_of
 from banana_tests.core.process_scoring import LOADED_LIBRARIES
 from banana_tests.core.settings import Settings, check_writable
 from banana_tests.core.suite import SuiteState
+from banana_tests.core.suite_options import SNAPSHOT_DIR_INI, dest_of
 from banana_tests.core.usage_error import UsageError
 from banana_tests.scoring.batch_watch import BatchWatch, Hung
 from banana_tests.session.scorer import Scorer
