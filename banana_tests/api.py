@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from banana_tests.core.machine import Device, DeviceChoice
-from banana_tests.core.options import DEFAULT_STEPS, suite_options
 from banana_tests.core.settings import Settings
+from banana_tests.core.suite_options import DEFAULT_STEPS, suite_options
 from banana_tests.scheduler.sharding import Shard
 from banana_tests.scoring.metric_calls import BatchWatch, to_stderr
 from banana_tests.scoring.pass_summary import Group, MetricSummary, Progress, ScoreSummary

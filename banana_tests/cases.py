@@ -51,7 +51,7 @@ class Field(StrEnum):
     RUNS = "runs"
     SCORE_CACHED = "score_cached"
     # each run's normalised scores (space-separated, in run order, 7 digits): each run's Δ, their
-    # spread and range (verdicts.gaps) and the AUC (verdicts.separability) follow from them
+    # spread and range (verdicts.gaps) and the AUC (reports.matrix_sections) follow from them
     RUN_NORM_REFERENCES = "run_norm_references"
     RUN_NORM_STEPS = "run_norm_steps"
     STRICT = "strict"  # detected | missed | unresolved, under --banana-strict-runs
@@ -63,8 +63,8 @@ class Field(StrEnum):
     FIRST_DETECTION_STEP = "first_detection_step"
     TREND_STEPS = "trend_steps"
     TREND_SERIES = "trend_series"
-    # invariance cases (banana_tests/test_invariance.py): which check, and its measured change and
-    # tolerance in normalised points
+    # invariance cases (banana_tests/families/invariance): which check, and its measured change
+    # and tolerance in normalised points
     INVARIANCE = "invariance"
     CHANGE = "change"
     TOLERANCE = "tolerance"

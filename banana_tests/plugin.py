@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, CaseKey, FamilyKey
-from banana_tests.core.options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
+from banana_tests.core.suite_options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
 from banana_tests.public_fixtures import METRICS_FIXTURE, TRAJECTORIES_FIXTURE
 
 # the public fixtures are registered by being here
@@ -38,6 +38,7 @@ from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 
 if TYPE_CHECKING:  # the rest of the suite is imported once a run is the suite's
     from banana_tests.core.suite import SuiteState
+    from banana_tests.families.family import Family
     from banana_tests.verdicts.verdict import Verdict
 
 __all__ = [  # the hooks: pytest finds them by name; the public fixtures are registered above
@@ -79,7 +80,7 @@ def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> Generator[None, None, None]:
     """Once the initial conftests have added their options, the short spellings (`--metric`)
-    that none of them or any plugin took become aliases (see banana_tests.core.options).
+    that none of them or any plugin took become aliases (see banana_tests.core.suite_options).
     `args` holds the command line after addopts: the suite options given are kept for
     `asks_for_suite`."""
     loaded = yield
@@ -195,7 +196,7 @@ def planned_keys(config: pytest.Config, state: SuiteState) -> list[CaseKey | Fam
     family's cases on them. Only the set is read (no metric's extras, weights or device are
     checked); none when it cannot be planned: the workers say why."""
     from banana_tests.core.suite import UsageError
-    from banana_tests.families.registry import FAMILIES
+    from banana_tests.families.family_list import FAMILIES
 
     try:
         state.planning.collect()
@@ -203,9 +204,14 @@ def planned_keys(config: pytest.Config, state: SuiteState) -> list[CaseKey | Fam
         return []
     keys: list[CaseKey | FamilyKey] = [p.key for p in state.planning.plans.values()]
     for family in FAMILIES:
-        if config.getoption(family.option, None) not in (None, False):
+        if _chosen(config, family):
             keys += family.cases(state.planning.run_means())
     return keys
+
+
+def _chosen(config: pytest.Config, family: Family) -> bool:
+    """Whether this run collects the family's cases: always without an option, else when given."""
+    return family.option is None or config.getoption(family.option, None) not in (None, False)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -239,15 +245,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> Generator[None, None, No
 
 def _parametrize_family(metafunc: pytest.Metafunc, state: SuiteState) -> None:
     """A family's test on its own parameter (the trend's `banana_trend`), a case per key the family
-    plans on the selection (banana_tests.families.protocol.Family.cases); none without its option."""
-    from banana_tests.families.registry import FAMILIES
+    plans on the selection (banana_tests.families.family.Family.cases); none without its option."""
+    from banana_tests.families.family_list import FAMILIES
     from banana_tests.session.case_fixtures import parametrize_cases
 
     for family in FAMILIES:
         if family.fixture is not None and family.fixture in metafunc.fixturenames:
             state.try_collect()
-            chosen = metafunc.config.getoption(family.option, None) not in (None, False)
-            keys = family.cases(state.planning.run_means()) if chosen else []
+            keys = family.cases(state.planning.run_means()) if _chosen(metafunc.config, family) else []
             parametrize_cases(metafunc, keys, family.fixture)
             return
 

@@ -13,9 +13,10 @@ Optional attributes: `cost` (fast | slow | neural | vlm, default neural), `versi
 reads (checkpoints, tables), relative to its module's folder, hashed into the key too, and
 `snapshot_points`: how far, in normalised points, its scores may move between machines before
 a snapshot fails, and `invariance_points`: how far its median score may move under a one-pixel
-shift or a 5 % resize (banana_tests/test_invariance.py), and `min_side`: the smallest height and
-width, in pixels, it can score (a NIQE of 96 px blocks that needs two of them: 192), which the
-crops of the invariance and control families then honour. Everything is checked when the metric loads.
+shift or a 5 % resize (banana_tests/families/invariance/test_invariance.py), and `min_side`: the
+smallest height and width, in pixels, it can score (a NIQE of 96 px blocks that needs two of
+them: 192), which the crops of the invariance and control families then honour. Everything is
+checked when the metric loads.
 
 Before its first case a custom metric is probed (`probe`): it scores crops of the shipped seed
 images, one finite real number per image of a batch and another image shape in another call (the

@@ -11,18 +11,18 @@ import pytest
 
 from banana_tests.cases import CaseKey
 from banana_tests.cli import main
+from banana_tests.families.control import ControlKey
+from banana_tests.families.invariance import InvarianceKey
 from banana_tests.families.search import SearchKey
-from banana_tests.families.trend.trend import TrendKey
+from banana_tests.families.trend import TrendKey
 from banana_tests.reports.paper import FIXTURE, paper_cells
 from banana_tests.verdicts.baseline import (
     BaselineError,
-    ControlKey,
     Known,
     dump_baseline,
     load_baseline,
     write_baseline,
 )
-from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Cell, Matrix, Outcome
 from banana_tests.verdicts.record import CaseRecord
 from metrics_under_test.registry import PAPER_METRICS
@@ -260,9 +260,9 @@ WHOLE_SUITE = (
     SUITE_MODULE
     + "from banana_tests.families.trend.test_trend import (  # noqa: F401\n"
     + "    banana_trend, test_trend_detects_degradation,\n)\n"
-    + "from banana_tests.test_control import (  # noqa: F401\n"
+    + "from banana_tests.families.control.test_control import (  # noqa: F401\n"
     + "    pytest_generate_tests, test_detects_control_degradation,\n)\n"
-    + "from banana_tests.test_invariance import test_score_is_invariant  # noqa: F401\n"
+    + "from banana_tests.families.invariance.test_invariance import test_score_is_invariant  # noqa: F401\n"
 )
 
 

@@ -6,10 +6,10 @@ import re
 import pytest
 
 from banana_tests.cases import SCHEMA, CaseKey, CaseKind, Field, strip_xdist_group
+from banana_tests.families.control import ControlKey
+from banana_tests.families.invariance import InvarianceKey
 from banana_tests.families.search import SearchKey
-from banana_tests.families.trend.trend import TrendKey
-from banana_tests.verdicts.baseline import ControlKey
-from banana_tests.verdicts.invariance import InvarianceKey
+from banana_tests.families.trend import TrendKey
 from banana_tests.verdicts.record import CaseRecord, Key, RecordError
 
 

@@ -22,9 +22,11 @@ pytestmark = pytest.mark.slow  # each test copies the repository and runs the su
 
 ROOT = Path(__file__).resolve().parents[1]
 METRIC = "metrics_under_test.examples:laplacian_variance"
-REMOVED = {  # the family → its test's name, its terminal section and its summary.md heading
-    "trend": ("test_trend_detects_degradation", "banana-tests trends", None),
-    "search": ("test_no_worst_escape", "banana-tests worst escape", "## Worst escape"),
+REMOVED = {  # the family → its test's name, its terminal section, its summary.md heading, its option
+    "control": ("test_detects_control_degradation", None, "## Control degradations", None),
+    "invariance": ("test_score_is_invariant", None, "## Invariance", None),
+    "search": ("test_no_worst_escape", "banana-tests worst escape", "## Worst escape", "--search=5"),
+    "trend": ("test_trend_detects_degradation", "banana-tests trends", None, "--trend"),
 }
 
 
@@ -37,11 +39,11 @@ def copy_without(family: str, into: Path) -> Path:
     shutil.copy2(ROOT / "pyproject.toml", copy / "pyproject.toml")
     (copy / "banana_tests" / "data").symlink_to(copy / "fixtures", target_is_directory=True)
     shutil.rmtree(copy / "banana_tests" / "families" / family)
-    registry = copy / "banana_tests" / "families" / "registry.py"
+    family_list = copy / "banana_tests" / "families" / "family_list.py"
     line = f'    "banana_tests.families.{family}",\n'
-    text = registry.read_text(encoding="utf-8")
+    text = family_list.read_text(encoding="utf-8")
     assert text.count(line) == 1, text
-    registry.write_text(text.replace(line, ""), encoding="utf-8")
+    family_list.write_text(text.replace(line, ""), encoding="utf-8")
     return copy
 
 
@@ -58,36 +60,50 @@ def test_the_suite_runs_without_a_family(family: str, tmp_path: Path) -> None:
     copy = copy_without(family, tmp_path)
     where = child(copy, "-c", "import banana_tests.plugin as p; print(p.__file__)")
     assert where.stdout.strip().startswith(str(copy)), where.stdout + where.stderr
-    baseline = tmp_path / "baseline.json"  # one entry of each removed kind: skipped, not refused
-    failures = [{"kind": "trend", "metric": "laplacian_variance", "seed_image": "astronaut"}]
-    failures.append({"kind": "search", "metric": "laplacian_variance"})
+    baseline = (
+        tmp_path / "baseline.json"
+    )  # one entry of each family's kind: a removed one skipped, not refused
+    metric = "laplacian_variance"
+    failures: list[dict[str, str]] = [{"kind": "trend", "metric": metric, "seed_image": "astronaut"}]
+    failures += [
+        {"kind": "search", "metric": metric},
+        {"kind": "control", "metric": metric, "distortion": "jpeg"},
+    ]
+    failures.append({"kind": "invariance", "metric": metric, "check": "shift"})
     baseline.write_text(json.dumps({"format": "banana-tests-baseline/2", "failures": failures}))
     xml = tmp_path / "junit.xml"
+    others = [f for f in REMOVED if f != family]
+    options = [option for f in others if (option := REMOVED[f][3])]  # a removed family's option is gone
     run = child(
         copy,
-        *("-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", f"--metric={METRIC}"),
-        *("--trend", "--search=5", f"--junitxml={xml}", f"--cache-dir={tmp_path / 'cache'}"),
-        f"--baseline={baseline}",
+        *("-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", f"--metric={METRIC}", *options),
+        *(f"--junitxml={xml}", f"--cache-dir={tmp_path / 'cache'}", f"--baseline={baseline}"),
     )
     assert run.returncode in (0, 1), run.stdout[-4000:] + run.stderr[-2000:]  # 1: a metric's misses
     cases = list(ET.parse(xml).iter("testcase"))
     names = [case.get("name", "") for case in cases]
-    test_name, terminal, heading = REMOVED[family]
+    test_name, terminal, heading, _ = REMOVED[family]
     assert not [name for name in names if name.startswith(test_name)]
     assert not [case for case in cases if case.find("error") is not None]
     verdicts = [case for case in cases if case.find("skipped") is None]
     assert any(name.startswith("test_detects_degradation[") for name in names) and verdicts
-    assert f" {terminal} " not in run.stdout and "banana-tests failure matrix" in run.stdout
-    other = next(f for f in REMOVED if f != family)  # the family still there shows its cases
-    assert any(name.startswith(REMOVED[other][0]) for name in names)
+    assert (
+        terminal is None or f" {terminal} " not in run.stdout
+    ) and "banana-tests failure matrix" in run.stdout
+    for other in others:  # the families still there show their cases
+        assert any(name.startswith(REMOVED[other][0]) for name in names), other
     out = tmp_path / "report"
     report = child(copy, "-m", "banana_tests.cli", "report", str(xml), f"--out={out}")
     assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-2000:]
     summary = (out / "summary.md").read_text(encoding="utf-8")
     page = (out / "report.html").read_text(encoding="utf-8")
-    if family == "trend":
-        assert not list(out.glob("trend_*.png")) and "<h2>Trends</h2>" not in page
-        assert "## Worst escape" in summary
-    else:
-        assert heading not in summary and "<h2>Worst escape</h2>" not in page
-        assert list(out.glob("trend_*.png"))
+    for other in others:
+        shown = REMOVED[other][2]
+        assert shown is None or shown in summary, other
+    assert heading is None or heading not in summary
+    assert (out / "controls.csv").exists() == (family != "control")
+    assert ("<h2>Control degradations</h2>" in page) == (family != "control")
+    assert ("<h2>Invariance</h2>" in page) == (family != "invariance")
+    assert ("<h2>Worst escape</h2>" in page) == (family != "search")
+    assert bool(list(out.glob("trend_*.png"))) == (family != "trend")
+    assert ("<h2>Trends</h2>" in page) == (family != "trend")

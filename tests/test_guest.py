@@ -190,7 +190,7 @@ def test_the_projects_tests_and_the_suite_run_together(foreign: pytest.Pytester)
 def test_no_alias_inside_another_plugins_namespace(pytester: pytest.Pytester) -> None:
     """`--snapshot-dir` and `--snapshot-rtol` were aliases in syrupy's `--snapshot-*`: the day
     syrupy added either, the flag would have configured syrupy instead. Only `--banana-` now."""
-    from banana_tests.core.options import suite_options
+    from banana_tests.core.suite_options import suite_options
     from banana_tests.session.ownership import FOREIGN_NAMESPACES
 
     ours = {o.short for o in suite_options()}

@@ -1,4 +1,4 @@
-"""The invariance family (banana_tests/test_invariance.py) on a user's own metrics, end to end:
+"""The invariance family (banana_tests/families/invariance) on a user's own metrics, end to end:
 a metric whose score depends on the batch fails exactly its batch case; a deterministic
 per-image metric passes every case on the same crops; each case's record, its cached outcome (a
 changed metric is checked again) and its place in baselines and `report`."""
@@ -13,9 +13,9 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cli import main
+from banana_tests.families.invariance import InvarianceKey
 from banana_tests.reports.merge_checks import INCOMPLETE_EXIT
 from banana_tests.verdicts.baseline import dump_baseline, load_baseline
-from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Outcome
 from tests.conftest import assert_outcomes, suite_folder
 
@@ -56,7 +56,9 @@ class Strict(Brightness):
     invariance_points = 0.0
 """
 
-INVARIANCE_MODULE = "from banana_tests.test_invariance import test_score_is_invariant  # noqa: F401\n"
+INVARIANCE_MODULE = (
+    "from banana_tests.families.invariance.test_invariance import test_score_is_invariant  # noqa: F401\n"
+)
 
 
 CHECKS = ("batch", "png", "repeat", "resize", "shift")
@@ -197,7 +199,7 @@ def test_a_baseline_expects_a_known_invariance_failure_and_fails_a_new_one(users
 def test_the_invariance_table_has_a_row_per_metric_and_a_column_per_check(
     snapshot: SnapshotAssertion,
 ) -> None:
-    from banana_tests.reports.invariance_table import InvarianceOutcome, invariance_markdown
+    from banana_tests.families.invariance.invariance_table import InvarianceOutcome, invariance_markdown
 
     outcomes = [
         InvarianceOutcome(InvarianceKey("piqe", "shift"), Outcome.FAILED, 7.25, 6.7),

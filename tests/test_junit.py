@@ -9,13 +9,14 @@ from xml.sax.saxutils import quoteattr
 import pytest
 
 from banana_tests.cases import CaseKey, CaseKind
-from banana_tests.families.trend.trend import TrendKey
+from banana_tests.families.control import ControlKey
+from banana_tests.families.family import Case
+from banana_tests.families.trend import TrendKey
 from banana_tests.families.trend.trends import trend_series
 from banana_tests.reports import junit_testcase
 from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, read_junit
 from banana_tests.reports.merge_checks import AGREED
 from banana_tests.reports.sourced import OLDEST, OtherOutcome, describe_replacements
-from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.matrix import Cell
 from metrics_under_test.own_code import distribution_versions
 
@@ -245,10 +246,11 @@ def test_every_kind_of_case_read_names_its_file_and_is_typed_by_what_it_holds(tm
         for text in (case("piqe", "alpha", 5, delta="-1.0"), control("piqe", "jpeg"))
         for item, _ in junit_testcase.testcase_items(path, ET.fromstring(text), {}, OLDEST, (0, 0))[0]
     ]
-    assert [item.path for item in read] == [path, path]
-    cell, other = read
+    assert [item.path for item in read] == [path, path, path]
+    cell, other, family_case = read  # a control case is an outcome for baselines and its family's case
     assert cell.of(Cell) is cell and cell.of(OtherOutcome) is None
     assert other.of(OtherOutcome) is other and other.value.key == ControlKey("piqe", "jpeg")
+    assert family_case.of(Case) is family_case and family_case.value.key == ControlKey("piqe", "jpeg")
     assert other.label == f"{path} (no timestamp)"
 
 

@@ -39,6 +39,8 @@ STAGES = {
     "banana_tests.families": 3,
     "banana_tests.families.trend.trends": 4,
     "banana_tests.families.search.search_table": 4,
+    "banana_tests.families.invariance.invariance_table": 4,
+    "banana_tests.families.control.control_table": 4,
     "banana_tests.reports": 4,
     "banana_tests.scheduler": 5,  # how the work is dealt (shards, xdist groups): below the core that deals it
     "banana_tests.core": 6,  # a suite run without pytest: settings, planning, scoring a selection
@@ -333,7 +335,7 @@ COMMA_SITES = {
     ("banana_tests.session.case_fixtures", "argnames_of"): "pytest's parametrize argnames",
     ("banana_tests.trajectories.row_records", "parse_map"): "--dataset-map",
     ("banana_tests.trajectories.case_plans", "parse_steps"): "--steps",
-    ("banana_tests.families.trend.trend", "Trend.properties"): "a trend's steps",
+    ("banana_tests.families.trend", "Trend.properties"): "a trend's steps",
     ("metrics_under_test.pyiqa_catalog", "parse_range"): "a score range in pyiqa's docs",
     ("metrics_under_test.vlm", "load_trusted_pickle"): "the trusted-pickle environment variable",
     (METRIC_VALIDATOR, "metric_requests"): "--metric",

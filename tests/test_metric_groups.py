@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from banana_tests.cases import CaseKey
-from banana_tests.families.trend.trend import TrendKey
+from banana_tests.families.trend import TrendKey
 from banana_tests.scheduler.metric_groups import group_of, units_of
 from banana_tests.scheduler.sharding import Group
 
@@ -32,7 +32,10 @@ SUITE = "banana_tests/test_degradation.py::test_detects_degradation"
             "banana_tests/test_trend.py::test_trend_detects_degradation[brisque-astronaut]",
             Group("brisque", "astronaut"),
         ),
-        ("banana_tests/test_control.py::test_detects_control_degradation[brisque-jpeg]", Group("brisque")),
+        (
+            "banana_tests/families/control/test_control.py::test_detects_control_degradation[brisque-jpeg]",
+            Group("brisque"),
+        ),
         ("banana_tests/test_snapshots.py::test_scores_match_snapshot[brisque]", Group("brisque")),
         ("test_own.py::test_scores[brisque-5]", Group("brisque")),  # a test on banana_metric
         ("test_own.py::test_scores[brisque-step5]", Group("brisque")),  # no seed image in it

@@ -9,7 +9,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cases import CaseKey
-from banana_tests.families.trend.trend import TrendTally
+from banana_tests.families.trend import TrendTally
 from banana_tests.reports.junit import read_junit
 from banana_tests.reports.merge_checks import AGREED
 from banana_tests.verdicts.matrix import Cell, Matrix, Outcome

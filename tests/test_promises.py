@@ -122,7 +122,8 @@ def test_a_cached_pyiqa_run_imports_no_torch_until_a_parameter_file_changes(
     suite.makeconftest(IMPORTS_PLUGIN)
     suite.makepyfile(
         test_suite=SUITE_MODULE
-        + "from banana_tests.test_invariance import test_score_is_invariant  # noqa: F401\n"
+        + "from banana_tests.families.invariance.test_invariance import (  # noqa: F401\n"
+        + "    test_score_is_invariant,\n)\n"
     )
 
     def run() -> tuple[set[str], dict[str, tuple[str, str, str, str]]]:

@@ -425,7 +425,15 @@ def test_a_control_failure_is_in_the_summary_the_page_and_controls_csv(tmp_path:
     """The real control family on a cheap numpy metric: laplacian_variance takes noise for detail,
     so its gaussian_noise case fails; the report shows that per metric and distortion."""
     xml = tmp_path / "controls.xml"
-    cmd = [sys.executable, "-m", "pytest", "banana_tests/test_control.py", "-q", "-p", "no:cacheprovider"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "banana_tests/families/control/test_control.py",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
     cmd += ["--metric=laplacian_variance", f"--junitxml={xml}", "--no-cache"]
     done = subprocess.run(cmd, cwd=PROJECT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr

@@ -34,7 +34,7 @@ METRICS = ("brisque", "niqe", "piqe")
 SEEDS = ("astronaut", "brick", "coffee", "rocket")
 STEPS = range(2, 101)  # `--steps all` on 100 images per trajectory, reference step 1
 # A tool's run property (Hypothesis writes one per test): a long unbreakable string.
-TOOL_PROPERTY = ("hypothesis-statistics-banana_tests/test_control.py::x", "QUJD" * 400)
+TOOL_PROPERTY = ("hypothesis-statistics-banana_tests/families/control/test_control.py::x", "QUJD" * 400)
 
 
 def delta(metric: int, seed: int, step: int) -> float:

@@ -16,7 +16,7 @@ from PIL import Image
 
 from banana_tests.cli import main
 from banana_tests.core.machine import package_versions
-from banana_tests.families.trend.trend import Trend, TrendKey
+from banana_tests.families.trend import Trend, TrendKey
 from banana_tests.families.trend.trends import TrendSeries
 from banana_tests.reports.junit import JUnitError, read_junit
 from banana_tests.reports.junit_testcase import RUN_PROPERTIES

@@ -111,7 +111,11 @@ def test_a_control_tie_clipped_at_an_end_of_the_range_is_called_saturated(
 ) -> None:
     """The Δ cases' rule in the control family (issue 50): a tie at an end of the range is no
     detection, and its line says the scores saturate (PIQE's strong blurs: 0.00 ≥ 0.00)."""
-    suite_folder(pytester, monkeypatch, module="from banana_tests.test_control import *  # noqa: F403\n")
+    suite_folder(
+        pytester,
+        monkeypatch,
+        module="from banana_tests.families.control.test_control import *  # noqa: F403\n",
+    )
     pytester.makepyfile(clipped=CLIPPED)
 
     result = pytester.runpytest_subprocess(

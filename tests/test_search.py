@@ -202,8 +202,7 @@ def test_without_search_the_default_run_collects_no_search(
 
 
 def test_a_search_record_reads_back_and_its_failure_is_a_baseline_entry(tmp_path: Path) -> None:
-    from banana_tests.families.search import SearchKey
-    from banana_tests.families.search.escape import SearchLog, Seen
+    from banana_tests.families.search import SearchKey, SearchLog, Seen
     from banana_tests.verdicts.baseline import dump_baseline, load_baseline
     from banana_tests.verdicts.record import CaseRecord, figure_properties
 
@@ -223,7 +222,7 @@ def test_a_search_record_reads_back_and_its_failure_is_a_baseline_entry(tmp_path
 
 
 def test_the_objective_prefers_a_worse_escape_and_pulls_detected_images_towards_escaping() -> None:
-    from banana_tests.families.search.escape import Seen
+    from banana_tests.families.search import Seen
 
     def objective(psnr: float, degraded: float) -> float:
         return Seen("crop", "steps=1", psnr, 0.5, 60.0, degraded).objective
@@ -241,9 +240,9 @@ def test_every_drawn_example_reads_back_from_a_replay_file() -> None:
 
     from hypothesis import given
 
+    from banana_tests.distortions import Crop
     from banana_tests.editors.degradation import Degradation, degradations
     from banana_tests.families.search.test_search import crop_from_data, crops
-    from banana_tests.test_control import Crop
 
     @given(crop=crops(), degradation=degradations())
     def reads_back(crop: Crop, degradation: Degradation) -> None:

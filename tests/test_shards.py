@@ -290,7 +290,9 @@ def test_lf_reruns_exactly_each_shards_failures_and_k_narrows_after_dealing(
     assert cases_in(narrowed) == [case for case in cases_in(first[1]) if "beta" in case]
 
 
-DESELECTED = "banana_tests/test_control.py::test_detects_control_degradation[noise_level-jpeg]"
+DESELECTED = (
+    "banana_tests/families/control/test_control.py::test_detects_control_degradation[noise_level-jpeg]"
+)
 
 
 @pytest.mark.slow

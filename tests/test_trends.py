@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from banana_tests.cases import CaseKey
-from banana_tests.families.trend.trend import Trend, TrendKey, plan_trends
+from banana_tests.families.trend import Trend, TrendKey, plan_trends
 from banana_tests.trajectories.case_plans import CasePlan
 from tests.conftest import SUITE_MODULE, suite_folder
 

@@ -16,16 +16,22 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cases import CaseKey, CaseKind
-from banana_tests.families.trend.trend import TrendKey, TrendTally
+from banana_tests.families.control import PARAMS, ControlKey
+from banana_tests.families.trend import TrendKey, TrendTally
 from banana_tests.families.trend.trends import trend_series
-from banana_tests.reports.junit import MAX_ATTRIBUTE, JUnitError, read_junit
+from banana_tests.reports.junit import (
+    MAX_ATTRIBUTE,
+    JUnitError,
+    read_junit,
+)
+from banana_tests.reports.junit_testcase import legacy_record
 from banana_tests.reports.sourced import OtherOutcome, Sourced
 from banana_tests.trajectories.imagefolder import read_imagefolder
 from banana_tests.trajectories.records import check_sha256
-from banana_tests.verdicts.baseline import BaselineError, ControlKey, dump_baseline, load_baseline
+from banana_tests.verdicts.baseline import BaselineError, dump_baseline, load_baseline
 from banana_tests.verdicts.gaps import Gap, StrictOutcome, gap, run_mean
 from banana_tests.verdicts.matrix import Cell, Matrix, Outcome, OutcomeCounts
-from banana_tests.verdicts.record import CaseRecord
+from banana_tests.verdicts.record import CaseRecord, RecordError
 from banana_tests.verdicts.verdict import VERDICT_LINE, Verdict, fail_verdict
 from metrics_under_test.spec import Scale
 from tests.conftest import parse_matrix, write_set
@@ -219,16 +225,16 @@ def test_render_pads_short_names_to_the_minimum_widths(snapshot: SnapshotAsserti
 
 
 def test_a_control_id_splits_at_the_last_dash() -> None:
-    key = ControlKey.from_test_id("wadiqam-nr-gaussian_noise")
-    assert key == ControlKey("wadiqam-nr", "gaussian_noise")
-    assert key.test_id == "wadiqam-nr-gaussian_noise"
-    assert ControlKey.PARAMS == ("control_metric", "distortion")
+    record = legacy_record("test_detects_control_degradation[wadiqam-nr-gaussian_noise]", {})
+    assert record is not None and record.key == ControlKey("wadiqam-nr", "gaussian_noise")
+    assert record.key.test_id == "wadiqam-nr-gaussian_noise"
+    assert PARAMS == ("control_metric", "distortion")
 
 
 @pytest.mark.parametrize("bad", ["jpeg", "-jpeg", "piqe-", ""])
 def test_a_control_id_needs_a_metric_and_a_distortion(bad: str) -> None:
-    with pytest.raises(ValueError, match="not a control case id"):
-        ControlKey.from_test_id(bad)
+    with pytest.raises(RecordError, match="not a control case id"):
+        legacy_record(f"test_detects_control_degradation[{bad}]", {})
 
 
 def test_keys_are_frozen_values() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.core.machine import refuse_url
-from banana_tests.core.options import add_weights_option
+from banana_tests.core.suite_options import add_weights_option
 from metrics_under_test import custom, extras
 from metrics_under_test.protocol import MetricError
 from metrics_under_test.registry import PAPER_METRICS, catalog

@@ -8,9 +8,8 @@ from pathlib import Path
 
 from banana_tests.core.machine import SUITE, local_path, package_versions
 from banana_tests.counts import decimal_number_type
-from banana_tests.families.protocol import Report
-from banana_tests.families.registry import FAMILIES, section_of
-from banana_tests.reports.control_table import ControlOutcome
+from banana_tests.families.family import Report
+from banana_tests.families.family_list import FAMILIES, section_of
 from banana_tests.reports.embedded_images import input_folders
 from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, read_junit
 from banana_tests.reports.merge_checks import INCOMPLETE_EXIT, MIXED_EXIT, Ledger, disagreements
@@ -84,7 +83,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def run(args: argparse.Namespace) -> int:
-    from banana_tests.reports.invariance_table import InvarianceOutcome, invariance_markdown
     from banana_tests.reports.paper import PAPER_CSV, compare, comparison_markdown, paper_cells
     from banana_tests.reports.write import staged, summary_sections, write_report
 
@@ -97,9 +95,6 @@ def run(args: argparse.Namespace) -> int:
     summary_extra = ""
     families: list[Report] = []  # each family's section, for the families the files hold
     failing_others: list[Other] = []
-    checked = ""  # the invariance table, when the run had invariance cases
-    invariances: list[InvarianceOutcome] = []
-    controls: list[ControlOutcome] = []
     incomplete = False
     if args.paper_only:
         matrix = Matrix.of(paper_cells())
@@ -122,9 +117,6 @@ def run(args: argparse.Namespace) -> int:
             return MIXED_EXIT
         matrix, title = reading.matrix, "banana-tests failure matrix"
         failing_others = reading.failing_others()
-        invariances = list(reading.invariance)
-        checked = invariance_markdown(invariances)
-        controls = reading.controls
         inputs = input_folders(args.junit)
         for family in FAMILIES:
             cases = reading.family_cases.get(family.kind)
@@ -159,9 +151,6 @@ def run(args: argparse.Namespace) -> int:
     for family_report in families:
         if family_report.markdown:
             print(family_report.markdown)
-    if checked:
-        print(checked)
-        summary_extra = f"{summary_extra}\n\n{checked}" if summary_extra else checked
     if args.judgments:
         judged = _judgments(args.judgments)
         if judged is None:
@@ -179,8 +168,6 @@ def run(args: argparse.Namespace) -> int:
                 summary_extra,
                 comparisons,
                 args.figure_steps,
-                controls,
-                invariances,
                 families,
             )
             written = [args.out / p.name for p in written]

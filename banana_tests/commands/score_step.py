@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.core.machine import local_path
-from banana_tests.core.options import SuiteOption
+from banana_tests.core.suite_options import SuiteOption
 from banana_tests.counts import decimal_number_type, whole_number_type
 from banana_tests.trajectories.records import DataError, Record
 
@@ -131,7 +131,7 @@ NOT_SCORING = frozenset({"suite", "trend", "aggregate", "no-cache"})
 
 def scoring_options() -> list[SuiteOption]:
     """The suite's data and metric options that choose what is scored, as the suite defines them."""
-    from banana_tests.core.options import add_data_options, add_metric_options
+    from banana_tests.core.suite_options import add_data_options, add_metric_options
 
     found: list[SuiteOption] = []
     for add in (add_data_options, add_metric_options):

@@ -82,7 +82,7 @@ def selection_facts(state: SuiteState) -> list[tuple[str, str]]:
         ("where", ",".join(f"{k}={v}" for k, v in sorted(selection.where.items()))),
         ("aggregate", settings.aggregate.value),
         ("strict_runs", str(settings.strict_runs).lower()),
-        ("trend", str(settings.trend).lower()),
+        *(fact for chosen in settings.families.values() for fact in chosen.facts()),
         ("max_pixels", str(settings.max_pixels)),
         ("snapshot_rtol", repr(settings.snapshot_rtol)),
     ]

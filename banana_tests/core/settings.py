@@ -12,15 +12,18 @@ import argparse
 import enum
 import os
 import shlex
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from banana_tests.cases import CaseKind
 from banana_tests.core.machine import DeviceChoice, parse_device, refuse_url
-from banana_tests.core.options import DEFAULT_STEPS, MAX_SEARCH, dest_of, suite_options
+from banana_tests.core.suite_options import DEFAULT_STEPS, dest_of, suite_options
 from banana_tests.counts import MAX_SECONDS, decimal_number, whole_number
 from banana_tests.data import EMBEDDED
+from banana_tests.families.family import FamilySettings
+from banana_tests.families.family_list import FAMILIES
 from banana_tests.scheduler.sharding import Shard, parse_shard
 from banana_tests.scoring.metric_calls import DEFAULT_LOAD_LIMIT, Limit
 from banana_tests.trajectories.case_plans import parse_steps
@@ -52,8 +55,6 @@ class Settings:
     aggregate: Aggregate
     max_pixels: int
     image_budget_mib: int
-    trend: bool
-    search: int | None  # examples per metric of the worst-escape search; None: no search
     baseline: Path | None
     strict_baseline: bool
     strict_runs: bool  # a cell's verdict from the sign of its whole run range (verdicts.gaps)
@@ -67,6 +68,8 @@ class Settings:
     import_dirs: tuple[Path, ...]  # where `module:callable` metrics import from (cwd, rootdir)
     command: str  # the run's command line, as the report's Run table shows it
     artifacts: tuple[Artifact, ...] = ()  # --artifact: the trial sets to build and test; (): none
+    # each registered family's own settings, read by its package (banana_tests.families.family)
+    families: Mapping[CaseKind, FamilySettings] = field(default_factory=dict)
 
     @property
     def per_run(self) -> bool:
@@ -103,9 +106,7 @@ class Settings:
                 f"--steps={steps_text(value('steps'))} includes the reference step {reference}: "
                 "its Δ is 0 by definition, which can never pass"
             )
-        search = value("search")
-        if search is not None:
-            search = whole_number("--search", search, 1, MAX_SEARCH, "a number of examples per metric")
+        families = {family.kind: family.read_settings(value) for family in FAMILIES}
         heartbeat = decimal_number(
             "--heartbeat", value("heartbeat"), 0, MAX_SECONDS, "a number of seconds (0: never)"
         )
@@ -158,8 +159,6 @@ class Settings:
             aggregate=Aggregate(value("aggregate")),
             max_pixels=max_pixels,
             image_budget_mib=image_budget,
-            trend=value("trend"),
-            search=search,
             baseline=Path(baseline) if baseline else None,
             strict_baseline=value("strict-baseline"),
             strict_runs=value("strict-runs"),
@@ -173,6 +172,7 @@ class Settings:
             import_dirs=tuple(dict.fromkeys((invocation_dir, rootdir))),
             command=shlex.join(["pytest", *args]),
             artifacts=artifacts,
+            families=families,
         )
 
 

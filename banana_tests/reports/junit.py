@@ -20,20 +20,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 from banana_tests.cases import CaseKey, CaseKind, Field, id_of_testcase
-from banana_tests.families.protocol import Case
-from banana_tests.reports.control_table import ControlOutcome
-from banana_tests.reports.invariance_table import InvarianceOutcome
+from banana_tests.families.family import Case
 from banana_tests.reports.junit_testcase import LEGACY_PREFIXES, JUnitError, outcome_of, testcase_items
 from banana_tests.reports.merge_checks import PLAN_PROPERTIES, Ledger
-from banana_tests.reports.sourced import (
-    OLDEST,
-    OtherOutcome,
-    Read,
-    Replacement,
-    Sourced,
-)
+from banana_tests.reports.sourced import OLDEST, OtherOutcome, Read, Replacement, Sourced
 from banana_tests.safe_files import NotReadable, open_regular
-from banana_tests.verdicts.baseline import ControlKey, Other
+from banana_tests.verdicts.baseline import Other
 from banana_tests.verdicts.matrix import Cell, Matrix, Outcome
 
 MAX_INPUT_MB = 64
@@ -47,8 +39,7 @@ MAX_ATTRIBUTE = 1 << 20
 class Reading:
     """The merged matrix, the replacements made, the run metadata found in the files, each
     registered family's cases (oldest first, for its section), the newest outcome of each case
-    outside the matrix, for baselines, and the newest invariance outcomes with their figures, by
-    metric and check."""
+    outside the matrix, for baselines, and the newest control outcomes."""
 
     matrix: Matrix
     replaced: list[Replacement] = field(default_factory=list)
@@ -57,8 +48,6 @@ class Reading:
     repeated: list[Path] = field(default_factory=list)  # files given more than once, read once
     family_cases: dict[CaseKind, list[Case]] = field(default_factory=dict)
     others: dict[Other, Outcome] = field(default_factory=dict)
-    invariance: list[InvarianceOutcome] = field(default_factory=list)
-    controls: list[ControlOutcome] = field(default_factory=list)
     ledger: Ledger = field(default_factory=Ledger)  # the runs' plans against the testcases read
 
     def failing_others(self) -> list[Other]:
@@ -103,12 +92,6 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
         reading.family_cases.setdefault(case.key.kind, []).append(case)
     newest_others = {o.key: o for o in (item.value for item in read) if isinstance(o, OtherOutcome)}
     reading.others = {k: o.outcome for k, o in newest_others.items()}
-    controls = {k: o for k, o in newest_others.items() if isinstance(k, ControlKey)}
-    reading.controls = [
-        ControlOutcome.of(k, controls[k].outcome, controls[k].message) for k in sorted(controls)
-    ]
-    checked = {i.key: i for i in (item.value for item in read) if isinstance(i, InvarianceOutcome)}
-    reading.invariance = [checked[k] for k in sorted(checked)]
     latest: dict[CaseKey, Sourced[Cell]] = {}
     for cell in sourced:
         reading.matrix.add(cell.value)

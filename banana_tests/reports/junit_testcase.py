@@ -9,11 +9,9 @@ from datetime import datetime
 from pathlib import Path
 
 from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
-from banana_tests.families.protocol import Case
-from banana_tests.families.registry import family_of
-from banana_tests.reports.invariance_table import InvarianceOutcome
+from banana_tests.families.family import Case
+from banana_tests.families.family_list import family_of
 from banana_tests.reports.sourced import OtherOutcome, Read, Sourced
-from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.matrix import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
 
@@ -80,8 +78,6 @@ def testcase_items(
         except (KeyError, ValueError) as exc:
             raise JUnitError(f"{path}: {record.kind.value} testcase {name!r}: {exc}") from exc
         found.append((Sourced(Case(record.key, verdict.value, props, message), path, stamp, order), {}))
-    if record.kind is CaseKind.INVARIANCE:
-        found.append((Sourced(InvarianceOutcome.of(record, verdict), path, stamp, order), {}))
     return found, legacy
 
 
@@ -94,13 +90,26 @@ def legacy_record(name: str, props: dict[str, str]) -> CaseRecord | None:
     kind = next((k for prefix, k in LEGACY_PREFIXES.items() if name.startswith(prefix)), None)
     if kind is CaseKind.CONTROL:
         try:
-            key = ControlKey.from_test_id(name[name.index("[") + 1 : -1])
+            return _legacy_control(name[name.index("[") + 1 : -1])
         except ValueError as exc:
             raise RecordError(str(exc)) from exc
-        return CaseRecord(key)
     if "kind" in props or not (kind is CaseKind.DELTA or props.keys() >= LEGACY_DELTA):
         return None
     return CaseRecord.of(CaseKind.DELTA, props)
+
+
+def _legacy_control(test_id: str) -> CaseRecord | None:
+    """A control case of schema 1 by its id, `<metric>-<distortion>`: distortion names hold no
+    '-', so the last '-' splits (metric names may hold one); None without the control family."""
+    family = family_of(CaseKind.CONTROL)
+    metric, sep, distortion = test_id.rpartition("-")
+    if not sep or not metric or not distortion:
+        raise ValueError(f"not a control case id: {test_id!r}")
+    return (
+        None
+        if family is None
+        else CaseRecord(family.key({Field.METRIC: metric, Field.DISTORTION: distortion}))
+    )
 
 
 def _properties(node: ET.Element) -> dict[str, str]:

@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Generic, TypeVar, cast
 
-from banana_tests.families.protocol import Case
-from banana_tests.reports.invariance_table import InvarianceOutcome
+from banana_tests.families.family import Case
 from banana_tests.verdicts.baseline import Other
 from banana_tests.verdicts.matrix import Cell, Outcome
 
@@ -31,9 +30,9 @@ class OtherOutcome:
     message: str = ""
 
 
-Read = Cell | OtherOutcome | InvarianceOutcome | Case
-"""What one testcase gives: a matrix cell, an outcome outside the matrix, an invariance case's
-figures or a registered family's case."""
+Read = Cell | OtherOutcome | Case
+"""What one testcase gives: a matrix cell, an outcome outside the matrix, or a registered family's
+case."""
 
 
 @dataclass(frozen=True)

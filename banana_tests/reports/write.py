@@ -9,14 +9,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from banana_tests.families.protocol import Page, Report
-from banana_tests.reports.artifact_table import artifact_markdown
-from banana_tests.reports.control_table import ControlOutcome, control_markdown, write_control_csv
-from banana_tests.reports.invariance_table import InvarianceOutcome
-from banana_tests.reports.oracle_table import oracle_markdown
+from banana_tests.families.family import Page, Report
+from banana_tests.reports.matrix_sections import (
+    artifact_markdown,
+    oracle_markdown,
+    separabilities,
+    separability_markdown,
+)
 from banana_tests.reports.page.html import html_chunks
 from banana_tests.reports.paper import MetricComparison
-from banana_tests.reports.separability_table import separabilities, separability_markdown
 from banana_tests.reports.tables import summary_markdown, write_csv
 from banana_tests.verdicts.matrix import Matrix
 
@@ -30,8 +31,6 @@ def write_report(
     summary_extra: str = "",
     comparisons: Sequence[MetricComparison] | None = None,
     figure_steps: Sequence[int] | None = None,
-    controls: Sequence[ControlOutcome] = (),
-    invariances: Sequence[InvarianceOutcome] = (),
     families: Sequence[Report] = (),
 ) -> list[Path]:
     """matrix.csv, summary.md (`summary_sections`, the families' parts, then `summary_extra`),
@@ -39,9 +38,8 @@ def write_report(
     cells carry per-run scores), each family's files (a trend figure per seed image), and
     report.html (with `notes`: a heading and preformatted text each, and the comparison with the
     paper when `comparisons` is given), and controls.csv with the control cases' outcomes when
-    there are any (also in summary.md and the page), the families' parts of the page, and the
-    invariance table on the page (summary.md has it from `summary_extra`). Returns the files
-    written, each once."""
+    there are any (also in summary.md and the page), and the families' parts of the page.
+    Returns the files written, each once."""
     from banana_tests.reports.page.figure_style import separability_figure
     from banana_tests.reports.page.figures import render_figures
 
@@ -49,12 +47,8 @@ def write_report(
     written = [out / "matrix.csv", out / "summary.md"]
     with written[0].open("w", encoding="utf-8", newline="") as table:
         write_csv(matrix, table)
-    if controls:
-        written.append(out / "controls.csv")
-        with written[-1].open("w", encoding="utf-8", newline="") as table:
-            write_control_csv(controls, table)
     cases = summary_markdown(matrix, title) if matrix.cells else ""  # no empty table (a search-only run)
-    sections = [cases, *summary_sections(matrix), control_markdown(controls)]
+    sections = [cases, *summary_sections(matrix)]
     sections += [family.markdown for family in families]
     sections.append(summary_extra)
     written[1].write_text("\n".join(s for s in sections if s), encoding="utf-8")
@@ -73,8 +67,6 @@ def write_report(
                 notes,
                 comparisons,
                 separable_files[0] if separable_files else None,
-                controls,
-                invariances,
                 pages,
             )
         )

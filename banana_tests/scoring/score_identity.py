@@ -10,7 +10,7 @@ the list whole: every module of the suite's that a listed one imports (at its to
 function) is listed too, or in UNSCORED with why it cannot change a stored value. Scores are
 stored raw, so the normalisation (metrics_under_test.spec's Scale) is no part of them; the one
 normalised figure the cache holds, an invariance check's change, names the scale and its code in
-its own cache name (banana_tests/test_invariance.py).
+its own cache name (banana_tests/families/invariance/test_invariance.py).
 
 The installed distributions a metric really loads: a library its
 library imports without declaring it (pyiqa imports icecream, which no `Requires-Dist` names)

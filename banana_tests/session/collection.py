@@ -32,13 +32,11 @@ from pathlib import Path
 import pytest
 
 from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, CaseKey, junit_id
-from banana_tests.families.registry import FAMILIES
+from banana_tests.families.family_list import FAMILIES
 from banana_tests.reports.merge_checks import Narrowing
 from banana_tests.scheduler.sharding import Group, Shard
 from banana_tests.session.snapshot_selection import PARAM
-from banana_tests.verdicts.baseline import BaselineError, ControlKey, Known, load_baseline
-from banana_tests.verdicts.invariance import PARAM as INVARIANCE_PARAM
-from banana_tests.verdicts.invariance import Invariance, InvarianceKey
+from banana_tests.verdicts.baseline import BaselineError, Known, load_baseline
 
 
 def item_key(item: pytest.Item) -> Known | None:
@@ -50,12 +48,6 @@ def item_key(item: pytest.Item) -> Known | None:
     key = params.get(CASE_FIXTURE)
     if isinstance(key, CaseKey):
         return key
-    metric, distortion = (params.get(name) for name in ControlKey.PARAMS)
-    if isinstance(metric, str) and isinstance(distortion, str):
-        return ControlKey(metric, distortion)
-    metric, check = params.get(METRIC_FIXTURE), params.get(INVARIANCE_PARAM)
-    if isinstance(metric, str) and isinstance(check, Invariance):
-        return InvarianceKey(metric, check.value)
     fixtures = getattr(item, "fixturenames", ())
     return next((k for f in FAMILIES if (k := f.item_key(params, fixtures)) is not None), None)
 

@@ -25,7 +25,7 @@ fixtures, and it would be one more file pytest imports per run. After the initia
 every option that can be given on the command line is registered, so a name that is free then
 stays ours (cost in docs/research/speed.md, "Option aliases").
 
-A family's test module is collected only under its option (banana_tests.families.registry: the
+A family's test module is collected only under its option (banana_tests.families.family_list: the
 trend module under --trend, the search module under --search): the plugin's
 `pytest_ignore_collect` and the shard selection's count of unreached modules read that one rule.
 
@@ -52,8 +52,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from banana_tests.core.options import PREFIX, SuiteOption
-from banana_tests.families.registry import FAMILIES
+from banana_tests.core.suite_options import PREFIX, SuiteOption
+from banana_tests.families.family_list import FAMILIES
 from banana_tests.termination import Terminated
 
 if TYPE_CHECKING:

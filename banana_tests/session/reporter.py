@@ -35,19 +35,16 @@ from banana_tests.cases import CaseKey, CaseKind, junit_id
 from banana_tests.core.machine import metric_libraries
 from banana_tests.core.run_facts import device_of, run_facts
 from banana_tests.core.suite import SuiteState
-from banana_tests.families.protocol import Case
-from banana_tests.families.registry import FAMILIES, family_of, section_of
-from banana_tests.reports.artifact_table import artifact_lines
+from banana_tests.families.family import Case
+from banana_tests.families.family_list import FAMILIES, family_of, section_of
+from banana_tests.reports.matrix_sections import artifact_lines, separability_lines
 from banana_tests.reports.merge_checks import Narrowing
-from banana_tests.reports.separability_table import separability_lines
 from banana_tests.scheduler.metric_groups import group_of
 from banana_tests.scoring.returned_scores import environment_fault
 from banana_tests.session.collection import ShardSelection, is_empty_share, item_key
 from banana_tests.session.scorer import HungOutcome, NoVerdict
 from banana_tests.session.snapshot_selection import NOT_RECORDED
 from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
-from banana_tests.verdicts.baseline import ControlKey
-from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix, Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
 from banana_tests.verdicts.verdict import (
@@ -128,7 +125,7 @@ class MatrixReporter:
             if key is None or isinstance(key, CaseKey):
                 continue
             family = family_of(key.kind)
-            if isinstance(key, ControlKey | InvarianceKey) or (family and family.named_at_collection):
+            if family and family.named_at_collection:
                 item.user_properties.extend(CaseRecord(key).identity())
 
     @pytest.hookimpl(trylast=True)

@@ -15,9 +15,9 @@ import pytest
 
 from banana_tests.core.machine import Device, gpu_driver_loaded, no_cuda
 from banana_tests.core.metric_import import HUNG_IMPORTS, resolve_within
-from banana_tests.core.options import SNAPSHOT_DIR_INI, dest_of
 from banana_tests.core.settings import Settings, check_writable
 from banana_tests.core.suite import LOADED_LIBRARIES, SuiteState, UsageError
+from banana_tests.core.suite_options import SNAPSHOT_DIR_INI, dest_of
 from banana_tests.scoring.metric_calls import BatchWatch, Hung
 from banana_tests.session.ownership import STATE, WorkerStop, adopted
 from banana_tests.session.scorer import Scorer

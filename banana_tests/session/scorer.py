@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 class NoVerdict(Failed):
     """The case errors with this one line; raised from `pytest.fail`'s type, so pytest prints the
-    line alone, and within hypothesis it ends the case like a stop (banana_tests.test_control)."""
+    line alone, and within hypothesis it ends the case like a stop (the control family's test)."""
 
     __module__ = "builtins"  # shown as `NoVerdict: ...`, as pytest shows its own `Failed: ...`
 

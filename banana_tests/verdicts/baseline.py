@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from banana_tests.cases import CaseKey, CaseKind, FamilyKey, Field
-from banana_tests.families.registry import family_of
+from banana_tests.cases import CaseKey, CaseKind, FamilyKey
+from banana_tests.families.family_list import family_of
 from banana_tests.safe_files import NotReadable, read_regular, write_atomic
 from banana_tests.trajectories.records import DataError, check_index
-from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Matrix, Outcome
 
 FORMAT = "banana-tests-baseline/2"
@@ -27,57 +25,15 @@ MAX_BASELINE_BYTES = 64 * 2**20  # a baseline lists failing cases, a few dozen b
 TOP_KEYS = frozenset({"format", "failures"})
 
 
-@dataclass(frozen=True, order=True)
-class ControlKey:
-    """One control case, `test_detects_control_degradation[<metric>-<distortion>]`."""
-
-    metric: str
-    distortion: str
-
-    PARAMS = ("control_metric", "distortion")
-    """The parameter names `banana_tests/test_control.py` parametrizes its cases with."""
-
-    @property
-    def test_id(self) -> str:
-        return f"{self.metric}-{self.distortion}"
-
-    @property
-    def kind(self) -> CaseKind:
-        return CaseKind.CONTROL
-
-    @property
-    def unit_image(self) -> None:
-        return None
-
-    def identity(self) -> list[tuple[Field, str]]:
-        return [(Field.DISTORTION, self.distortion)]
-
-    def entry(self) -> dict[str, str]:
-        return {"kind": "control", "metric": self.metric, "distortion": self.distortion}
-
-    def rank(self) -> tuple[int, str]:
-        return 2, self.distortion
-
-    @classmethod
-    def from_test_id(cls, test_id: str) -> ControlKey:
-        """Distortion names hold no '-', so the last '-' splits; metric names may hold one."""
-        metric, sep, distortion = test_id.rpartition("-")
-        if not sep or not metric or not distortion:
-            raise ValueError(f"not a control case id: {test_id!r}")
-        return cls(metric, distortion)
-
-
 Other = FamilyKey
 """A case outside the matrix that a baseline can list (a family's, banana_tests.families)."""
 Known = CaseKey | Other
 """Any case a baseline can list."""
 
 # Entry keys by kind: a Δ cell has no `kind` (the /1 format), the others name theirs; a family's
-# entries are its own (banana_tests.families.protocol.Family.entry_fields).
+# entries are its own (banana_tests.families.family.Family.entry_fields).
 ENTRY_KEYS: dict[str | None, tuple[set[str], set[str]]] = {
     None: ({"metric", "seed_image", "step"}, {"run"}),
-    "control": ({"kind", "metric", "distortion"}, set()),
-    "invariance": ({"kind", "metric", "check"}, set()),
 }
 
 
@@ -168,10 +124,6 @@ def _key(entry: dict[str, Any]) -> Known | None:
     unknown = sorted(set(entry) - required - optional)
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(map(repr, unknown))}")
-    if kind == "control":
-        return ControlKey(str(entry["metric"]), str(entry["distortion"]))
-    if kind == "invariance":
-        return InvarianceKey(str(entry["metric"]), str(entry["check"]))
     if kind is not None:
         family = family_of(CaseKind(kind))
         assert family is not None

@@ -16,12 +16,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from banana_tests.cases import SCHEMA, CaseKey, CaseKind, FamilyKey, Field
-from banana_tests.families.registry import family_of
+from banana_tests.families.family_list import family_of
 from banana_tests.scoring.oracle import valid_trial
 from banana_tests.trajectories.records import DataError, check_index
-from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.gaps import StrictOutcome
-from banana_tests.verdicts.invariance import InvarianceKey
 from banana_tests.verdicts.matrix import Cell, Outcome
 
 FIGURES = {
@@ -30,18 +28,9 @@ FIGURES = {
         | {Field.RUNS, Field.SCORE_CACHED}
         | {Field.STRICT, Field.PSNR, Field.SSIM, Field.RUN_NORM_REFERENCES, Field.RUN_NORM_STEPS}
     ),
-    CaseKind.CONTROL: frozenset(),
-    CaseKind.INVARIANCE: frozenset(
-        {Field.CHANGE, Field.TOLERANCE, Field.SCORE_CACHED, Field.CROP_SIDE, Field.RAISED}
-    ),
 }
 """The measured fields each kind may carry; identity fields come from its key. A registered
-family's are its own (banana_tests.families.protocol.Family.figures)."""
-
-NUMBERS = {
-    CaseKind.INVARIANCE: (Field.CHANGE, Field.TOLERANCE),
-}
-"""Figures a kind's readers compute with: a record whose value is no number is refused."""
+family's are its own (banana_tests.families.family.Family.figures)."""
 
 Key = CaseKey | FamilyKey
 
@@ -55,7 +44,7 @@ def figure_order(kind: CaseKind) -> tuple[Field, ...]:
 
 def numbers_of(kind: CaseKind) -> tuple[Field, ...]:
     family = family_of(kind)
-    return NUMBERS.get(kind, ()) if family is None else family.numbers
+    return () if family is None else family.numbers
 
 
 def figure_properties(figures: Mapping[Field, str]) -> list[tuple[str, str]]:
@@ -183,10 +172,6 @@ class CaseRecord:
             family = family_of(kind)
             if family is not None:
                 key = family.key(props)
-            elif kind is CaseKind.CONTROL:
-                key = ControlKey(metric, props[Field.DISTORTION])
-            elif kind is CaseKind.INVARIANCE:
-                key = InvarianceKey(metric, props[Field.INVARIANCE])
             else:
                 run = props.get(Field.RUN)
                 step = _index(Field.STEP.value, props[Field.STEP])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.core.options import MAX_SEARCH
+from banana_tests.families.search import MAX_SEARCH
 from banana_tests.scheduler.sharding import MAX_SHARDS
 from tests.conftest import assert_outcomes, suite_folder
 

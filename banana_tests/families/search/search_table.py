@@ -16,9 +16,8 @@ from html import escape
 from pathlib import Path
 
 from banana_tests.cases import CaseKind, Field
-from banana_tests.families.protocol import Case, Page, Report
-from banana_tests.families.search import SearchKey
-from banana_tests.families.search.escape import VISIBLE_PSNR
+from banana_tests.families.family import Case, Page, Report
+from banana_tests.families.search import VISIBLE_PSNR, SearchKey
 from banana_tests.reports.embedded_images import Shown, shown
 from banana_tests.table_text import table
 from banana_tests.verdicts.matrix import Outcome
@@ -173,7 +172,7 @@ def outcome_of(case: Case) -> SearchOutcome:
 
 @dataclass(frozen=True)
 class SearchSection:
-    """The search family's section (banana_tests.families.protocol.Section)."""
+    """The search family's section (banana_tests.families.family.Section)."""
 
     title: str = "banana-tests worst escape"
 

@@ -4,7 +4,7 @@ Under `--search=N` each selected metric gets one case, `test_no_worst_escape[<me
 which hypothesis draws N degradations (banana_tests.editors.degradation: strengths and step counts
 of the replica emulator) of crops of the clean seed images, scores clean and degraded with the
 metric's `Scorer` (batched and cached as every family), and targets the most degraded image the
-metric still rates at least as well as the clean one (banana_tests.families.search.escape). An escape,
+metric still rates at least as well as the clean one (banana_tests.families.search). An escape,
 plainly visible by the documented PSNR rule, fails the case; hypothesis shrinks it, and the case
 names the worst escape seen and writes its PNG pair. Beside the score cache, hypothesis's example
 database keeps what it found and `replay/<metric>.json` the worst escape, which the next run
@@ -33,15 +33,14 @@ from typing import TYPE_CHECKING
 import pytest
 from _pytest.outcomes import Failed
 
+from banana_tests.distortions import CROP, Crop, clean_images, write_lossless
 from banana_tests.families.search import FIXTURE as SEARCH_FIXTURE
-from banana_tests.families.search.escape import SearchLog, Seen
+from banana_tests.families.search import SearchLog, SearchSettings, Seen
 from banana_tests.safe_files import NotReadable, read_regular, require_regular, write_atomic
 from banana_tests.scoring.returned_scores import environment_fault
 from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import NoVerdict, Scorer
 from banana_tests.session.scorer import raised as one_line
-from banana_tests.test_control import CROP, Crop, clean_images
-from banana_tests.test_invariance import write
 from banana_tests.verdicts.record import figure_properties
 from banana_tests.verdicts.verdict import fail_verdict
 from metrics_under_test.protocol import raised_at
@@ -117,12 +116,13 @@ def banana_search(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPath
     """The run's `--search` settings, with its folders; skips the search without `--search` (a
     user's module that imports the test is collected in every run)."""
     settings = pytestconfig.stash[STATE].settings
-    if settings.search is None:
+    examples = SearchSettings.of(settings).examples
+    if examples is None:
         pytest.skip("the worst-escape search runs under --search=N")
     folder = settings.cache_dir / FOLDER if settings.cache_dir else tmp_path_factory.mktemp(FOLDER)
     given = pytestconfig.getoption("hypothesis_seed", None)
     seed = SEED if given is None else int(given) if str(given).isdigit() else str(given)
-    return Search(settings.search, seed, folder, kept=settings.cache_dir is not None)
+    return Search(examples, seed, folder, kept=settings.cache_dir is not None)
 
 
 def crop_sides(side: int) -> tuple[int, int]:
@@ -339,7 +339,10 @@ def write_pair(log: SearchLog, folder: Path) -> None:
     clean = crop.pixels
     kind = "escaped" if log.escape is not None else "detected"
     degraded = drawn.apply(clean)
-    written = write(folder / f"{name}-clean.png", clean), write(folder / f"{name}-{kind}.png", degraded)
+    written = (
+        write_lossless(folder / f"{name}-clean.png", clean),
+        write_lossless(folder / f"{name}-{kind}.png", degraded),
+    )
     log.pair = (str(written[0]), str(written[1]))
 
 

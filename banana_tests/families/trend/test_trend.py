@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from banana_tests.families.trend import FIXTURE, TrendKey
-from banana_tests.families.trend.trend import Trend, TrendPlan, measure, plan_trends
+from banana_tests.families.trend import FIXTURE, Trend, TrendKey, TrendPlan, measure, plan_trends
 from banana_tests.session.case_fixtures import measured
 from banana_tests.session.ownership import STATE
 from banana_tests.session.run_state import scorer_of

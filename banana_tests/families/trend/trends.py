@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from banana_tests.cases import Field
-from banana_tests.families.protocol import Case, Page, Report
-from banana_tests.families.trend import series_of
-from banana_tests.families.trend.trend import TrendTally
+from banana_tests.families.family import Case, Page, Report
+from banana_tests.families.trend import TrendTally, series_of
 from banana_tests.reports.page.figure_style import pyplot, save
 from banana_tests.verdicts.matrix import Outcome
 from banana_tests.verdicts.record import CaseRecord
@@ -127,7 +126,7 @@ def trend_series(cases: Sequence[Case]) -> list[TrendSeries]:
 
 @dataclass(frozen=True)
 class TrendSection:
-    """The trend family's section (banana_tests.families.protocol.Section)."""
+    """The trend family's section (banana_tests.families.family.Section)."""
 
     title: str = "banana-tests trends"
 

@@ -12,16 +12,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from html import escape
 from pathlib import Path
 
-from banana_tests.families.protocol import Page
-from banana_tests.reports.artifact_table import artifact_html
-from banana_tests.reports.control_table import ControlOutcome, control_rows
-from banana_tests.reports.invariance_table import InvarianceOutcome
+from banana_tests.families.family import Page
+from banana_tests.reports.matrix_sections import artifact_html
 from banana_tests.reports.page.markup import Html, figure, table, table_chunks
 from banana_tests.reports.page.sections import (
     CASE_HEADERS,
     case_rows,
     comparison_html,
-    invariance_html,
     oracle_html,
     separability_html,
     summary_table,
@@ -77,13 +74,11 @@ def html_chunks(
     notes: Sequence[tuple[str, str]] = (),
     comparisons: Sequence[MetricComparison] | None = None,
     separability_figure: Path | None = None,
-    controls: Sequence[ControlOutcome] = (),
-    invariances: Sequence[InvarianceOutcome] = (),
     families: Sequence[Page] = (),
 ) -> Iterator[Html]:
     """The page, piece by piece for writing as it is made: the run's facts, per-metric summary
     (with the oracle's reference row), separability and the oracle when the cells recorded them,
-    the control and invariance families and the other families' parts when the run had them, the
+    the families' parts when the run had them, the
     comparison with the paper when given, `notes` (heading, preformatted text, e.g. replaced
     cases), figures, the families' parts below the figures (the trends'), then every cell, a row
     a piece."""
@@ -106,17 +101,6 @@ def html_chunks(
         parts += ["<h2>Summary per metric</h2>", summary]
     sections = (artifact_html(matrix), separability_html(matrix, separability_figure), oracle_html(matrix))
     parts += [part for part in sections if part]
-    if controls:
-        header, rows = control_rows(controls)
-        parts += [
-            "<h2>Control degradations</h2>",
-            "<p>Per metric and distortion: does the stronger of two strengths score worse on every drawn "
-            "crop? A failure gives the first failing crop's normalised scores (controls.csv too).</p>",
-            table(header, rows),
-        ]
-    section = invariance_html(invariances)
-    if section:
-        parts.append(section)
     parts += [part for family in families if not family.after_figures for part in family.html]
     if comparisons is not None:
         parts += ["<h2>Compared with the paper (Figure 5)</h2>", comparison_html(comparisons)]

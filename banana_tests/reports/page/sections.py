@@ -1,7 +1,7 @@
 """report.html's sections: the matrix's two tables (the summary per metric, with the oracle's
 reference row, and every case, to three decimals, with the runs' spread and the oracle's PSNR and
-SSIM), the comparison with the paper, separability, the degradation oracle (each linking its
-cases to their rows under "Every case") and invariance.
+SSIM), the comparison with the paper, separability and the degradation oracle (each linking its
+cases to their rows under "Every case").
 """
 
 from __future__ import annotations
@@ -11,11 +11,16 @@ from collections.abc import Iterator, Sequence
 from html import escape
 from pathlib import Path
 
-from banana_tests.reports.invariance_table import InvarianceOutcome, invariance_rows
-from banana_tests.reports.oracle_table import ORACLE, invalid_trials, oracle_cells, oracle_steps, psnr_text
+from banana_tests.reports.matrix_sections import (
+    ORACLE,
+    invalid_trials,
+    oracle_cells,
+    oracle_steps,
+    psnr_text,
+    separability_rows,
+)
 from banana_tests.reports.page.markup import Html, Value, anchor, figure, number, table, table_chunks
 from banana_tests.reports.paper import MetricComparison, failure_rate
-from banana_tests.reports.separability_table import separability_rows
 from banana_tests.reports.tables import sorted_cells, summarise
 from banana_tests.scoring.oracle import NOT_A_VALID_TRIAL, UNCHANGED_PSNR
 from banana_tests.verdicts.gaps import RunSpread, spread
@@ -236,20 +241,3 @@ def oracle_html(matrix: Matrix) -> Html:
             table(["case", "PSNR per run (dB)", "Δ"], rows),
         ]
     return "\n".join(parts)
-
-
-def invariance_html(outcomes: Sequence[InvarianceOutcome]) -> Html:
-    """The invariance table summary.md has, one row a metric and a column a check; empty without
-    invariance cases."""
-    if not outcomes:
-        return ""
-    header, rows = invariance_rows(outcomes)
-    return "\n".join(
-        [
-            "<h2>Invariance</h2>",
-            "<p>Does a metric give an image the same score whatever happens around it (batching, a "
-            "repeat, a PNG round trip, a shift, a resize)? Each cell: the change in normalised points "
-            "against its tolerance.</p>",
-            table(header, rows),
-        ]
-    )

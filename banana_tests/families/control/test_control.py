@@ -10,8 +10,7 @@ Written on the public fixtures: each metric's `Scorer` from `banana_metrics` sco
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from functools import cache, wraps
+from functools import wraps
 from typing import Any
 
 import numpy as np
@@ -20,68 +19,18 @@ from _pytest.outcomes import Exit  # `pytest.exit.Exception`, an Exception: the 
 from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
-from banana_tests.data import SEEDS
-from banana_tests.distortions import DISTORTIONS, Array
+from banana_tests.distortions import CROP, DISTORTIONS, Crop, clean_images
 from banana_tests.session.ownership import STATE
 from banana_tests.session.scorer import NoVerdict, Scorer, cannot_check
 from banana_tests.verdicts.verdict import clipped_tie, fail_verdict
 
 MIN_GAP = 0.25  # strengths closer than this may legitimately tie
-CROP = (160, 320)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "control_metric" in metafunc.fixturenames:
         pairs = [(m, d) for m in metafunc.config.stash[STATE].metrics for d in DISTORTIONS]
         metafunc.parametrize(("control_metric", "distortion"), pairs, ids=[f"{m}-{d}" for m, d in pairs])
-
-
-@cache
-def clean_images() -> dict[str, Array]:
-    """The embedded set's seed images before any edit (shipped PNGs): clean, varied content."""
-    from PIL import Image
-
-    paths = sorted(SEEDS.glob("*.png"))
-    if not paths:
-        raise FileNotFoundError(f"{SEEDS}: no seed images; rebuild them with `banana-tests fixtures refresh`")
-    return {p.stem: np.asarray(Image.open(p).convert("RGB")) for p in paths}
-
-
-@dataclass(frozen=True)
-class Crop:
-    """A drawn crop, by seed image and box: hypothesis prints a falsifying example's arguments,
-    and this repr keeps ~150,000 pixel values out of the report."""
-
-    seed_image: str
-    top: int
-    left: int
-    height: int
-    width: int
-
-    def __repr__(self) -> str:
-        box = f"{self.top}:{self.top + self.height}, {self.left}:{self.left + self.width}"
-        return f"{self.seed_image}[{box}] ({self.width}x{self.height})"
-
-    @property
-    def pixels(self) -> Array:
-        box = (slice(self.top, self.top + self.height), slice(self.left, self.left + self.width))
-        return np.ascontiguousarray(clean_images()[self.seed_image][box])
-
-    def at_least(self, side: int | None) -> Crop:
-        """This crop grown about its centre to `side` px in each dimension where it is smaller (a
-        metric's `min_side`), as far as its seed image allows."""
-        height, width = clean_images()[self.seed_image].shape[:2]
-        top, h = _grown(self.top, self.height, side or 0, height)
-        left, w = _grown(self.left, self.width, side or 0, width)
-        return Crop(self.seed_image, top, left, h, w)
-
-
-def _grown(start: int, length: int, side: int, limit: int) -> tuple[int, int]:
-    """(start, length) of a span grown to `side` about its centre, kept within [0, limit)."""
-    if length >= side:
-        return start, length
-    grown = min(side, limit)
-    return max(0, min(start - (grown - length) // 2, limit - grown)), grown
 
 
 EXAMPLES = 8

@@ -40,8 +40,8 @@ import pytest
 
 from banana_tests.cases import Field
 from banana_tests.data import SEEDS
+from banana_tests.families.invariance import PARAM, Invariance
 from banana_tests.session.scorer import MIN_SIDE_HINT, Scorer, cannot_check, raised
-from banana_tests.verdicts.invariance import PARAM, Invariance
 from banana_tests.verdicts.record import figure_properties
 from banana_tests.verdicts.verdict import fail_verdict
 from metrics_under_test.own_code import file_sha256
@@ -110,7 +110,7 @@ def crop_side(spec: MetricSpec) -> int:
 @cache
 def largest_side() -> int:
     """The largest crop side every seed image allows with room for a draw and the shift."""
-    from banana_tests.test_control import clean_images
+    from banana_tests.distortions import clean_images
 
     return min(min(image.shape[0] - 1, image.shape[1] - 2) for image in clean_images().values())
 
@@ -121,7 +121,7 @@ def windows(side: int = SIDE) -> tuple[tuple[str, int, int], ...]:
     from a seeded generator; each leaves room for the one-pixel shift."""
     import numpy as np
 
-    from banana_tests.test_control import clean_images
+    from banana_tests.distortions import clean_images
 
     rng = np.random.default_rng(SEED)
     images = clean_images()
@@ -137,7 +137,7 @@ def windows(side: int = SIDE) -> tuple[tuple[str, int, int], ...]:
 def crop(window: tuple[str, int, int], side: int = SIDE, shift: int = 0) -> Array:
     import numpy as np
 
-    from banana_tests.test_control import clean_images
+    from banana_tests.distortions import clean_images
 
     name, top, left = window
     pixels = clean_images()[name][top : top + side, left + shift : left + shift + side]
@@ -169,9 +169,11 @@ def changes(scorer: Scorer, invariance: Invariance, folder: Path) -> list[float]
     elif invariance is Invariance.REPEAT:
         pairs = list(zip(alone(scorer, crops[:ALONE]), alone(scorer, crops[:ALONE]), strict=True))
     elif invariance is Invariance.PNG:
+        from banana_tests.distortions import write_lossless
+
         # each PNG file and its lossless WebP twin in one call, so they share a batch
         twins = [
-            [write(folder / f"crop{i}.{suffix}", c) for suffix in ("png", "webp")]
+            [write_lossless(folder / f"crop{i}.{suffix}", c) for suffix in ("png", "webp")]
             for i, c in enumerate(crops[:ALONE])
         ]
         pairs = [(a, b) for a, b in map(scorer.scores, twins)]
@@ -185,14 +187,6 @@ def changes(scorer: Scorer, invariance: Invariance, folder: Path) -> list[float]
         pairs = list(zip(scorer.scores(moved), scorer.scores(plain), strict=True))
     norm: Callable[[float], float] = scorer.normalise
     return [abs(norm(a) - norm(b)) for a, b in pairs]
-
-
-def write(path: Path, pixels: Array) -> Path:
-    """Saved losslessly in the format its suffix names (PNG, or WebP with `lossless`)."""
-    from PIL import Image
-
-    Image.fromarray(pixels).save(path, lossless=True)
-    return path
 
 
 @cache

@@ -1,5 +1,5 @@
 """The test families of the suite, one line each: delete a family's folder and its line, and the
-suite runs without it (banana_tests.families.protocol). Named, as pytest names its own plugins,
+suite runs without it (banana_tests.families.family). Named, as pytest names its own plugins,
 so the record and the baseline below the families' sections never import those."""
 
 from __future__ import annotations
@@ -7,11 +7,13 @@ from __future__ import annotations
 import importlib
 
 from banana_tests.cases import CaseKind
-from banana_tests.families.protocol import Family, Section
+from banana_tests.families.family import Family, Section
 
 PACKAGES = (
+    "banana_tests.families.control",
     "banana_tests.families.search",
     "banana_tests.families.trend",
+    "banana_tests.families.invariance",
 )
 """Each family's package, whose `FAMILY` is its descriptor; in the order their sections are shown."""
 

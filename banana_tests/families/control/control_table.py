@@ -1,18 +1,19 @@
-"""The control family's outcomes per metric, read back from JUnit: one row a metric, one column a
-distortion (gaussian noise, blur, JPEG), each cell the outcome and, for a failure, the verdict's
-figures, so a report shows whether the metric sees the classical distortions it was built for.
-
-`report` puts the markdown table in summary.md, the rows in report.html and controls.csv.
+"""The control family's section: its outcomes per metric, read back from JUnit: one row a metric,
+one column a distortion (gaussian noise, blur, JPEG), each cell the outcome and, for a failure, the
+verdict's figures, so a report shows whether the metric sees the classical distortions it was built
+for. `report` puts the table in summary.md and report.html, and the cases in controls.csv.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
+from banana_tests.families.control import ControlKey
+from banana_tests.families.family import Case, Page, Report
 from banana_tests.table_text import Writer, table
-from banana_tests.verdicts.baseline import ControlKey
 from banana_tests.verdicts.matrix import Outcome
 
 CSV_HEADER = ("metric", "distortion", "outcome", "message")
@@ -66,3 +67,41 @@ def write_control_csv(outcomes: Sequence[ControlOutcome], out: TextIO) -> None:
     writer.writerow(CSV_HEADER)
     for o in sorted(outcomes, key=lambda o: o.key):
         writer.writerow([o.key.metric, o.key.distortion, o.outcome, o.message])
+
+
+def control_page(outcomes: Sequence[ControlOutcome], out: Path) -> Page:
+    """controls.csv and report.html's Control degradations table."""
+    from banana_tests.reports.page.markup import table as html_table
+
+    path = out / "controls.csv"
+    with path.open("w", encoding="utf-8", newline="") as csv:
+        write_control_csv(outcomes, csv)
+    header, rows = control_rows(outcomes)
+    html = (
+        "<h2>Control degradations</h2>",
+        "<p>Per metric and distortion: does the stronger of two strengths score worse on every drawn "
+        "crop? A failure gives the first failing crop's normalised scores (controls.csv too).</p>",
+        html_table(header, rows),
+    )
+    return Page((path,), html)
+
+
+@dataclass(frozen=True)
+class ControlSection:
+    """The control family's section (banana_tests.families.family.Section)."""
+
+    title: str = "banana-tests controls"
+
+    def terminal(self, cases: Sequence[Case]) -> list[str]:
+        return []  # the terminal shows each failing control's own line
+
+    def report(self, cases: Sequence[Case], inputs: Sequence[Path]) -> Report:
+        newest = {c.key: c for c in cases if isinstance(c.key, ControlKey)}  # oldest first: the newest
+        outcomes = [
+            ControlOutcome.of(k, Outcome(c.outcome), c.message)
+            for k, c in sorted(newest.items(), key=lambda kc: kc[0])
+        ]
+        return Report(control_markdown(outcomes), write=lambda out: control_page(outcomes, out))
+
+
+SECTION = ControlSection()

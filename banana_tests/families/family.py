@@ -1,7 +1,7 @@
 """What the rest of the suite knows of a test family: the one protocol a family's descriptor
 (its package's `FAMILY`) speaks, and the parts of a run's outputs it adds (`Section`).
 
-Deleting a family's folder and its line in banana_tests.families.registry leaves everything else
+Deleting a family's folder and its line in banana_tests.families.family_list leaves everything else
 working: its test module is gone, its records are no case of this version (skipped by the
 readers), its baseline entries are skipped, and the terminal and the report drop its section.
 """
@@ -11,10 +11,38 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from banana_tests.cases import CaseKind, FamilyKey, Field
 from banana_tests.trajectories.case_plans import CasePlan
+
+AddOption = Callable[..., Any]
+"""Registers one option by its short spelling (`--trend`) and argparse attributes."""
+OptionValue = Callable[[str], Any]
+"""An option's value by its short name (`value("trend")`), as the settings' validator reads it."""
+
+
+class FamilySettings(Protocol):
+    """What a family's options asked for, typed (each family's own dataclass)."""
+
+    def facts(self) -> tuple[tuple[str, str], ...]:
+        """Testsuite properties that decide its cases, for `report` to refuse merging runs that differ."""
+        ...
+
+
+@dataclass(frozen=True)
+class NoSettings:
+    """The settings of a family without options."""
+
+    def facts(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+
+class RunSettings(Protocol):
+    """The part of a run's settings a family reads its own from (banana_tests.core.settings)."""
+
+    @property
+    def families(self) -> Mapping[CaseKind, FamilySettings]: ...
 
 
 @runtime_checkable
@@ -44,12 +72,13 @@ class Family(Protocol):
 
     @property
     def module(self) -> Path:
-        """Its test module, collected only when `option` is given."""
+        """Its test module, collected only when `option` is given (always without one)."""
         ...
 
     @property
-    def option(self) -> str:
-        """The pytest dest of the option that collects its module (`banana_trend`)."""
+    def option(self) -> str | None:
+        """The pytest dest of the option that collects its module (`banana_trend`); None: every
+        run collects it."""
         ...
 
     @property
@@ -67,6 +96,16 @@ class Family(Protocol):
     def fixture(self) -> str | None:
         """The indirect parameter the plugin parametrizes its test with, a case per key of `cases`;
         None when its test parametrizes itself."""
+        ...
+
+    def add_options(self, addoption: AddOption) -> None:
+        """Register its options, by their short spelling, as the core registers its own: the
+        plugin adds them under `--banana-`, the CLI and the api read them alike."""
+        ...
+
+    def read_settings(self, value: OptionValue) -> FamilySettings:
+        """Its settings from its options' values; a ValueError naming the option for a value no
+        run can satisfy."""
         ...
 
     def cases(self, run_means: Sequence[CasePlan]) -> list[FamilyKey]:

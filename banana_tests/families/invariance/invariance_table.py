@@ -1,19 +1,19 @@
-"""The invariance family's outcomes per metric, read back from JUnit: one row a metric, one column
-a check (batch, repeat, png, shift, resize), each cell the outcome with its measured change
-against its tolerance, so a reader sees how far a metric is from failing, not only whether it did.
-
-`report` puts the markdown table in summary.md; `invariance_rows` gives the same cells to any
-other renderer (report.html).
+"""The invariance family's section: its outcomes per metric, read back from JUnit: one row a
+metric, one column a check (batch, repeat, png, shift, resize), each cell the outcome with its
+measured change against its tolerance, so a reader sees how far a metric is from failing, not only
+whether it did. `report` puts the table in summary.md and report.html; the terminal has none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from banana_tests.cases import Field
+from banana_tests.families.family import Case, Page, Report
+from banana_tests.families.invariance import Invariance, InvarianceKey
 from banana_tests.table_text import table
-from banana_tests.verdicts.invariance import Invariance, InvarianceKey
 from banana_tests.verdicts.matrix import VERDICTS, Outcome
 from banana_tests.verdicts.record import CaseRecord
 
@@ -79,3 +79,47 @@ def invariance_markdown(outcomes: Sequence[InvarianceOutcome]) -> str:
         *table(header, rows),
     ]
     return "\n".join(lines)
+
+
+def invariance_html(outcomes: Sequence[InvarianceOutcome]) -> str:
+    """The invariance table summary.md has, one row a metric and a column a check; empty without
+    invariance cases."""
+    from banana_tests.reports.page.markup import table as html_table
+
+    if not outcomes:
+        return ""
+    header, rows = invariance_rows(outcomes)
+    return "\n".join(
+        [
+            "<h2>Invariance</h2>",
+            "<p>Does a metric give an image the same score whatever happens around it (batching, a "
+            "repeat, a PNG round trip, a shift, a resize)? Each cell: the change in normalised points "
+            "against its tolerance.</p>",
+            html_table(header, rows),
+        ]
+    )
+
+
+def outcome_of(case: Case) -> InvarianceOutcome:
+    record = CaseRecord.read(case.props)
+    assert record is not None
+    return InvarianceOutcome.of(record, Outcome(case.outcome))
+
+
+@dataclass(frozen=True)
+class InvarianceSection:
+    """The invariance family's section (banana_tests.families.family.Section)."""
+
+    title: str = "banana-tests invariance"
+
+    def terminal(self, cases: Sequence[Case]) -> list[str]:
+        return []  # the terminal shows each failing check's own line
+
+    def report(self, cases: Sequence[Case], inputs: Sequence[Path]) -> Report:
+        newest = {o.key: o for o in map(outcome_of, cases)}  # oldest first: the newest of each case
+        outcomes = [newest[k] for k in sorted(newest)]
+        page = Page(html=(invariance_html(outcomes),))
+        return Report(invariance_markdown(outcomes), write=lambda out: page)
+
+
+SECTION = InvarianceSection()

@@ -9,10 +9,12 @@ user's conftest or another plugin; the short spellings are aliases where they ar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from banana_tests.families.family import AddOption
+from banana_tests.families.family_list import FAMILIES
 from banana_tests.scheduler.sharding import MAX_SHARDS
 from banana_tests.trajectories.sources import DatasetFormat
 from metrics_under_test.registry import DEFAULT_METRICS, option_text
@@ -21,10 +23,6 @@ DEFAULT_METRIC_OPTION = option_text(DEFAULT_METRICS)
 DEFAULT_STEPS = "5,10,20"
 PREFIX = "--banana-"
 SNAPSHOT_DIR_INI = "banana_snapshot_dir"
-
-MAX_SEARCH = 100_000  # examples per metric of the worst-escape search: days of scoring already
-
-AddOption = Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -149,20 +147,8 @@ def add_data_options(addoption: AddOption) -> None:
         metavar="MIB",
         help="decoded images kept for reuse across metrics, in MiB (MIB >= 1; default: 512)",
     )
-    addoption(
-        "--trend",
-        action="store_true",
-        default=False,
-        help="also test, per metric and seed image, the Spearman trend over all steps selected",
-    )
-    addoption(
-        "--search",
-        default=None,
-        metavar="N",
-        help="also search, per metric, N drawn degradations of the clean seed images for the worst "
-        f"escape: a plainly degraded image scored as well as its clean source (1 <= N <= {MAX_SEARCH}; "
-        "default: off)",
-    )
+    for family in FAMILIES:  # each family's own, as its package defines them
+        family.add_options(addoption)
     addoption("--variant", default="replicate", help="trajectory variant to test (default: replicate)")
     addoption(
         "--artifact",
