@@ -140,10 +140,12 @@ def _add_suite_path(config: pytest.Config) -> None:
         config.args.append(str(suite))
 
 
-@pytest.hookimpl(optionalhook=True)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` for a suite run (see banana_tests.scheduler.worker_count); xdist asks before
-    pytest_configure. None, xdist's own count, for any other run."""
+    pytest_configure. None, xdist's own count, for any other run. First: the hook takes the first
+    answer, and xdist's own implementation answers for every run; which of two plugins pluggy asks
+    first otherwise follows the order their distributions were found in (a venv's layout)."""
     if not asks_for_suite(config):
         return None
     from banana_tests.scheduler.worker_count import AUTO_NOTE, this_machine

@@ -97,6 +97,32 @@ def test_another_projects_run_keeps_xdists_count(
     assert workers(pytester, monkeypatch, 64, str(pytester.path)) is None
 
 
+def test_the_suites_count_is_asked_before_xdists_whichever_plugin_registered_first(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pluggy asks the plugin registered last first; a venv's layout decides that order."""
+    import pluggy
+    import xdist.newhooks
+    import xdist.plugin
+
+    from banana_tests import plugin
+
+    config = pytester.parseconfig(str(SUITE_DIR))
+    monkeypatch.setattr(worker_count, "usable_cores", lambda: 64)
+    monkeypatch.delenv(worker_count.AUTO_ENV, raising=False)
+    for order in ((plugin, xdist.plugin), (xdist.plugin, plugin)):
+        manager = pluggy.PluginManager("pytest")
+        manager.add_hookspecs(xdist.newhooks)
+        for module in order:
+            manager.register(module)
+        asked = manager.hook.pytest_xdist_auto_num_workers(config=config)
+        assert (
+            asked
+            == plugin.pytest_xdist_auto_num_workers(config)
+            != xdist.plugin.pytest_xdist_auto_num_workers(config)
+        )
+
+
 @pytest.mark.slow
 def test_n_auto_starts_a_worker_per_core(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two cores, one metric: two workers, each given seed images' cases."""

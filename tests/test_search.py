@@ -7,6 +7,7 @@ searches on two workers; the default run collects no search."""
 from __future__ import annotations
 
 import re
+import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -251,3 +252,55 @@ def test_every_drawn_example_reads_back_from_a_replay_file() -> None:
         assert Degradation.from_data(known["degradation"]) == degradation
 
     reads_back()
+
+
+LITERALS = "WEIGHTS = [{}]\n".format(", ".join(f"{i / 97:.4f}, {i}" for i in range(1, 400)))
+"""A user's module full of numbers inside the search's ranges, as any conftest or metric has some."""
+
+
+def test_the_search_draws_the_same_examples_whatever_modules_are_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hypothesis draws the literals of loaded modules outside site-packages into its examples; the
+    search must not (its seed gives one escape from a wheel, a checkout or beside a conftest)."""
+    from typing import cast
+
+    from banana_tests.families.search import SearchLog, Seen
+    from banana_tests.families.search.test_search import Search, search
+    from banana_tests.session.scorer import Scorer
+
+    class Blind:
+        """Rates every clean crop 1 and every degraded one 0: no escape, all 2N examples drawn."""
+
+        name = "blind"
+
+        def normalise(self, score: float) -> float:
+            return score
+
+        def scores(self, images: list[object]) -> list[float]:
+            return [1.0, 0.0]
+
+    class Everything(SearchLog):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[str] = []
+
+        def add(self, seen: Seen) -> None:
+            super().add(seen)
+            self.seen.append(f"{seen.crop!r} {seen.degradation!r}")
+
+    def drawn() -> list[str]:
+        log = Everything()
+        search(cast(Scorer, Blind()), Search(15, 7, tmp_path / "search", kept=False), log)
+        return log.seen
+
+    before = drawn()
+    (tmp_path / "user_literals.py").write_text(LITERALS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    __import__("user_literals")
+    try:
+        after = drawn()
+    finally:
+        del sys.modules["user_literals"]
+
+    assert len(before) == 30 and after == before

@@ -17,6 +17,7 @@ import math
 import re
 import shlex
 import site
+import sys
 import sysconfig
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -151,9 +152,15 @@ def drift_report(moved: list[Drift], limits: str, rerecord: Rerecord, listed: in
     yield "Otherwise find why before re-recording: other machines' float noise is within the tolerance."
 
 
+SITE_FOLDERS = ("site-packages", "dist-packages")
+
+
 def installed(path: Path) -> bool:
-    """`path` lies in an installed package (site-packages), which a run must never write to."""
+    """`path` lies in an installed package, which a run must never write to: in this interpreter's
+    site-packages, the user's, or any other site folder on sys.path (a venv made with
+    --system-site-packages, or one a .pth file adds)."""
     roots = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")} | {site.getusersitepackages()}
+    roots |= set(site.getsitepackages()) | {p for p in sys.path if Path(p).name in SITE_FOLDERS}
     return any(path.resolve().is_relative_to(Path(root).resolve()) for root in roots)
 
 

@@ -26,6 +26,8 @@ import re
 import reprlib
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -240,11 +242,36 @@ def search(scorer: Scorer, chosen: Search, log: SearchLog) -> None:
         print_blob=False,
     )(test)
     try:
-        test()
+        with source_blind_draws():
+            test()
     except Stopped:
         if stop:
             raise stop[0] from None
         raise EscapeFound from None
+
+
+@contextmanager
+def source_blind_draws() -> Iterator[None]:
+    """Hypothesis mixes into its draws the literals of every loaded module outside site-packages
+    (its "local constants"): the same seed then searched other examples in a checkout than from a
+    wheel, after a refactor that moved literals between modules, and beside a user's conftest. The
+    search's examples come from its seed and the metric's scores alone: the pool is empty while it
+    runs (hypothesis's cache of it cleared on both sides). A hypothesis without the pool has
+    nothing to hide; tests/test_search.py fails if one renames it."""
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
+
+    local = getattr(providers, "_get_local_constants", None)
+    if local is None:
+        yield
+        return
+    providers._get_local_constants = Constants
+    providers.CONSTANTS_CACHE.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = local
+        providers.CONSTANTS_CACHE.cache.clear()
 
 
 def replayed(path: Path | None) -> tuple[Crop, Degradation] | None:
