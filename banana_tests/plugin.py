@@ -57,8 +57,9 @@ __all__ = [  # the hooks: pytest finds them by name; the public fixtures are reg
     "pytest_xdist_make_scheduler",
 ]
 
-# Tests that need the data set read at collection, and those that need only the machine prepared.
-SUITE_PARAMS = frozenset({CASE_FIXTURE, SNAPSHOT_PARAM, "control_metric"})
+# Tests that need the data set read at collection (and the families' own `params`), and those that
+# need only the machine prepared.
+SUITE_PARAMS = frozenset({CASE_FIXTURE, SNAPSHOT_PARAM})
 DATA_FIXTURES = frozenset({TRAJECTORIES_FIXTURE})
 SCORING_FIXTURES = frozenset({METRIC_FIXTURE, METRICS_FIXTURE})
 # A test that requests any of these makes the run the suite's.
@@ -279,8 +280,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     state = adopted(config)
     if state is None:
         return
+    from banana_tests.families.family_list import FAMILIES
+
+    suite_params = SUITE_PARAMS.union(*(family.params for family in FAMILIES))
     if any(
-        SUITE_PARAMS & getattr(getattr(item, "callspec", None), "params", {}).keys()
+        suite_params & getattr(getattr(item, "callspec", None), "params", {}).keys()
         or DATA_FIXTURES & set(getattr(item, "fixturenames", ()))
         for item in items
     ):

@@ -14,6 +14,8 @@ brisque, niqe and piqe, every family a run over the embedded set has (Δ matrix,
    empties hypothesis's local constants for the process (`providers._get_local_constants =
    Constants`), as the search now does while it runs: 0abd72f's search drew the literals of its own
    modules, so its escape moved with every refactor (brisque's and piqe's rows changed, nothing else);
+   0abd72f installed into a site-packages folder, whose modules hypothesis does not read, finds the
+   recorded piqe escape without the plugin;
 3. the snapshot files deleted and written again by `--snapshot-update -k test_scores_match_snapshot`
    → `snapshots/`.
 

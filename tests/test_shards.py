@@ -422,3 +422,15 @@ def test_runs_split_by_metric_or_seed_image_merge_but_shards_must_share_the_sele
         "--runs: all in a.xml; 2 in b.xml",
         "records of seed image alpha: 1 in a.xml; 9 in b.xml",
     ]
+
+
+def test_shards_must_share_a_familys_options_and_other_runs_need_not() -> None:
+    """The trend family's `--trend` decides its cases: shards that differ on it deal other units."""
+    from banana_tests.reports.merge_checks import disagreements
+
+    a, b = Path("a.xml"), Path("b.xml")
+    runs = {a: {"shard": "", "trend": "true"}, b: {"shard": "", "trend": "false"}}
+    shards = {a: {"shard": "1/2", "trend": "true"}, b: {"shard": "2/2", "trend": "false"}}
+
+    assert disagreements(runs) == []
+    assert disagreements(shards) == ["--trend (between --shard runs): true in a.xml; false in b.xml"]

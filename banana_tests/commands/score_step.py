@@ -125,7 +125,7 @@ class _Pixels:
         return self.known[record]
 
 
-NOT_SCORING = frozenset({"suite", "trend", "aggregate", "no-cache"})
+NOT_SCORING = frozenset({"suite", "aggregate", "no-cache"})
 """Suite options that choose tests or verdicts, not the images scored; the gate's options too."""
 
 

@@ -98,6 +98,18 @@ class Family(Protocol):
         None when its test parametrizes itself."""
         ...
 
+    @property
+    def params(self) -> frozenset[str]:
+        """The parameters its test parametrizes itself with: a run collecting one reads the data
+        set first, as for a Δ case, so a bad `--dataset` is one usage error."""
+        ...
+
+    @property
+    def shard_facts(self) -> Mapping[str, str]:
+        """Its settings' facts (`FamilySettings.facts`) that `--shard` runs must share, each with
+        the option it comes from, as `report` names it when they differ."""
+        ...
+
     def add_options(self, addoption: AddOption) -> None:
         """Register its options, by their short spelling, as the core registers its own: the
         plugin adds them under `--banana-`, the CLI and the api read them alike."""

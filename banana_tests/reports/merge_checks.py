@@ -8,7 +8,8 @@ differ (exit 3, naming each value's files) rather than merge a `--runs=2` shard 
 
 - every file: the verdict rules (EVERY_RUN), and the records of each seed image two files share
   (SEED_RECORDS), so runs split by metric or by seed image still merge, as docs/reports.md says;
-- `--shard` runs: also the whole selection (AMONG_SHARDS): each deals the same units.
+- `--shard` runs: also the whole selection (AMONG_SHARDS, with each family's `shard_facts`):
+  each deals the same units.
 
 A file without a property (written before it was recorded) is not compared on it.
 
@@ -35,6 +36,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from banana_tests.families.family_list import FAMILIES
 from banana_tests.verdicts.matrix import Outcome
 
 RECORDS = "selected_records"
@@ -59,7 +61,7 @@ AMONG_SHARDS = {
     "metric_set": "--metric",
     "selected_steps": "--steps",
     "seed_selection": "--seed-image",
-    "trend": "--trend",
+    **{name: option for family in FAMILIES for name, option in family.shard_facts.items()},
 }
 AGREED = {**EVERY_RUN, **AMONG_SHARDS, SEED_RECORDS: "records of each seed image", SHARD: "--shard"}
 """Every property of the check → what it is, as the messages name it."""

@@ -57,6 +57,8 @@ class ControlFamily:
     named_at_collection = True
     section = "banana_tests.families.control.control_table"
     fixture = None  # the test parametrizes itself (PARAMS)
+    params = frozenset(PARAMS)
+    shard_facts: Mapping[str, str] = {}
 
     def add_options(self, addoption: AddOption) -> None:
         """It has none."""

@@ -81,6 +81,8 @@ class InvarianceFamily:
     named_at_collection = True
     section = "banana_tests.families.invariance.invariance_table"
     fixture = None  # the test parametrizes itself (PARAM) and `banana_metric`
+    params: frozenset[str] = frozenset()  # its cases need the scorers, not the data set
+    shard_facts: Mapping[str, str] = {}
 
     def add_options(self, addoption: AddOption) -> None:
         """It has none."""

@@ -86,6 +86,8 @@ class SearchFamily:
     section = "banana_tests.families.search.search_table"
 
     fixture = None  # the search parametrizes `banana_metric`, as any test on it
+    params: frozenset[str] = frozenset()
+    shard_facts: Mapping[str, str] = {}
 
     def add_options(self, addoption: AddOption) -> None:
         addoption(

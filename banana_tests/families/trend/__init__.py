@@ -87,8 +87,9 @@ class TrendFamily:
     option = "banana_trend"
     named_at_collection = False  # its reference step is known once planned
     section = "banana_tests.families.trend.trends"
-
     fixture = FIXTURE
+    params: frozenset[str] = frozenset()  # its fixture's cases are planned on the data set
+    shard_facts: Mapping[str, str] = {"trend": "--trend"}
 
     def add_options(self, addoption: AddOption) -> None:
         addoption(
