@@ -137,6 +137,12 @@ class Family(Protocol):
         """A ValueError naming the property when a record's figures cannot be shown."""
         ...
 
+    def schema1_fields(self, name: str, props: Mapping[str, str]) -> Mapping[str, str] | None:
+        """In a JUnit file written before `banana_record` (record schema 1): the fields of its case
+        this testcase (`name`, `props`) is, told apart as that schema did; None for another test,
+        a ValueError for a testcase of its kind that names no case."""
+        ...
+
 
 @dataclass(frozen=True)
 class Case:

@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 from banana_tests.cases import CaseKey, CaseKind, Field, id_of_testcase
 from banana_tests.families.family import Case
-from banana_tests.reports.junit_testcase import LEGACY_PREFIXES, JUnitError, outcome_of, testcase_items
+from banana_tests.reports.junit_testcase import LEGACY_DELTA_PREFIX, JUnitError, outcome_of, testcase_items
 from banana_tests.reports.merge_checks import PLAN_PROPERTIES, Ledger
 from banana_tests.reports.sourced import OLDEST, OtherOutcome, Read, Replacement, Sourced
 from banana_tests.safe_files import NotReadable, open_regular
@@ -78,8 +78,8 @@ def read_junit(paths: Sequence[Path], max_mb: float = MAX_INPUT_MB) -> Reading:
         if not (found[False] or found[True] or path in ledger.with_plan):  # a shard dealt nothing has a plan
             raise JUnitError(
                 f"{path}: JUnit XML without banana-tests cases (no testcase carries a "
-                f"{Field.RECORD!s} property, nor one of an earlier version's: "
-                f"{', '.join(p + '...]' for p in LEGACY_PREFIXES)})"
+                f"{Field.RECORD!s} property, nor one of an earlier version's such as "
+                f"{LEGACY_DELTA_PREFIX}...])"
             )
     read.sort(key=lambda item: item.when)  # oldest first: each kind below keeps this order
     sourced = [c for c in (item.of(Cell) for item in read) if c is not None]

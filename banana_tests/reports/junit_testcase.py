@@ -10,17 +10,13 @@ from pathlib import Path
 
 from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
 from banana_tests.families.family import Case
-from banana_tests.families.family_list import family_of
+from banana_tests.families.family_list import FAMILIES, family_of
 from banana_tests.reports.sourced import OtherOutcome, Read, Sourced
 from banana_tests.verdicts.matrix import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
 
-LEGACY_PREFIXES = {
-    "test_detects_degradation[": CaseKind.DELTA,
-    "test_trend_detects_degradation[": CaseKind.TREND,
-    "test_detects_control_degradation[": CaseKind.CONTROL,
-}
-"""Schema 1: the shipped test functions, whose names told their cases apart."""
+LEGACY_DELTA_PREFIX = "test_detects_degradation["
+"""Schema 1: the shipped Δ test, whose name told its cases apart (each family knows its own)."""
 LEGACY_DELTA = frozenset({Field.METRIC, Field.SEED_IMAGE, Field.STEP, Field.REFERENCE_STEP})
 """Schema 1: a Δ case on `banana_case` under another test function's name recorded all of these."""
 RUN_PROPERTIES = frozenset({"variant", "dataset", "versions", "libraries", "device", "command"})
@@ -82,34 +78,19 @@ def testcase_items(
 
 
 def legacy_record(name: str, props: dict[str, str]) -> CaseRecord | None:
-    """A testcase as record schema 1 told its cases apart: a trend by its
-    `kind` property, a control case by its test's name (it recorded no properties), a Δ case by
-    its test's name or, on `banana_case` in a user's test, by the properties it always recorded."""
-    if props.get("kind") == CaseKind.TREND.value:
-        return CaseRecord.of(CaseKind.TREND, props) if family_of(CaseKind.TREND) else None
-    kind = next((k for prefix, k in LEGACY_PREFIXES.items() if name.startswith(prefix)), None)
-    if kind is CaseKind.CONTROL:
+    """A testcase as record schema 1 told its cases apart: a family's case as the family says
+    (`schema1_fields`), a Δ case by its test's name or, on `banana_case` in a user's test, by the
+    properties it always recorded."""
+    for family in FAMILIES:
         try:
-            return _legacy_control(name[name.index("[") + 1 : -1])
+            fields = family.schema1_fields(name, props)
         except ValueError as exc:
             raise RecordError(str(exc)) from exc
-    if "kind" in props or not (kind is CaseKind.DELTA or props.keys() >= LEGACY_DELTA):
+        if fields is not None:
+            return CaseRecord.of(family.kind, fields)
+    if "kind" in props or not (name.startswith(LEGACY_DELTA_PREFIX) or props.keys() >= LEGACY_DELTA):
         return None
     return CaseRecord.of(CaseKind.DELTA, props)
-
-
-def _legacy_control(test_id: str) -> CaseRecord | None:
-    """A control case of schema 1 by its id, `<metric>-<distortion>`: distortion names hold no
-    '-', so the last '-' splits (metric names may hold one); None without the control family."""
-    family = family_of(CaseKind.CONTROL)
-    metric, sep, distortion = test_id.rpartition("-")
-    if not sep or not metric or not distortion:
-        raise ValueError(f"not a control case id: {test_id!r}")
-    return (
-        None
-        if family is None
-        else CaseRecord(family.key({Field.METRIC: metric, Field.DISTORTION: distortion}))
-    )
 
 
 def _properties(node: ET.Element) -> dict[str, str]:

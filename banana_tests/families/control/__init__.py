@@ -12,6 +12,8 @@ from banana_tests.families.family import AddOption, NoSettings, OptionValue
 from banana_tests.trajectories.case_plans import CasePlan
 
 PARAMS = ("control_metric", "distortion")
+SCHEMA1_PREFIX = "test_detects_control_degradation["
+"""Its test's name, by which record schema 1 told its cases apart."""
 """The parameter names `test_control` parametrizes its cases with."""
 
 
@@ -77,6 +79,16 @@ class ControlFamily:
         if isinstance(metric, str) and isinstance(distortion, str):
             return ControlKey(metric, distortion)
         return None
+
+    def schema1_fields(self, name: str, props: Mapping[str, str]) -> Mapping[str, str] | None:
+        """Schema 1 recorded no property on a control case: its id, `<metric>-<distortion>`, is
+        all there is. Distortion names hold no '-', so the last '-' splits (metric names may)."""
+        if not name.startswith(SCHEMA1_PREFIX):
+            return None
+        metric, sep, distortion = name[len(SCHEMA1_PREFIX) : -1].rpartition("-")
+        if not sep or not metric or not distortion:
+            raise ValueError(f"not a control case id: {name[len(SCHEMA1_PREFIX) : -1]!r}")
+        return {Field.METRIC: metric, Field.DISTORTION: distortion}
 
     def check(self, props: Mapping[str, str]) -> None:
         """Its record holds no figure."""

@@ -120,6 +120,10 @@ class SearchFamily:
     def check(self, props: Mapping[str, str]) -> None:
         """Its numbers are checked as the record is read."""
 
+    def schema1_fields(self, name: str, props: Mapping[str, str]) -> Mapping[str, str] | None:
+        """Its cases came after record schema 1."""
+        return None
+
 
 FAMILY = SearchFamily()
 

@@ -118,6 +118,10 @@ class TrendFamily:
         if Field.TREND_SERIES in props:
             series_of(props)
 
+    def schema1_fields(self, name: str, props: Mapping[str, str]) -> Mapping[str, str] | None:
+        """Schema 1 wrote a trend case's properties under `kind=trend`, this schema's names."""
+        return props if props.get("kind") == self.kind.value else None
+
 
 FAMILY = TrendFamily()
 
