@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -71,6 +72,82 @@ def test_cases_without_a_verdict_are_left_out() -> None:
         for s, outcome in zip("ab", [Outcome.SKIPPED, Outcome.ERROR], strict=True)
     ]
     assert saturations(Matrix.of(skipped)) == []
+
+
+def test_half_is_not_more_than_half() -> None:
+    """SHARE: only more than half of the images tied, or at an end, saturate a metric, and only
+    what saturates it is named."""
+    half_tied = [cell("a", 5, 50.0, 40.0), cell("b", 5, 60.0, 40.0)]  # 2 of 4 images score 40
+    half_at_ends = [cell("a", 5, 100.0, 30.0), cell("b", 5, 70.0, 0.0)]  # 2 of 4 at an end
+    assert saturations(Matrix.of(half_tied)) == saturations(Matrix.of(half_at_ends)) == []
+    zero = [cell("a", 5, 100.0, 100.0, Outcome.FAILED), cell("b", 5, 60.0, 40.0)]  # both, and a Δ of 0
+    (found,) = saturations(Matrix.of(zero))
+    assert found.message().startswith("m's scores saturate: 1 of its 2 Δ are exactly 0. Its Δ cases")
+
+
+def test_every_way_a_metric_saturates_is_named_in_its_one_line() -> None:
+    clipped = [cell("a", 5, 100.0, 100.0, Outcome.FAILED), cell("b", 5, 100.0, 100.0, Outcome.FAILED)]
+    (found,) = saturations(Matrix.of([*clipped, cell("c", 5, 100.0, 30.0)]))
+    assert found.message() == (
+        "m's scores saturate: 83% of its 6 scored images share one score (100 normalised); "
+        "83% sit at an end of its score_range (normalised exactly 0 or 100); 2 of its 3 Δ are "
+        "exactly 0. Its Δ cases cannot tell those images apart; see docs/metrics.md, "
+        "'Choosing score_range'"
+    )
+
+
+@pytest.mark.parametrize(("reference_step", "steps"), [(1, (5, 10)), (0, (1, 5)), (1, (0, 5))])
+def test_each_seed_image_run_and_step_is_one_image(reference_step: int, steps: tuple[int, int]) -> None:
+    """Run-mean cells (three runs' scores each) and --aggregate=per-run cells (one run's each)
+    count the same images: each (seed image, run, step) once, the reference step's too."""
+
+    def score(seed: int, run: int, step: int) -> float:
+        return 20.0 + 10.0 * seed + 3.0 * run + step / 4  # distinct, none at an end, exact in binary
+
+    def runs(seed: int, step: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        references = tuple(score(seed, run, reference_step) for run in range(3))
+        if (seed, step) == (0, steps[0]):  # the run Δs -1, 0, +1: a run mean of exactly 0 (and a tie)
+            return references, tuple(r + run - 1 for run, r in enumerate(references))
+        return references, tuple(score(seed, run, step) for run in range(3))
+
+    def scored(key: CaseKey, references: tuple[float, ...], degraded: tuple[float, ...]) -> Cell:
+        delta = (sum(degraded) - sum(references)) / len(references)
+        outcome = Outcome.PASSED if delta < 0 else Outcome.FAILED
+        return Cell(
+            key,
+            outcome,
+            delta,
+            reference_step=reference_step,
+            runs=len(references),
+            run_norm_references=references,
+            run_norm_steps=degraded,
+        )
+
+    means, per_run = [], []
+    for seed, name in enumerate("ab"):
+        for step in steps:
+            refs, degraded = runs(seed, step)
+            key = CaseKey("m", name, step)
+            means.append(scored(key, refs, degraded))
+            per_run += [scored(dataclasses.replace(key, run=k), (refs[k],), (degraded[k],)) for k in range(3)]
+    (mean,) = saturations(Matrix.of(means))
+    (each,) = saturations(Matrix.of(per_run))
+    assert (mean.images, mean.tied, mean.zero_deltas, mean.deltas) == (18, 2, 1, 4)
+    assert (each.images, each.tied, each.zero_deltas, each.deltas) == (18, 2, 1, 12)
+
+
+def test_cases_without_per_run_scores_count_as_delta_but_not_as_images() -> None:
+    no_runs = [
+        Cell(CaseKey("m", "a", 5, run=0), Outcome.PASSED, -3.0, reference_step=1),  # --aggregate=per-run
+        Cell(CaseKey("m", "b", 5), Outcome.PASSED, -2.0, reference_step=1),
+    ]
+    assert saturations(Matrix.of(no_runs)) == []
+    failed_before_its_delta = Cell(CaseKey("m", "c", 5), Outcome.FAILED, reference_step=1)
+    zero = cell("d", 5, 60.0, 30.0)
+    zero = dataclasses.replace(zero, delta=0.0, outcome=Outcome.FAILED)
+    (found,) = saturations(Matrix.of([*no_runs, failed_before_its_delta, zero]))
+    assert (found.images, found.deltas) == (2, 3)
+    assert found.message().startswith("m's scores saturate: 1 of its 3 Δ are exactly 0.")
 
 
 @pytest.mark.slow

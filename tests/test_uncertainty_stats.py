@@ -35,6 +35,7 @@ def test_spread_figures() -> None:
     assert s.noisy
     assert not spread([-5.0, -4.0, -6.0]).noisy
     assert spread([1.0]).stdev == 0.0
+    assert spread([-1.0, 1.0]).stdev == math.sqrt(2)  # two runs already spread (the page's run Δ sd)
 
 
 @pytest.mark.parametrize(("runs", "confidence"), [(1, 0.0), (3, 0.75), (4, 0.875), (5, 0.9375)])

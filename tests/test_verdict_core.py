@@ -3,7 +3,9 @@ mutants tests/mutation.py makes: every branch, boundary and string a verdict dep
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import math
 import statistics
 from collections import Counter
@@ -622,3 +624,29 @@ def test_a_cells_strict_verdict_is_typed() -> None:
     assert Cell(KEY, Outcome.PASSED, -1.0, strict=StrictOutcome.UNRESOLVED).strict is StrictOutcome.UNRESOLVED
     with pytest.raises(TypeError, match="a cell's strict verdict is a StrictOutcome, not 'unresolved'"):
         Cell(KEY, Outcome.PASSED, -1.0, strict="unresolved")  # type: ignore[arg-type]
+
+
+def test_strict_and_unchanged_records_reach_matrix_csv_as_their_outcomes() -> None:
+    """A JUnit record's `strict` figure in the words docs/reports.md lists, and an unchanged
+    step's PSNR, become the outcomes matrix.csv's readers filter on."""
+    from banana_tests.reports.tables import matrix_csv
+
+    def record(seed: str, **figures: str) -> Cell:
+        props = {"metric": "piqe", "seed_image": seed, "step": "5", "delta": "-0.5", **figures}
+        return CaseRecord.of(CaseKind.DELTA, props).cell(Outcome.PASSED).as_verdict()
+
+    matrix = Matrix.of(
+        [
+            record("a", strict="detected"),
+            record("b", strict="missed"),  # its run mean, -0.5, would pass
+            record("c", strict="unresolved"),
+            record("d", psnr="inf inf"),  # no run's step changed
+        ]
+    )
+    rows = csv.DictReader(io.StringIO(matrix_csv(matrix)))
+    assert {r["seed_image"]: r["outcome"] for r in rows} == {
+        "a": "passed",
+        "b": "failed",
+        "c": "unresolved",
+        "d": "invalid",
+    }
