@@ -32,8 +32,6 @@ def test_spread_figures() -> None:
     assert s.mean == pytest.approx(2 / 3)
     assert s.stdev == pytest.approx(math.sqrt(((-3 - 2 / 3) ** 2 + (4 - 2 / 3) ** 2 + (1 - 2 / 3) ** 2) / 2))
     assert s.interval == (-3.0, 4.0)
-    assert s.noisy
-    assert not spread([-5.0, -4.0, -6.0]).noisy
     assert spread([1.0]).stdev == 0.0
     assert spread([-1.0, 1.0]).stdev == math.sqrt(2)  # two runs already spread (the page's run Δ sd)
 

@@ -42,10 +42,6 @@ class RunSpread:
             raise ValueError(f"non-finite Δ among the runs: {self.deltas}")
 
     @property
-    def runs(self) -> int:
-        return len(self.deltas)
-
-    @property
     def mean(self) -> float:
         return math.fsum(self.deltas) / len(self.deltas)
 
@@ -71,11 +67,6 @@ class RunSpread:
         if low >= 0:
             return StrictOutcome.MISSED
         return StrictOutcome.UNRESOLVED
-
-    @property
-    def noisy(self) -> bool:
-        """The run mean is smaller than the run-to-run spread: the sign is not a finding."""
-        return abs(self.mean) < self.stdev
 
 
 def spread(deltas: Sequence[float]) -> RunSpread:
