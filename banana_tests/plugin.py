@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, CaseKey, FamilyKey
-from banana_tests.core.suite_options import SNAPSHOT_DIR_INI, add_namespaced, suite_options
+from banana_tests.core.suite_options import add_namespaced, suite_options
 from banana_tests.public_fixtures import METRICS_FIXTURE, TRAJECTORIES_FIXTURE
 
 # the public fixtures are registered by being here
@@ -34,11 +34,10 @@ from banana_tests.session.ownership import (
     spaced_path_options,
 )
 from banana_tests.session.run_state import adopt
-from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 
 if TYPE_CHECKING:  # the rest of the suite is imported once a run is the suite's
     from banana_tests.core.suite import SuiteState
-    from banana_tests.families.family import Family
+    from banana_tests.families.family import RecordFamily
     from banana_tests.verdicts.verdict import Verdict
 
 __all__ = [  # the hooks: pytest finds them by name; the public fixtures are registered above
@@ -59,7 +58,7 @@ __all__ = [  # the hooks: pytest finds them by name; the public fixtures are reg
 
 # Tests that need the data set read at collection (and the families' own `params`), and those that
 # need only the machine prepared.
-SUITE_PARAMS = frozenset({CASE_FIXTURE, SNAPSHOT_PARAM})
+SUITE_PARAMS = frozenset({CASE_FIXTURE})
 DATA_FIXTURES = frozenset({TRAJECTORIES_FIXTURE})
 SCORING_FIXTURES = frozenset({METRIC_FIXTURE, METRICS_FIXTURE})
 # A test that requests any of these makes the run the suite's.
@@ -69,11 +68,13 @@ USAGE_ERROR = pytest.StashKey[str]()  # why a run adopted at collection cannot b
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Every option as `--banana-*`: a name no other plugin or conftest uses."""
+    """Every option as `--banana-*`: a name no other plugin or conftest uses; the families' ini keys."""
+    from banana_tests.families.family_list import FAMILIES
+
     add_namespaced(parser.getgroup("banana-tests", "banana-tests").addoption, suite_options())
-    parser.addini(
-        SNAPSHOT_DIR_INI, "where an installed suite writes score snapshots (default: banana_snapshots)"
-    )
+    for family in FAMILIES:
+        for key, help_text in family.ini.items():
+            parser.addini(key, help_text)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -199,20 +200,20 @@ def planned_keys(config: pytest.Config, state: SuiteState) -> list[CaseKey | Fam
     family's cases on them. Only the set is read (no metric's extras, weights or device are
     checked); none when it cannot be planned: the workers say why."""
     from banana_tests.core.suite import UsageError
-    from banana_tests.families.family_list import FAMILIES
+    from banana_tests.families.family_list import RECORD_FAMILIES
 
     try:
         state.planning.collect()
     except UsageError:
         return []
     keys: list[CaseKey | FamilyKey] = [p.key for p in state.planning.plans.values()]
-    for family in FAMILIES:
+    for family in RECORD_FAMILIES:
         if _chosen(config, family):
             keys += family.cases(state.planning.run_means())
     return keys
 
 
-def _chosen(config: pytest.Config, family: Family) -> bool:
+def _chosen(config: pytest.Config, family: RecordFamily) -> bool:
     """Whether this run collects the family's cases: always without an option, else when given."""
     return family.option is None or config.getoption(family.option, None) not in (None, False)
 
@@ -249,10 +250,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> Generator[None, None, No
 def _parametrize_family(metafunc: pytest.Metafunc, state: SuiteState) -> None:
     """A family's test on its own parameter (the trend's `banana_trend`), a case per key the family
     plans on the selection (banana_tests.families.family.Family.cases); none without its option."""
-    from banana_tests.families.family_list import FAMILIES
+    from banana_tests.families.family_list import RECORD_FAMILIES
     from banana_tests.session.case_fixtures import parametrize_cases
 
-    for family in FAMILIES:
+    for family in RECORD_FAMILIES:
         if family.fixture is not None and family.fixture in metafunc.fixturenames:
             state.try_collect()
             keys = family.cases(state.planning.run_means()) if _chosen(metafunc.config, family) else []
@@ -297,7 +298,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
 def pytest_collection_split(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Late in collection: other metrics' snapshot cases are deselected, then `--shard`'s part
+    """Late in collection: the families' plugins deselect the tests no part of the run (other
+    metrics' snapshot cases), then `--shard`'s part
     of the run is kept and the run's plan noted (banana_tests.session.collection). Late
     hooks run in the order their plugins were registered: this module's comes after pytest's
     `-k` and syrupy's, and before pytest-split's, whose plugin is registered at configure, and
@@ -309,13 +311,13 @@ def pytest_collection_split(config: pytest.Config, items: list[pytest.Item]) -> 
     if state is None:
         return
     from banana_tests.core.suite import selection_units
-    from banana_tests.session.collection import ShardSelection
-    from banana_tests.session.run_state import SHARDS, SNAPSHOTS
-    from banana_tests.session.snapshot_selection import SnapshotSelection
+    from banana_tests.session.collection import ShardSelection, family_plugins
+    from banana_tests.session.run_state import SHARDS
 
-    snapshots, shards = (config.pluginmanager.get_plugin(name) for name in (SNAPSHOTS, SHARDS))
-    assert isinstance(snapshots, SnapshotSelection) and isinstance(shards, ShardSelection)
-    snapshots.select(config, items)
+    for plugin in family_plugins(config):
+        plugin.select(config, items)
+    shards = config.pluginmanager.get_plugin(SHARDS)
+    assert isinstance(shards, ShardSelection)
     shards.split(config, items, selection_units(state))
 
 

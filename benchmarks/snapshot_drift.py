@@ -6,7 +6,7 @@ each scoring every image of the embedded set with every metric through the suite
 Each condition is compared with the reference run (no variable set, the suite's batches) and
 the reference with the shipped snapshots. The drift recorded on another machine (issue 25)
 is added as its own row. The last table sets the worst drift beside the snapshot tolerance of
-`banana_tests.session.snapshots`: the run exits 1 when a tolerance is not above it (headroom < 1).
+`banana_tests.families.snapshot.snapshots`: the run exits 1 when a tolerance is not above it (headroom < 1).
 
     nice -n 10 python benchmarks/snapshot_drift.py [--metrics piqe,niqe] [--conditions ref,omp1]
 
@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 METRICS = ("brisque", "niqe", "piqe", "laplacian_variance", "noise_sigma")
-SNAPSHOTS = Path(__file__).resolve().parents[1] / "banana_tests" / "__snapshots__" / "test_snapshots"
+SNAPSHOTS = (
+    Path(__file__).resolve().parents[1]
+    / "banana_tests"
+    / "families"
+    / "snapshot"
+    / "__snapshots__"
+    / "test_snapshots"
+)
 # pyiqa 0.1.16 on another 2-core machine, the image's sha256 matching (issue 25): the same value
 # with 1 or 2 threads, alone or batched, and ATEN_CPU_CAPABILITY=default/avx2/avx512.
 RECORDED_ELSEWHERE = {"piqe": {"replicate/rocket/run1/step1": (13.981, 14.14456844)}}
@@ -69,9 +76,9 @@ def child(condition: Condition, metrics: Sequence[str]) -> dict[str, Any]:
     import torch
     from banana_tests.data import EMBEDDED
 
+    from banana_tests.families.snapshot.snapshots import score_id
     from banana_tests.scoring.batching import batches
     from banana_tests.scoring.metric_calls import load_metric
-    from banana_tests.session.snapshots import score_id
     from banana_tests.trajectories.imagefolder import read_imagefolder
     from banana_tests.trajectories.images import ImageStore
     from metrics_under_test import pyiqa_backend
@@ -201,7 +208,7 @@ def main() -> int:
         print(json.dumps(child(by_name[args.child], metrics)))
         return 0
 
-    from banana_tests.session.snapshots import tolerance
+    from banana_tests.families.snapshot.snapshots import tolerance
     from metrics_under_test.registry import resolve
 
     wanted = [by_name[n.strip()] for n in args.conditions.split(",") if n.strip()] or list(CONDITIONS)

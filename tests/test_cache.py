@@ -380,7 +380,8 @@ def test_a_damaged_file_is_set_aside_and_rebuilt(tmp_path: Path, damage) -> None
 
 
 SNAPSHOT_MODULE = (
-    "from banana_tests.test_snapshots import pytest_generate_tests, test_scores_match_snapshot"
+    "from banana_tests.families.snapshot.test_snapshots import "
+    "pytest_generate_tests, test_scores_match_snapshot"
     "  # noqa: F401\n"
 )
 

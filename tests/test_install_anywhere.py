@@ -60,8 +60,11 @@ def test_the_wheel_carries_the_data_the_suite_reads(tmp_path: Path) -> None:
         "metrics_under_test/pyiqa_catalog.json",
         "metrics_under_test/measured_costs.json",  # `metrics`, `plan` and `-n auto` read it
     } <= names
-    shipped = ROOT / "banana_tests/__snapshots__/test_snapshots"
-    assert {f"banana_tests/__snapshots__/test_snapshots/{p.name}" for p in shipped.glob("*.json")} <= names
+    shipped = ROOT / "banana_tests/families/snapshot/__snapshots__/test_snapshots"
+    assert {
+        f"banana_tests/families/snapshot/__snapshots__/test_snapshots/{p.name}"
+        for p in shipped.glob("*.json")
+    } <= names
     embedded = sum(p.stat().st_size for p in (ROOT / "fixtures/emulated").rglob("*") if p.is_file())
     assert embedded <= 25e6  # the embedded set's budget (issue 18)
     weights = sum(p.stat().st_size for p in (ROOT / "banana_tests/editors/taef2").glob("*.pth"))

@@ -36,7 +36,10 @@ SUITE = "banana_tests/test_degradation.py::test_detects_degradation"
             "banana_tests/families/control/test_control.py::test_detects_control_degradation[brisque-jpeg]",
             Group("brisque"),
         ),
-        ("banana_tests/test_snapshots.py::test_scores_match_snapshot[brisque]", Group("brisque")),
+        (
+            "banana_tests/families/snapshot/test_snapshots.py::test_scores_match_snapshot[brisque]",
+            Group("brisque"),
+        ),
         ("test_own.py::test_scores[brisque-5]", Group("brisque")),  # a test on banana_metric
         ("test_own.py::test_scores[brisque-step5]", Group("brisque")),  # no seed image in it
         ("test_own.py::test_other[niqe-astronaut-step5]", None),  # a metric not selected

@@ -46,7 +46,8 @@ def test_the_default_metrics_without_their_files_print_hints_that_run(suite: pyt
 
 
 SNAPSHOT_MODULE = (
-    "from banana_tests.test_snapshots import pytest_generate_tests, test_scores_match_snapshot"
+    "from banana_tests.families.snapshot.test_snapshots import "
+    "pytest_generate_tests, test_scores_match_snapshot"
     "  # noqa: F401\n"
 )
 

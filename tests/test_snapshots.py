@@ -17,11 +17,19 @@ from tests.conftest import suite_folder
 
 pytest.importorskip("syrupy")
 
-SHIPPED = Path(__file__).resolve().parents[1] / "banana_tests" / "__snapshots__" / "test_snapshots"
+SHIPPED = (
+    Path(__file__).resolve().parents[1]
+    / "banana_tests"
+    / "families"
+    / "snapshot"
+    / "__snapshots__"
+    / "test_snapshots"
+)
 ROCKET = "replicate/rocket/run1/step1"
 
 MODULE = (
-    "from banana_tests.test_snapshots import pytest_generate_tests, test_scores_match_snapshot"
+    "from banana_tests.families.snapshot.test_snapshots import "
+    "pytest_generate_tests, test_scores_match_snapshot"
     "  # noqa: F401\n"
 )
 
@@ -33,7 +41,7 @@ def snapped(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 
 def label(pytester: pytest.Pytester, folder: str) -> str:
     """The snapshot label of the set in `folder` of the pytester run (its rootdir)."""
-    from banana_tests.session.snapshots import dataset_label
+    from banana_tests.families.snapshot.snapshots import dataset_label
 
     found = dataset_label(str(pytester.path / folder), False, pytester.path)
     assert found is not None and found.startswith(f"{folder}-")
@@ -140,7 +148,7 @@ def test_the_shipped_piqe_snapshot_passes_with_the_drift_recorded_on_another_mac
     """Issue 25: another 2-core machine scored replicate/rocket/run1/step1 0.16357 above the
     shipped snapshot (14.14456844 against 13.981 on the set of then: one PIQE block flipped), and
     the gate failed there. The same drift on today's shipped value must pass."""
-    from banana_tests.session.snapshots import Rerecord, ScoreSnapshotExtension, drift, tolerance
+    from banana_tests.families.snapshot.snapshots import Rerecord, ScoreSnapshotExtension, drift, tolerance
     from metrics_under_test.registry import lookup
 
     shipped = SHIPPED / "test_scores_match_snapshot[piqe].json"
@@ -182,7 +190,7 @@ def test_the_shipped_piqe_snapshot_passes_on_mkls_other_code_path(tmp_path: Path
 
 
 def test_each_metric_has_its_measured_tolerance_and_a_custom_one_declares_its_own() -> None:
-    from banana_tests.session.snapshots import DEFAULT_POINTS, MACHINE_POINTS, tolerance
+    from banana_tests.families.snapshot.snapshots import DEFAULT_POINTS, MACHINE_POINTS, tolerance
     from metrics_under_test.registry import lookup
     from metrics_under_test.spec import Backend, MetricSpec
 
@@ -195,7 +203,7 @@ def test_each_metric_has_its_measured_tolerance_and_a_custom_one_declares_its_ow
 
 
 def test_a_new_and_a_vanished_score_rank_before_the_largest_move() -> None:
-    from banana_tests.session.snapshots import drift
+    from banana_tests.families.snapshot.snapshots import drift
 
     moved = drift({"a": 1.0, "b": 1.0, "c": 1.0}, {"a": 3.0, "b": 1.5, "d": 2.0}, 0.0)
     assert [d.score for d in moved] == ["c", "d", "a", "b"]
@@ -333,9 +341,9 @@ def test_another_data_set_keeps_its_snapshots_apart(snapped: pytest.Pytester) ->
 def test_an_installed_suite_reads_shipped_snapshots_and_writes_the_users(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from banana_tests.session import snapshots
+    from banana_tests.families.snapshot import snapshots
 
-    module = tmp_path / "site-packages" / "banana_tests" / "test_snapshots.py"
+    module = tmp_path / "site-packages" / "banana_tests" / "families" / "snapshot" / "test_snapshots.py"
     shipped = module.parent / "__snapshots__" / "test_snapshots"
     shipped.mkdir(parents=True)
     (shipped / "t[brisque].json").write_text("{}")

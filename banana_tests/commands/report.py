@@ -9,7 +9,7 @@ from pathlib import Path
 from banana_tests.core.machine import SUITE, local_path, package_versions
 from banana_tests.counts import decimal_number_type
 from banana_tests.families.family import Report
-from banana_tests.families.family_list import FAMILIES, section_of
+from banana_tests.families.family_list import RECORD_FAMILIES, section_of
 from banana_tests.reports.embedded_images import input_folders
 from banana_tests.reports.junit import MAX_INPUT_MB, JUnitError, Reading, read_junit
 from banana_tests.reports.merge_checks import INCOMPLETE_EXIT, MIXED_EXIT, Ledger, disagreements
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         matrix, title = reading.matrix, "banana-tests failure matrix"
         failing_others = reading.failing_others()
         inputs = input_folders(args.junit)
-        for family in FAMILIES:
+        for family in RECORD_FAMILIES:
             cases = reading.family_cases.get(family.kind)
             if cases:
                 families.append(section_of(family).report(cases, inputs))

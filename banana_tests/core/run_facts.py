@@ -84,7 +84,6 @@ def selection_facts(state: SuiteState) -> list[tuple[str, str]]:
         ("strict_runs", str(settings.strict_runs).lower()),
         *(fact for chosen in settings.families.values() for fact in chosen.facts()),
         ("max_pixels", str(settings.max_pixels)),
-        ("snapshot_rtol", repr(settings.snapshot_rtol)),
     ]
 
 

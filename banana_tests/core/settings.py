@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from banana_tests.cases import CaseKind
 from banana_tests.core.machine import DeviceChoice, parse_device, refuse_url
 from banana_tests.core.suite_options import DEFAULT_STEPS, dest_of, suite_options
 from banana_tests.counts import MAX_SECONDS, decimal_number, whole_number
 from banana_tests.data import EMBEDDED
-from banana_tests.families.family import FamilySettings
+from banana_tests.families.family import FamilySettings, Place
 from banana_tests.families.family_list import FAMILIES
 from banana_tests.scheduler.sharding import Shard, parse_shard
 from banana_tests.scoring.metric_calls import DEFAULT_LOAD_LIMIT, Limit
@@ -33,8 +32,6 @@ from banana_tests.trajectories.selection import Selection, parse_where
 from banana_tests.trajectories.sources import DatasetFormat, SourceOptions, default_cache_dir
 from metrics_under_test.registry import MetricRequest, metric_requests
 from metrics_under_test.weights import mirror_from_env
-
-DEFAULT_SNAPSHOT_DIR = "banana_snapshots"
 
 
 class Aggregate(enum.StrEnum):
@@ -58,8 +55,6 @@ class Settings:
     baseline: Path | None
     strict_baseline: bool
     strict_runs: bool  # a cell's verdict from the sign of its whole run range (verdicts.gaps)
-    snapshot_dir: Path  # where an installed suite writes the user's score snapshots
-    snapshot_rtol: float
     heartbeat: float | None  # seconds between "still scoring" lines of a long batch; None: never
     batch_timeout: float | None  # seconds a batch may take; None: no limit
     load_limit: Limit  # how long a metric's import, construction and probe may take
@@ -69,7 +64,7 @@ class Settings:
     command: str  # the run's command line, as the report's Run table shows it
     artifacts: tuple[Artifact, ...] = ()  # --artifact: the trial sets to build and test; (): none
     # each registered family's own settings, read by its package (banana_tests.families.family)
-    families: Mapping[CaseKind, FamilySettings] = field(default_factory=dict)
+    families: Mapping[str, FamilySettings] = field(default_factory=dict)
 
     @property
     def per_run(self) -> bool:
@@ -85,13 +80,14 @@ class Settings:
         value: Callable[[str], Any],
         rootdir: Path,
         invocation_dir: Path,
-        snapshot_ini: str = "",
+        ini: Mapping[str, str] | None = None,
         args: Sequence[str] = (),
         case_timeout: float | None = None,
     ) -> Settings:
         """From each option's value by its short name (`value("dataset-cache")`); ValueError
         naming the option for one that can never be satisfied. `case_timeout`: pytest-timeout's
-        `--timeout`, the load limit when `--load-timeout` is not given."""
+        `--timeout`, the load limit when `--load-timeout` is not given; `ini`: pytest's values of
+        the families' ini keys."""
         metrics = metric_requests(value("metric"))
         if not metrics:
             raise ValueError(f"--metric {value('metric')!r} names no metric")
@@ -106,22 +102,22 @@ class Settings:
                 f"--steps={steps_text(value('steps'))} includes the reference step {reference}: "
                 "its Δ is 0 by definition, which can never pass"
             )
-        families = {family.kind: family.read_settings(value) for family in FAMILIES}
+        place = Place(rootdir, ini or {})
+        families = {family.name: family.read_settings(value, place) for family in FAMILIES}
         heartbeat = decimal_number(
             "--heartbeat", value("heartbeat"), 0, MAX_SECONDS, "a number of seconds (0: never)"
         )
         batch_timeout = seconds_of("--batch-timeout", value("batch-timeout"))
         load_limit = load_limit_of(seconds_of("--load-timeout", value("load-timeout")), case_timeout)
-        # math.isclose refuses a negative rtol mid-run, and nan matches nothing
-        rtol = decimal_number("--snapshot-rtol", value("snapshot-rtol"), 0, 1)
         refuse_url(
             "--cache-dir",
             value("cache-dir"),
             "the score cache is one local SQLite file (SQLite's WAL is unsafe on network filesystems: "
             "keep one cache per machine and merge them, docs/speed.md)",
         )
-        for option in ("dataset-cache", "weights-dir", "baseline", "snapshot-dir"):
-            refuse_url(f"--{option}", value(option))
+        for option in suite_options():
+            if option.local_path:
+                refuse_url(option.short, value(option.name))
         dataset = None if value("dataset") is None else str(value("dataset"))
         refuse_url("--dataset", dataset, "give a local folder or files, or hf:<repo_id> for the hub")
         image_cache, mirror, baseline = value("dataset-cache"), value("weights-dir"), value("baseline")
@@ -162,8 +158,6 @@ class Settings:
             baseline=Path(baseline) if baseline else None,
             strict_baseline=value("strict-baseline"),
             strict_runs=value("strict-runs"),
-            snapshot_dir=rootdir / (value("snapshot-dir") or snapshot_ini or DEFAULT_SNAPSHOT_DIR),
-            snapshot_rtol=rtol,
             heartbeat=heartbeat or None,
             batch_timeout=batch_timeout,
             load_limit=load_limit,

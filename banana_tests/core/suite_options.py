@@ -22,7 +22,8 @@ from metrics_under_test.registry import DEFAULT_METRICS, option_text
 DEFAULT_METRIC_OPTION = option_text(DEFAULT_METRICS)
 DEFAULT_STEPS = "5,10,20"
 PREFIX = "--banana-"
-SNAPSHOT_DIR_INI = "banana_snapshot_dir"
+LOCAL_PATHS = ("DIR", "FILE")
+"""The metavars of options that take a local path (no URL)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,11 @@ class SuiteOption:
     def long(self) -> str:
         """The spelling that always works in pytest: `--banana-metric`."""
         return PREFIX + self.name
+
+    @property
+    def local_path(self) -> bool:
+        """It takes a local file or folder (`LOCAL_PATHS`)."""
+        return self.attrs.get("metavar") in LOCAL_PATHS
 
     @property
     def dest(self) -> str:
@@ -252,7 +258,7 @@ def add_weights_option(addoption: AddOption) -> None:
 
 
 def add_gate_options(addoption: AddOption) -> None:
-    """How a run is gated in CI: against a failure baseline and against score snapshots."""
+    """How a run is gated in CI: against a failure baseline, and how its verdicts are read."""
     addoption(
         "--baseline",
         default=None,
@@ -272,18 +278,4 @@ def add_gate_options(addoption: AddOption) -> None:
         default=False,
         help="a cell fails only when every run's Δ is ≥ 0 and passes only when every run's is < 0; "
         "a cell whose runs disagree in sign is UNRESOLVED (default: the run mean's sign decides)",
-    )
-    addoption(
-        "--snapshot-dir",
-        default=None,
-        metavar="DIR",
-        help="where an installed suite writes score snapshots, relative to the rootdir (default: "
-        "ini banana_snapshot_dir, else banana_snapshots); the shipped ones are only read",
-    )
-    addoption(
-        "--snapshot-rtol",
-        default="1e-3",
-        metavar="RTOL",
-        help="relative tolerance of score snapshots, from 0 to 1 (default: 1e-3); scores within the metric's "
-        "measured machine drift (0.1 to 0.6 normalised points; docs/snapshots.md) match too",
     )

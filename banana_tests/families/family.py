@@ -1,5 +1,7 @@
-"""What the rest of the suite knows of a test family: the one protocol a family's descriptor
-(its package's `FAMILY`) speaks, and the parts of a run's outputs it adds (`Section`).
+"""What the rest of the suite knows of a test family: the protocol a family's descriptor (its
+package's `FAMILY`) speaks (`Family`, and `RecordFamily` for one whose cases write a case record),
+what it may register in a pytest run (`SessionPlugin`) and the parts of a run's outputs it adds
+(`Section`).
 
 Deleting a family's folder and its line in banana_tests.families.family_list leaves everything else
 working: its test module is gone, its records are no case of this version (skipped by the
@@ -9,7 +11,7 @@ readers), its baseline entries are skipped, and the terminal and the report drop
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -42,13 +44,109 @@ class RunSettings(Protocol):
     """The part of a run's settings a family reads its own from (banana_tests.core.settings)."""
 
     @property
-    def families(self) -> Mapping[CaseKind, FamilySettings]: ...
+    def families(self) -> Mapping[str, FamilySettings]: ...
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a run's settings are read: the rootdir its relative paths start from, and its ini
+    values (pytest's ini file; none outside pytest)."""
+
+    rootdir: Path
+    ini: Mapping[str, str] = field(default_factory=dict)
 
 
 @runtime_checkable
 class Family(Protocol):
-    """A family as the core sees it: its record's kind and fields, how its key is read back, which
-    test module holds its cases and which option collects it, and where its report section is."""
+    """What every family speaks: its name, which test module holds its cases and which option
+    collects it, its options and settings, the facts merged runs must share, and the pytest
+    plugin it adds to a suite run, if any."""
+
+    @property
+    def name(self) -> str:
+        """Its name, by which a run's settings hold its own (`RunSettings.families`)."""
+        ...
+
+    @property
+    def module(self) -> Path:
+        """Its test module, collected only when `option` is given (always without one)."""
+        ...
+
+    @property
+    def option(self) -> str | None:
+        """The pytest dest of the option that collects its module (`banana_trend`); None: every
+        run collects it."""
+        ...
+
+    @property
+    def params(self) -> frozenset[str]:
+        """The parameters its test parametrizes itself with: a run collecting one reads the data
+        set first, as for a Δ case, so a bad `--dataset` is one usage error."""
+        ...
+
+    @property
+    def shard_facts(self) -> Mapping[str, str]:
+        """Its settings' facts (`FamilySettings.facts`) that `--shard` runs must share, each with
+        the option it comes from, as `report` names it when they differ."""
+        ...
+
+    @property
+    def run_facts(self) -> Mapping[str, str]:
+        """Its settings' facts that every merged run must share (its verdict rules), each with
+        its option."""
+        ...
+
+    @property
+    def ini(self) -> Mapping[str, str]:
+        """The pytest ini keys it reads (`Place.ini`), each with its help."""
+        ...
+
+    @property
+    def plugin(self) -> str | None:
+        """The module whose `plugin(metrics, config)` builds what it registers in a suite run's
+        pytest (a `SessionPlugin`); None: it adds nothing."""
+        ...
+
+    def add_options(self, addoption: AddOption) -> None:
+        """Register its options, by their short spelling, as the core registers its own: the
+        plugin adds them under `--banana-`, the CLI and the api read them alike."""
+        ...
+
+    def read_settings(self, value: OptionValue, place: Place) -> FamilySettings:
+        """Its settings from its options' values; a ValueError naming the option for a value no
+        run can satisfy."""
+        ...
+
+
+@runtime_checkable
+class SessionPlugin(Protocol):
+    """What a family registers in a suite run's pytest (its own hooks beside), as the session
+    calls it: the tests it deselects late in collection, before `--shard` deals the rest, and
+    its lines at the end of the terminal summary. Items and the config are pytest's."""
+
+    def metric_of(self, item: Any) -> str | None:
+        """The metric one of its tests is on (its unit of work, its faults' metric); None for
+        another test."""
+        ...
+
+    def extra(self, item: Any) -> bool:
+        """A collected test that is no part of this run (deselected by `select`), which the
+        run's plan does not count."""
+        ...
+
+    def select(self, config: Any, items: list[Any]) -> None:
+        """Deselect the `extra` tests among `items` (in place)."""
+        ...
+
+    def summary(self) -> list[tuple[str, bool]]:
+        """Its terminal summary lines, each with whether it is a warning (yellow)."""
+        ...
+
+
+@runtime_checkable
+class RecordFamily(Family, Protocol):
+    """A family whose cases write a case record (banana_tests.verdicts.record) as the core sees
+    it: its record's kind and fields, how its key is read back, and where its report section is."""
 
     @property
     def kind(self) -> CaseKind:
@@ -71,17 +169,6 @@ class Family(Protocol):
         ...
 
     @property
-    def module(self) -> Path:
-        """Its test module, collected only when `option` is given (always without one)."""
-        ...
-
-    @property
-    def option(self) -> str | None:
-        """The pytest dest of the option that collects its module (`banana_trend`); None: every
-        run collects it."""
-        ...
-
-    @property
     def named_at_collection(self) -> bool:
         """Its record's identity is its key's alone, so it is recorded at collection and a case
         that errors in setup still names itself; else its fixture records it."""
@@ -96,28 +183,6 @@ class Family(Protocol):
     def fixture(self) -> str | None:
         """The indirect parameter the plugin parametrizes its test with, a case per key of `cases`;
         None when its test parametrizes itself."""
-        ...
-
-    @property
-    def params(self) -> frozenset[str]:
-        """The parameters its test parametrizes itself with: a run collecting one reads the data
-        set first, as for a Δ case, so a bad `--dataset` is one usage error."""
-        ...
-
-    @property
-    def shard_facts(self) -> Mapping[str, str]:
-        """Its settings' facts (`FamilySettings.facts`) that `--shard` runs must share, each with
-        the option it comes from, as `report` names it when they differ."""
-        ...
-
-    def add_options(self, addoption: AddOption) -> None:
-        """Register its options, by their short spelling, as the core registers its own: the
-        plugin adds them under `--banana-`, the CLI and the api read them alike."""
-        ...
-
-    def read_settings(self, value: OptionValue) -> FamilySettings:
-        """Its settings from its options' values; a ValueError naming the option for a value no
-        run can satisfy."""
         ...
 
     def cases(self, run_means: Sequence[CasePlan]) -> list[FamilyKey]:

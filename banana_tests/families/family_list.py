@@ -7,13 +7,14 @@ from __future__ import annotations
 import importlib
 
 from banana_tests.cases import CaseKind
-from banana_tests.families.family import Family, Section
+from banana_tests.families.family import Family, RecordFamily, Section
 
 PACKAGES = (
     "banana_tests.families.control",
     "banana_tests.families.search",
     "banana_tests.families.trend",
     "banana_tests.families.invariance",
+    "banana_tests.families.snapshot",
 )
 """Each family's package, whose `FAMILY` is its descriptor; in the order their sections are shown."""
 
@@ -25,14 +26,16 @@ def descriptor(package: str) -> Family:
 
 
 FAMILIES: tuple[Family, ...] = tuple(descriptor(package) for package in PACKAGES)
+RECORD_FAMILIES: tuple[RecordFamily, ...] = tuple(f for f in FAMILIES if isinstance(f, RecordFamily))
+"""The families whose cases write a case record, in the same order."""
 
 
-def family_of(kind: CaseKind) -> Family | None:
+def family_of(kind: CaseKind) -> RecordFamily | None:
     """The registered family of a record kind; None for a kind no family of this suite has."""
-    return next((f for f in FAMILIES if f.kind is kind), None)
+    return next((f for f in RECORD_FAMILIES if f.kind is kind), None)
 
 
-def section_of(family: Family) -> Section:
+def section_of(family: RecordFamily) -> Section:
     """A family's section, imported when an output shows it (the terminal summary, `report`): its
     module sits with the reports, above the record and the baseline, which never ask for it."""
     section = importlib.import_module(family.section).SECTION

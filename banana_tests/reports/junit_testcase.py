@@ -10,7 +10,7 @@ from pathlib import Path
 
 from banana_tests.cases import CaseKey, CaseKind, Field, strip_xdist_group
 from banana_tests.families.family import Case
-from banana_tests.families.family_list import FAMILIES, family_of
+from banana_tests.families.family_list import RECORD_FAMILIES, family_of
 from banana_tests.reports.sourced import OtherOutcome, Read, Sourced
 from banana_tests.verdicts.matrix import Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
@@ -81,7 +81,7 @@ def legacy_record(name: str, props: dict[str, str]) -> CaseRecord | None:
     """A testcase as record schema 1 told its cases apart: a family's case as the family says
     (`schema1_fields`), a Δ case by its test's name or, on `banana_case` in a user's test, by the
     properties it always recorded."""
-    for family in FAMILIES:
+    for family in RECORD_FAMILIES:
         try:
             fields = family.schema1_fields(name, props)
         except ValueError as exc:

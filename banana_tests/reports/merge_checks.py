@@ -6,8 +6,9 @@ run writes what decides its cases and their verdicts as testsuite properties (wr
 banana_tests.core.run_facts), and `banana-tests report` refuses files whose values
 differ (exit 3, naming each value's files) rather than merge a `--runs=2` shard into a full one:
 
-- every file: the verdict rules (EVERY_RUN), and the records of each seed image two files share
-  (SEED_RECORDS), so runs split by metric or by seed image still merge, as docs/reports.md says;
+- every file: the verdict rules (EVERY_RUN, with each family's `run_facts`), and the records of
+  each seed image two files share (SEED_RECORDS), so runs split by metric or by seed image still
+  merge, as docs/reports.md says;
 - `--shard` runs: also the whole selection (AMONG_SHARDS, with each family's `shard_facts`):
   each deals the same units.
 
@@ -54,7 +55,7 @@ EVERY_RUN = {
     "aggregate": "--aggregate",
     "strict_runs": "--strict-runs",
     "max_pixels": "--max-pixels",
-    "snapshot_rtol": "--snapshot-rtol",
+    **{name: option for family in FAMILIES for name, option in family.run_facts.items()},
 }
 AMONG_SHARDS = {
     RECORDS: "selected records",

@@ -8,20 +8,20 @@ refreshed. Δ cells, trend cases, control degradations and invariance checks are
 baseline written from a run makes that run pass. Errors (bad data) and snapshot drift are never
 expected: fix those.
 
-The split runs in the plugin's late collection hook (banana_tests.plugin.pytest_collection_split): after
-pytest's own `-k`/`-m` and the snapshot selection, and before a CI splitter's (pytest-split's
-group, whose plugin is registered after the plugin module) and `--lf`'s narrowing (cacheprovider's
-hook wraps every other). Which shard a test falls to does not depend on what was collected: the
-units dealt are the selection's (banana_tests.core.suite.selection_units), so `--lf` (which narrows
-even the collection itself) and `-k` leave each test in its shard. The tests this run leaves to
-other jobs, `--shard`'s or a splitter's, are recorded as split off (banana_tests.reports.merge_checks),
-so merged files show a case that no job ran; those `--lf` leaves out because they passed are not.
-The tests the run's own selection left out (`-k`, `-m`, `--deselect`, `--lf`) are recorded apart,
-as its narrowing: they are read off each collected file before `--lf` filters it, so a merge of
-reruns alone is known to be partial; a test file `--lf` does not collect at all is counted, and
-so is a suite module the run's test paths never reached (`--pyargs banana_tests.test_degradation`,
-`--ignore`): a run of part of the suite is partial like one narrowed by `-k`.
-"""
+The split runs in the plugin's late collection hook (banana_tests.plugin.pytest_collection_split):
+after pytest's own `-k`/`-m` and the families' deselection (other metrics' snapshots), and before a
+CI splitter's (pytest-split's group, whose plugin is registered after the plugin module) and
+`--lf`'s narrowing (cacheprovider's hook wraps every other). Which shard a test falls to does not
+depend on what was collected: the units dealt are the selection's
+(banana_tests.core.suite.selection_units), so `--lf` (which narrows even the collection itself) and
+`-k` leave each test in its shard. The tests this run leaves to other jobs, `--shard`'s or a
+splitter's, are recorded as split off (banana_tests.reports.merge_checks), so merged files show a
+case that no job ran; those `--lf` leaves out because they passed are not. The tests the run's own
+selection left out (`-k`, `-m`, `--deselect`, `--lf`) are recorded apart, as its narrowing: they are
+read off each collected file before `--lf` filters it, so a merge of reruns alone is known to be
+partial; a test file `--lf` does not collect at all is counted, and so is a suite module the run's
+test paths never reached (`--pyargs banana_tests.test_degradation`, `--ignore`): a run of part of
+the suite is partial like one narrowed by `-k`."""
 
 from __future__ import annotations
 
@@ -32,10 +32,10 @@ from pathlib import Path
 import pytest
 
 from banana_tests.cases import CASE_FIXTURE, METRIC_FIXTURE, CaseKey, junit_id
-from banana_tests.families.family_list import FAMILIES
+from banana_tests.families.family import SessionPlugin
+from banana_tests.families.family_list import FAMILIES, RECORD_FAMILIES
 from banana_tests.reports.merge_checks import Narrowing
 from banana_tests.scheduler.sharding import Group, Shard
-from banana_tests.session.snapshot_selection import PARAM
 from banana_tests.verdicts.baseline import BaselineError, Known, load_baseline
 
 
@@ -49,7 +49,17 @@ def item_key(item: pytest.Item) -> Known | None:
     if isinstance(key, CaseKey):
         return key
     fixtures = getattr(item, "fixturenames", ())
-    return next((k for f in FAMILIES if (k := f.item_key(params, fixtures)) is not None), None)
+    return next((k for f in RECORD_FAMILIES if (k := f.item_key(params, fixtures)) is not None), None)
+
+
+PLUGIN_PREFIX = "banana-tests-family-"
+"""A family's plugin is registered in a suite run as this prefix and the family's name."""
+
+
+def family_plugins(config: pytest.Config) -> list[SessionPlugin]:
+    """The plugins the registered families added to this run, in the families' order."""
+    found = (config.pluginmanager.get_plugin(PLUGIN_PREFIX + family.name) for family in FAMILIES)
+    return [plugin for plugin in found if isinstance(plugin, SessionPlugin)]
 
 
 VERDICT_FAILURES = (pytest.fail.Exception, AssertionError)
@@ -118,8 +128,10 @@ def unit_of(item: pytest.Item, metrics: tuple[str, ...]) -> Group | None:
         metric, seed_image = key.metric, key.unit_image
     else:
         callspec = getattr(item, "callspec", None)
-        params = callspec.params if callspec is not None else {}
-        metric, seed_image = params.get(METRIC_FIXTURE, params.get(PARAM)), None
+        metric = callspec.params.get(METRIC_FIXTURE) if callspec is not None else None
+        if metric is None:  # a family's test without a case record (a snapshot case)
+            metric = next(filter(None, (p.metric_of(item) for p in family_plugins(item.config))), None)
+        seed_image = None
     return Group(metric, seed_image) if isinstance(metric, str) and metric in metrics else None
 
 
@@ -196,19 +208,16 @@ class ShardSelection:
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, object, object]:
         """Every test a collector found, before `--lf` (whose wrapper is outside this one)
-        filters its file's tests; other metrics' score snapshots are no part of the run."""
+        filters its file's tests; the tests a family deselects as no part of the run (other
+        metrics' score snapshots) are not counted."""
         report = yield
         if isinstance(collector, pytest.File):
             self.plan.reached.add(collector.path.resolve())
+        plugins = family_plugins(collector.config)
         for found in getattr(report, "result", None) or ():
-            if isinstance(found, pytest.Item) and not self._other_snapshot(found):
+            if isinstance(found, pytest.Item) and not any(p.extra(found) for p in plugins):
                 self.plan.collected.append(found.nodeid)
         return report
-
-    def _other_snapshot(self, item: pytest.Item) -> bool:
-        callspec = getattr(item, "callspec", None)
-        metric = callspec.params.get(PARAM) if callspec is not None else None
-        return metric is not None and metric not in self.metrics
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         config = session.config

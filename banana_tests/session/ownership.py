@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from banana_tests.core.suite_options import PREFIX, SuiteOption
+from banana_tests.core.suite_options import PREFIX, SuiteOption, suite_options
 from banana_tests.families.family_list import FAMILIES
 from banana_tests.termination import Terminated
 
@@ -93,14 +93,7 @@ def adopted(config: pytest.Config) -> SuiteState | None:
 
 
 # Options whose value is a path: written `--opt /path`, pytest takes the path as a test path.
-PATH_OPTIONS = (
-    "--dataset",
-    "--dataset-cache",
-    "--weights-dir",
-    "--baseline",
-    "--cache-dir",
-    "--snapshot-dir",
-)
+PATH_OPTIONS = ("--dataset", *(option.short for option in suite_options() if option.local_path))
 ALIAS_GROUP = "banana-tests short spellings"
 FOREIGN_NAMESPACES = ("--snapshot-", "--hypothesis-", "--cov", "--randomly-", "--reruns")
 """Option prefixes other plugins own (syrupy, hypothesis, pytest-cov, pytest-randomly,

@@ -36,15 +36,13 @@ from banana_tests.core.machine import metric_libraries
 from banana_tests.core.run_facts import device_of, run_facts
 from banana_tests.core.suite import SuiteState
 from banana_tests.families.family import Case
-from banana_tests.families.family_list import FAMILIES, family_of, section_of
+from banana_tests.families.family_list import RECORD_FAMILIES, family_of, section_of
 from banana_tests.reports.matrix_sections import artifact_lines, separability_lines
 from banana_tests.reports.merge_checks import Narrowing
 from banana_tests.scheduler.metric_groups import group_of
 from banana_tests.scoring.returned_scores import environment_fault
-from banana_tests.session.collection import ShardSelection, is_empty_share, item_key
+from banana_tests.session.collection import ShardSelection, family_plugins, is_empty_share, item_key
 from banana_tests.session.scorer import HungOutcome, NoVerdict
-from banana_tests.session.snapshot_selection import NOT_RECORDED
-from banana_tests.session.snapshot_selection import PARAM as SNAPSHOT_PARAM
 from banana_tests.verdicts.matrix import Matrix, Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
 from banana_tests.verdicts.verdict import (
@@ -71,8 +69,8 @@ def no_verdict(item: pytest.Item, exc: BaseException) -> bool:
     """Whether what `item` raised leaves it without a verdict (see the makereport hook)."""
     if isinstance(exc, HungOutcome):
         return True
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    suite_case = item_key(item) is not None or SNAPSHOT_PARAM in params
+    mine = family_plugins(item.config)
+    suite_case = item_key(item) is not None or any(p.metric_of(item) is not None for p in mine)
     return suite_case and (isinstance(exc, NoVerdict) or environment_fault(exc))
 
 
@@ -101,8 +99,6 @@ class MatrixReporter:
         self.family_cases: dict[CaseKind, list[Case]] = {}  # each family's cases, for its section
         self.records = 0  # reports that carried a case record
         self.unreadable: list[str] = []  # "nodeid: why" of records that could not be read
-        self.other_snapshots = 0  # snapshot cases of metrics not selected, deselected at collection
-        self.unrecorded: list[str] = []  # snapshot cases skipped for want of a snapshot, with the command
         self.verdict_lines: list[str] = []  # failing verdicts, printed one line each
         # under --tb=long or --full-trace, their reports: printed with their tracebacks instead
         self.verdict_reports: list[pytest.TestReport] = []
@@ -198,16 +194,7 @@ class MatrixReporter:
 
         return config.stash.get(AUTO_NOTE, None)
 
-    def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        for item in items:
-            metric = getattr(getattr(item, "callspec", None), "params", {}).get(SNAPSHOT_PARAM)
-            self.other_snapshots += metric is not None and metric not in self.state.metrics
-
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.skipped and self.builds_matrix and isinstance(report.longrepr, tuple):
-            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
-            if reason.startswith(NOT_RECORDED):  # said once at the end: pytest lists skips only under -rs
-                self.unrecorded.append(f"{report.nodeid.rpartition('::')[2]}: {reason}")
         final = report.when == "call" or (report.when == "setup" and not report.passed)
         if not final or not self.builds_matrix or not report.user_properties:
             return
@@ -324,7 +311,7 @@ class MatrixReporter:
         for found in saturations(self.matrix):
             write(f"banana-tests: warning: {found.message()}", yellow=True)
             warn(found)
-        for family in FAMILIES:
+        for family in RECORD_FAMILIES:
             cases = self.family_cases.get(family.kind, [])
             section = section_of(family) if cases else None
             shown = section.terminal(cases) if section else []
@@ -346,18 +333,9 @@ class MatrixReporter:
             write(f"banana-tests: {len(self.unreadable)} case record(s) unreadable, left out of the matrix:")
             for line in self.unreadable:
                 write(f"  {line}")
-        if self.unrecorded:
-            write(
-                f"banana-tests: {len(self.unrecorded)} score snapshot(s) not recorded yet, skipped:",
-                yellow=True,
-            )
-            for line in self.unrecorded:
-                write(f"  {line}")
-        if self.other_snapshots:
-            write(
-                f"banana-tests: {self.other_snapshots} deselected = score-snapshot cases of metrics not "
-                "in --metric (their snapshots are kept, not run)"
-            )
+        for plugin in family_plugins(self.config):  # what the families' plugins say last
+            for line, warning in plugin.summary():
+                write(line, yellow=warning)
 
 
 WORKER_DEVICE = "banana_device"

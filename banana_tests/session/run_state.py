@@ -7,6 +7,7 @@ error becomes pytest's (one line, exit 4). A running test's lines reach the term
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,8 @@ from banana_tests.core.machine import Device, gpu_driver_loaded, no_cuda
 from banana_tests.core.metric_import import HUNG_IMPORTS, resolve_within
 from banana_tests.core.settings import Settings, check_writable
 from banana_tests.core.suite import LOADED_LIBRARIES, SuiteState, UsageError
-from banana_tests.core.suite_options import SNAPSHOT_DIR_INI, dest_of
+from banana_tests.core.suite_options import dest_of
+from banana_tests.families.family_list import FAMILIES
 from banana_tests.scoring.metric_calls import BatchWatch, Hung
 from banana_tests.session.ownership import STATE, WorkerStop, adopted
 from banana_tests.session.scorer import Scorer
@@ -32,7 +34,6 @@ WATCH = pytest.StashKey[BatchWatch]()  # the run's watch: its scoring thread imp
 SCORERS = pytest.StashKey[dict[str, Scorer]]()  # the public fixtures' Scorer of each selected metric
 SHARDS = "banana-tests-shards"
 """The name of the run's ShardSelection plugin, which holds its plan."""
-SNAPSHOTS = "banana-tests-snapshots"
 
 
 def settings_of(config: pytest.Config) -> Settings:
@@ -51,7 +52,7 @@ def settings_from_config(config: pytest.Config) -> Settings:
             lambda name: config.getoption(dest_of(name)),
             rootdir=config.rootpath,
             invocation_dir=config.invocation_params.dir,
-            snapshot_ini=str(config.getini(SNAPSHOT_DIR_INI) or ""),
+            ini={key: str(config.getini(key) or "") for family in FAMILIES for key in family.ini},
             args=config.invocation_params.args,
             case_timeout=pytest_timeout_seconds(config),
         )
@@ -137,15 +138,14 @@ def terminal_line(config: pytest.Config) -> Callable[[str], None]:
 
 
 def adopt(config: pytest.Config) -> SuiteState:
-    """Make this run the suite's (once): its state, the matrix reporter, the snapshot selection
-    and, with `--banana-baseline`, the baseline gate; SIGTERM stops the run. Options the suite
-    cannot use are a usage error."""
+    """Make this run the suite's (once): its state, the matrix reporter, the families' plugins
+    (banana_tests.families.family.SessionPlugin) and, with `--banana-baseline`, the baseline
+    gate; SIGTERM stops the run. Options the suite cannot use are a usage error."""
     state = adopted(config)
     if state is not None:
         return state
-    from banana_tests.session.collection import BaselineGate, ShardSelection
+    from banana_tests.session.collection import PLUGIN_PREFIX, BaselineGate, ShardSelection
     from banana_tests.session.reporter import MatrixReporter, install_miss_summary
-    from banana_tests.session.snapshot_selection import SnapshotSelection
     from banana_tests.termination import stop_on_sigterm
 
     state = suite_of(config)
@@ -154,7 +154,10 @@ def adopt(config: pytest.Config) -> SuiteState:
     shards = ShardSelection(state.settings.shard, tuple(state.metrics))
     plugins.register(MatrixReporter(state, config, shards), "banana-tests-matrix")
     install_miss_summary(config)
-    plugins.register(SnapshotSelection(state.metrics, config), SNAPSHOTS)
+    for family in FAMILIES:
+        if family.plugin is not None:
+            made = importlib.import_module(family.plugin).plugin(tuple(state.metrics), config)
+            plugins.register(made, PLUGIN_PREFIX + family.name)
     plugins.register(shards, SHARDS)
     if state.settings.baseline is not None:
         gate = BaselineGate(state.settings.baseline, state.settings.strict_baseline)

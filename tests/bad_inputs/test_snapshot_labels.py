@@ -1,6 +1,6 @@
 """Bad data-set names at the score snapshots (issue 56): a set's snapshots are its own. A set
 given as `.`, `..`, or by a path or hub id that ends in the same name as another's, gets a label
-of its own (banana_tests.session.snapshots.dataset_label), and no run over another set writes
+of its own (banana_tests.families.snapshot.snapshots.dataset_label), and no run over another set writes
 the embedded set's snapshots."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from banana_tests.data import EMBEDDED
 
-from banana_tests.session.snapshots import dataset_label, snapshot_folder
+from banana_tests.families.snapshot.snapshots import dataset_label, snapshot_folder
 from tests.conftest import offline, write_set
 
 NAME = "test_scores_match_snapshot[m].json"
@@ -76,7 +76,7 @@ def test_a_run_over_dot_inside_a_set_leaves_the_embedded_snapshot_alone(
     set's 96 recorded scores by the set's 4."""
     write_set(pytester.path, seeds=("alpha",), runs=(0,), steps=(1, 5, 10, 20))
     pytester.makepyfile(
-        test_suite="from banana_tests.test_snapshots import pytest_generate_tests, "
+        test_suite="from banana_tests.families.snapshot.test_snapshots import pytest_generate_tests, "
         "test_scores_match_snapshot  # noqa: F401\n"
     )
     offline(monkeypatch, pytester.path)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from banana_tests.cases import CaseKind, FamilyKey, Field
-from banana_tests.families.family import AddOption, NoSettings, OptionValue
+from banana_tests.families.family import AddOption, NoSettings, OptionValue, Place
 from banana_tests.trajectories.case_plans import CasePlan
 
 PARAMS = ("control_metric", "distortion")
@@ -51,6 +51,7 @@ class ControlFamily:
     run, a case per selected metric and distortion, named at collection."""
 
     kind = CaseKind.CONTROL
+    name = kind.value
     figures: frozenset[Field] = frozenset()  # its failure's line says what it measured
     numbers: tuple[Field, ...] = ()
     entry_fields = frozenset({"kind", "metric", "distortion"})
@@ -61,11 +62,14 @@ class ControlFamily:
     fixture = None  # the test parametrizes itself (PARAMS)
     params = frozenset(PARAMS)
     shard_facts: Mapping[str, str] = {}
+    run_facts: Mapping[str, str] = {}
+    ini: Mapping[str, str] = {}
+    plugin = None
 
     def add_options(self, addoption: AddOption) -> None:
         """It has none."""
 
-    def read_settings(self, value: OptionValue) -> NoSettings:
+    def read_settings(self, value: OptionValue, place: Place) -> NoSettings:
         return NoSettings()
 
     def cases(self, run_means: Sequence[CasePlan]) -> list[FamilyKey]:

@@ -14,7 +14,7 @@ from enum import Enum
 from pathlib import Path
 
 from banana_tests.cases import METRIC_FIXTURE, CaseKind, FamilyKey, Field
-from banana_tests.families.family import AddOption, NoSettings, OptionValue
+from banana_tests.families.family import AddOption, NoSettings, OptionValue, Place
 from banana_tests.trajectories.case_plans import CasePlan
 
 PARAM = "banana_invariance"
@@ -73,6 +73,7 @@ class InvarianceFamily:
     every run, a case per selected metric and check, named at collection."""
 
     kind = CaseKind.INVARIANCE
+    name = kind.value
     figures = frozenset({Field.CHANGE, Field.TOLERANCE, Field.SCORE_CACHED, Field.CROP_SIDE, Field.RAISED})
     numbers = (Field.CHANGE, Field.TOLERANCE)
     entry_fields = frozenset({"kind", "metric", "check"})
@@ -83,11 +84,14 @@ class InvarianceFamily:
     fixture = None  # the test parametrizes itself (PARAM) and `banana_metric`
     params: frozenset[str] = frozenset()  # its cases need the scorers, not the data set
     shard_facts: Mapping[str, str] = {}
+    run_facts: Mapping[str, str] = {}
+    ini: Mapping[str, str] = {}
+    plugin = None
 
     def add_options(self, addoption: AddOption) -> None:
         """It has none."""
 
-    def read_settings(self, value: OptionValue) -> NoSettings:
+    def read_settings(self, value: OptionValue, place: Place) -> NoSettings:
         return NoSettings()
 
     def cases(self, run_means: Sequence[CasePlan]) -> list[FamilyKey]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from banana_tests.cases import METRIC_FIXTURE, CaseKind, FamilyKey, Field
 from banana_tests.counts import whole_number
-from banana_tests.families.family import AddOption, OptionValue, RunSettings
+from banana_tests.families.family import AddOption, OptionValue, Place, RunSettings
 from banana_tests.trajectories.case_plans import CasePlan
 
 MAX_SEARCH = 100_000  # examples per metric of the worst-escape search: days of scoring already
@@ -66,7 +66,7 @@ class SearchSettings:
 
     @classmethod
     def of(cls, settings: RunSettings) -> SearchSettings:
-        found = settings.families.get(CaseKind.SEARCH)
+        found = settings.families.get(CaseKind.SEARCH.value)
         return found if isinstance(found, cls) else cls()
 
 
@@ -74,6 +74,7 @@ class SearchFamily:
     """The search family's descriptor (banana_tests.families.family.Family)."""
 
     kind = CaseKind.SEARCH
+    name = kind.value
     figures = frozenset(
         {Field.EXAMPLES, Field.ESCAPED, Field.SEARCH_SECONDS, Field.DEGRADATION, Field.CLEAN_PNG}
         | {Field.DEGRADED_PNG, Field.NORM_REFERENCE, Field.NORM_STEP, Field.PSNR, Field.SSIM}
@@ -88,6 +89,9 @@ class SearchFamily:
     fixture = None  # the search parametrizes `banana_metric`, as any test on it
     params: frozenset[str] = frozenset()
     shard_facts: Mapping[str, str] = {}
+    run_facts: Mapping[str, str] = {}
+    ini: Mapping[str, str] = {}
+    plugin = None
 
     def add_options(self, addoption: AddOption) -> None:
         addoption(
@@ -99,7 +103,7 @@ class SearchFamily:
             "default: off)",
         )
 
-    def read_settings(self, value: OptionValue) -> SearchSettings:
+    def read_settings(self, value: OptionValue, place: Place) -> SearchSettings:
         given = value("search")
         if given is None:
             return SearchSettings()

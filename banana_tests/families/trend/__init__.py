@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from banana_tests.cases import CaseKind, FamilyKey, Field
-from banana_tests.families.family import AddOption, OptionValue, RunSettings
+from banana_tests.families.family import AddOption, OptionValue, Place, RunSettings
 from banana_tests.trajectories.case_plans import CasePlan
 from banana_tests.trajectories.records import DataError, check_index
 from banana_tests.verdicts.gaps import gap
@@ -72,7 +72,7 @@ class TrendSettings:
 
     @classmethod
     def of(cls, settings: RunSettings) -> TrendSettings:
-        found = settings.families.get(CaseKind.TREND)
+        found = settings.families.get(CaseKind.TREND.value)
         return found if isinstance(found, cls) else cls()
 
 
@@ -80,6 +80,7 @@ class TrendFamily:
     """The trend family's descriptor (banana_tests.families.family.Family)."""
 
     kind = CaseKind.TREND
+    name = kind.value
     figures = frozenset({Field.SPEARMAN, Field.FIRST_DETECTION_STEP, Field.TREND_STEPS, Field.TREND_SERIES})
     numbers: tuple[Field, ...] = ()
     entry_fields = frozenset({"kind", "metric", "seed_image"})
@@ -90,6 +91,9 @@ class TrendFamily:
     fixture = FIXTURE
     params: frozenset[str] = frozenset()  # its fixture's cases are planned on the data set
     shard_facts: Mapping[str, str] = {"trend": "--trend"}
+    run_facts: Mapping[str, str] = {}
+    ini: Mapping[str, str] = {}
+    plugin = None
 
     def add_options(self, addoption: AddOption) -> None:
         addoption(
@@ -99,7 +103,7 @@ class TrendFamily:
             help="also test, per metric and seed image, the Spearman trend over all steps selected",
         )
 
-    def read_settings(self, value: OptionValue) -> TrendSettings:
+    def read_settings(self, value: OptionValue, place: Place) -> TrendSettings:
         return TrendSettings(bool(value("trend")))
 
     def cases(self, run_means: Sequence[CasePlan]) -> list[FamilyKey]:

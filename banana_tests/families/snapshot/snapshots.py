@@ -1,4 +1,4 @@
-"""Score snapshots: a metric's raw scores on the data set, compared within a per-metric
+"""The snapshot family's comparison: a metric's raw scores on the data set, compared within a per-metric
 tolerance in normalised points (or `--banana-snapshot-rtol`, whichever is wider), so that they hold on
 any machine: how far each metric moves between machines is measured in docs/snapshots.md.
 
@@ -213,7 +213,7 @@ class ScoreSnapshotExtension(JSONSnapshotExtension):
     tolerance: ClassVar[Tolerance] = Tolerance(DEFAULT_POINTS, 0.0)
     narrowed: ClassVar[bool] = False
     folder: ClassVar[Path | None] = None
-    rerecord: ClassVar[Rerecord] = Rerecord(("banana_tests/test_snapshots.py",), (), "NAME")
+    rerecord: ClassVar[Rerecord] = Rerecord(("banana_tests/families/snapshot/test_snapshots.py",), (), "NAME")
     listed: ClassVar[int | None] = SHOWN
 
     @classmethod

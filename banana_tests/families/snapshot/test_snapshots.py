@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from banana_tests.session.ownership import STATE
-from banana_tests.session.scorer import Scorer, data_errors_in_one_line
-from banana_tests.session.snapshot_selection import NOT_RECORDED, PARAM, recorded_metrics
-from banana_tests.session.snapshots import (
+from banana_tests.families.snapshot import PARAM, SnapshotSettings
+from banana_tests.families.snapshot.snapshot_selection import NOT_RECORDED, recorded_metrics
+from banana_tests.families.snapshot.snapshots import (
     SHOWN,
     Rerecord,
     ScoreSnapshotExtension,
@@ -28,6 +27,8 @@ from banana_tests.session.snapshots import (
     snapshot_folder,
     tolerance,
 )
+from banana_tests.session.ownership import STATE
+from banana_tests.session.scorer import Scorer, data_errors_in_one_line
 from banana_tests.trajectories.selection import Trajectories
 from metrics_under_test.registry import selector
 
@@ -38,7 +39,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         state = metafunc.config.stash[STATE]
         selected = list(state.metrics)
         recorded = recorded_metrics(
-            state.settings.snapshot_dir, Path(metafunc.definition.path), metafunc.function.__name__
+            SnapshotSettings.of(state.settings).folder,
+            Path(metafunc.definition.path),
+            metafunc.function.__name__,
         )
         metrics = selected + [m for m in recorded if m not in selected]
         metafunc.parametrize(PARAM, metrics, ids=metrics)
@@ -65,13 +68,14 @@ def test_scores_match_snapshot(  # type: ignore[no-untyped-def]
     scorer = banana_metrics[snapshot_metric]
     name = f"{request.node.originalname}[{snapshot_metric}].json"
     label = dataset_label(state.planning.source.source, bool(state.settings.artifacts), config.rootpath)
-    folder = snapshot_folder(state.settings.snapshot_dir, request.node.path, label, name, updating)
+    chosen = SnapshotSettings.of(state.settings)
+    folder = snapshot_folder(chosen.folder, request.node.path, label, name, updating)
     module = request.node.path
     tests = ("--pyargs", "banana_tests") if installed(module) else (_relative(module, config),)
     rerecord = Rerecord(tests, run_options(config.invocation_params.args), selector(scorer.spec))
     verbose = config.get_verbosity(pytest.Config.VERBOSITY_ASSERTIONS) >= 2
     extension = ScoreSnapshotExtension.configured(
-        state.settings.snapshot_rtol,
+        chosen.rtol,
         tolerance(scorer.spec),
         bool(state.settings.narrowed),
         folder,
