@@ -27,15 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from banana_tests.families.snapshot import SHIPPED
+
 METRICS = ("brisque", "niqe", "piqe", "laplacian_variance", "noise_sigma")
-SNAPSHOTS = (
-    Path(__file__).resolve().parents[1]
-    / "banana_tests"
-    / "families"
-    / "snapshot"
-    / "__snapshots__"
-    / "test_snapshots"
-)
 # pyiqa 0.1.16 on another 2-core machine, the image's sha256 matching (issue 25): the same value
 # with 1 or 2 threads, alone or batched, and ATEN_CPU_CAPABILITY=default/avx2/avx512.
 RECORDED_ELSEWHERE = {"piqe": {"replicate/rocket/run1/step1": (13.981, 14.14456844)}}
@@ -146,7 +140,7 @@ def compare(before: dict[str, float], after: dict[str, float], span: float) -> M
 
 
 def shipped(metric: str) -> dict[str, float] | None:
-    path = SNAPSHOTS / f"test_scores_match_snapshot[{metric}].json"
+    path = SHIPPED / f"test_scores_match_snapshot[{metric}].json"
     return json.loads(path.read_text()) if path.is_file() else None
 
 

@@ -13,18 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from banana_tests.families.snapshot import SHIPPED
 from tests.conftest import suite_folder
 
 pytest.importorskip("syrupy")
 
-SHIPPED = (
-    Path(__file__).resolve().parents[1]
-    / "banana_tests"
-    / "families"
-    / "snapshot"
-    / "__snapshots__"
-    / "test_snapshots"
-)
 ROCKET = "replicate/rocket/run1/step1"
 
 MODULE = (

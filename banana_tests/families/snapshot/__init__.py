@@ -39,12 +39,17 @@ class SnapshotSettings:
         return found if isinstance(found, cls) else cls()
 
 
+MODULE = Path(__file__).resolve().with_name("test_snapshots.py")
+SHIPPED = MODULE.with_name("__snapshots__") / MODULE.stem
+"""The embedded set's shipped snapshots, beside the module as syrupy keeps them."""
+
+
 class SnapshotFamily:
     """The snapshot family's descriptor (banana_tests.families.family.Family): collected in every
     run, a case per selected or recorded metric."""
 
     name = NAME
-    module = Path(__file__).resolve().with_name("test_snapshots.py")
+    module = MODULE
     option = None
     params = frozenset({PARAM})
     shard_facts: Mapping[str, str] = {}
