@@ -51,7 +51,7 @@ class Field(StrEnum):
     RUNS = "runs"
     SCORE_CACHED = "score_cached"
     # each run's normalised scores (space-separated, in run order, 7 digits): each run's Δ, their
-    # spread and range (verdicts.gaps) and the AUC (reports.matrix_sections) follow from them
+    # spread and range (verdicts.gaps) and the AUC (families.degradation.matrix_sections) follow from them
     RUN_NORM_REFERENCES = "run_norm_references"
     RUN_NORM_STEPS = "run_norm_steps"
     STRICT = "strict"  # detected | missed | unresolved, under --banana-strict-runs

@@ -37,8 +37,8 @@ from banana_tests.session.run_state import adopt
 
 if TYPE_CHECKING:  # the rest of the suite is imported once a run is the suite's
     from banana_tests.core.suite import SuiteState
+    from banana_tests.families.degradation import Verdict
     from banana_tests.families.family import RecordFamily
-    from banana_tests.verdicts.verdict import Verdict
 
 __all__ = [  # the hooks: pytest finds them by name; the public fixtures are registered above
     "pytest_addoption",
@@ -56,9 +56,8 @@ __all__ = [  # the hooks: pytest finds them by name; the public fixtures are reg
     "pytest_xdist_make_scheduler",
 ]
 
-# Tests that need the data set read at collection (and the families' own `params`), and those that
-# need only the machine prepared.
-SUITE_PARAMS = frozenset({CASE_FIXTURE})
+# Tests that need the data set read at collection (besides those parametrized by a family's own
+# `params`), and those that need only the machine prepared.
 DATA_FIXTURES = frozenset({TRAJECTORIES_FIXTURE})
 SCORING_FIXTURES = frozenset({METRIC_FIXTURE, METRICS_FIXTURE})
 # A test that requests any of these makes the run the suite's.
@@ -283,7 +282,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     from banana_tests.families.family_list import FAMILIES
 
-    suite_params = SUITE_PARAMS.union(*(family.params for family in FAMILIES))
+    suite_params = frozenset[str]().union(*(family.params for family in FAMILIES))
     if any(
         suite_params & getattr(getattr(item, "callspec", None), "params", {}).keys()
         or DATA_FIXTURES & set(getattr(item, "fixturenames", ()))

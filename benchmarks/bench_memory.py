@@ -34,7 +34,13 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-SUITE = Path(__file__).resolve().parent.parent / "banana_tests" / "test_degradation.py"
+SUITE = (
+    Path(__file__).resolve().parent.parent
+    / "banana_tests"
+    / "families"
+    / "degradation"
+    / "test_degradation.py"
+)
 SETTINGS = (
     ("--steps=5,10,20", "--collect-only"),
     ("--steps=5,10,20",),

@@ -34,7 +34,7 @@ from pathlib import Path
 from bench_memory import generate
 
 ROOT = Path(__file__).resolve().parent.parent
-SUITE = ROOT / "banana_tests" / "test_degradation.py"
+SUITE = ROOT / "banana_tests" / "families" / "degradation" / "test_degradation.py"
 SUITE_ARGS = ("--steps=all", "--aggregate=per-run", "--no-cache", "-k", "test_detects_degradation")
 COMMON = ("-p", "no:cacheprovider", "-p", "no:xdist", "-q")
 CASES = 12 * 5 * 99

@@ -24,7 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = "brisque,niqe,piqe,laplacian_variance,noise_sigma"
-SUITE = "banana_tests/test_degradation.py"  # the failure matrix alone, not the other test modules
+# the failure matrix alone, not the other test modules
+SUITE = "banana_tests/families/degradation/test_degradation.py"
 # figure: (label, at most or at least, target ratio)
 TARGETS = {
     "bare": ("(a) cold suite / bare loop", "≤", 1.15),

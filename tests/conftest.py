@@ -82,7 +82,9 @@ def write_set(
 CASE_PROPERTIES = frozenset(
     {"metric", "seed_image", "step", "reference_step", "delta", "score_reference", "score_step", "runs"}
 )
-SUITE_MODULE = "from banana_tests.test_degradation import test_detects_degradation  # noqa: F401\n"
+SUITE_MODULE = (
+    "from banana_tests.families.degradation.test_degradation import test_detects_degradation  # noqa: F401\n"
+)
 
 
 def offline(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:

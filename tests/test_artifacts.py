@@ -194,7 +194,7 @@ def test_the_artifact_option_runs_the_trial_sets_and_reports_misses_by_artifact(
     cases (seed images `<seed>.<artifact>`) and prints the metric × artifact table; `banana-tests
     report` puts it in summary.md, report.html and a figure."""
     xml, images = tmp_path / "junit.xml", tmp_path / "images"
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "banana_tests.test_degradation",
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "banana_tests.families.degradation.test_degradation",
            "-p", "no:cacheprovider", "--banana-artifact=tint,scatter", "--metric=piqe",
            f"--dataset-cache={images}", "--no-cache",
            f"--junitxml={xml}", "-q"]  # fmt: skip

@@ -84,7 +84,12 @@ def test_the_suite_folder_without_metric_option_counts_as_a_suite_run(
     assert workers(pytester, monkeypatch, 2, str(SUITE_DIR)) == 2
     assert workers(pytester, monkeypatch, 2, str(SUITE_DIR.parent)) == 2
     assert (
-        workers(pytester, monkeypatch, 2, f"{SUITE_DIR / 'test_degradation.py'}::test_detects_degradation")
+        workers(
+            pytester,
+            monkeypatch,
+            2,
+            f"{SUITE_DIR / 'families' / 'degradation' / 'test_degradation.py'}::test_detects_degradation",
+        )
         == 2
     )
 

@@ -27,7 +27,9 @@ from banana_tests.trajectories.sources import SourceOptions, load
 from tests.conftest import noisy_image, write_set
 from tests.known_metrics import install_known_metrics
 
-SUITE = "from banana_tests.test_degradation import test_detects_degradation  # noqa: F401\n"
+SUITE = (
+    "from banana_tests.families.degradation.test_degradation import test_detects_degradation  # noqa: F401\n"
+)
 MAX_PIXELS = 20_000  # the clean 96x128 images have 12,288
 
 

@@ -54,7 +54,7 @@ def test_the_recipe_on_other_content_lands_near_the_papers_rates(tmp_path: Path)
     ]
     assert main(argv) == 0
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_HOME": str(tmp_path / "torch")}
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "banana_tests.test_degradation",
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "banana_tests.families.degradation.test_degradation",
            "-p", "no:cacheprovider", f"--dataset={out}", f"--metric={','.join(METRICS)}",
            f"--weights-dir={mirror}", "--no-cache", "-q"]  # fmt: skip
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)

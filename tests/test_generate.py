@@ -22,7 +22,7 @@ from PIL import Image
 from banana_tests.cli import main
 from banana_tests.editors.generation import Progress
 from banana_tests.trajectories.imagefolder import read_imagefolder
-from tests.conftest import held_lock, needs, noisy_image, parse_matrix
+from tests.conftest import SUITE_MODULE, held_lock, needs, noisy_image, parse_matrix
 from tests.gemini_stub import KEY, serve
 from tests.known_metrics import install_known_metrics
 
@@ -71,9 +71,7 @@ def test_generated_set_runs_through_the_suite(tmp_path: Path) -> None:
         [64, 48],
     )
     assert first["sha256"] == hashlib.sha256((data / first["file_name"]).read_bytes()).hexdigest()
-    (tmp_path / "test_suite.py").write_text(
-        "from banana_tests.test_degradation import test_detects_degradation  # noqa: F401\n"
-    )
+    (tmp_path / "test_suite.py").write_text(SUITE_MODULE)
     # The emulator adds fresh noise at every step (seeded: the same pixels every time), and
     # noise_level reads it: every case passes.
     metric = install_known_metrics(tmp_path) + ":noise_level"
@@ -472,9 +470,7 @@ def test_the_suite_leaves_out_records_not_for_iqa_unless_asked_for(tmp_path: Pat
         (data / row["file_name"]).write_bytes(source.read_bytes())
         lines.append(json.dumps(row))
     (data / "metadata.jsonl").write_text("\n".join(lines) + "\n")
-    (tmp_path / "test_suite.py").write_text(
-        "from banana_tests.test_degradation import test_detects_degradation  # noqa: F401\n"
-    )
+    (tmp_path / "test_suite.py").write_text(SUITE_MODULE)
     metric = install_known_metrics(tmp_path) + ":noise_level"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_HOME": str(tmp_path / "torch")}
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dataset=data", f"--metric={metric}",

@@ -37,6 +37,7 @@ STAGES = {
     # a family's descriptor, key and verdict sit with the verdicts, which read its records through
     # the registry; its section with the reports; its test module above every stage (TOP)
     "banana_tests.families": 3,
+    "banana_tests.families.degradation.matrix_sections": 4,
     "banana_tests.families.trend.trends": 4,
     "banana_tests.families.search.search_table": 4,
     "banana_tests.families.invariance.invariance_table": 4,

@@ -18,7 +18,7 @@ from banana_tests.scheduler.sharding import Group
 
 PROJECT = Path(__file__).resolve().parent.parent
 METRICS = ("brisque", "clip-iqa", "clip")
-SUITE = "banana_tests/test_degradation.py::test_detects_degradation"
+SUITE = "banana_tests/families/degradation/test_degradation.py::test_detects_degradation"
 
 
 @pytest.mark.parametrize(

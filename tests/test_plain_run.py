@@ -64,7 +64,7 @@ def test_a_plain_run_imports_no_lab_module(tmp_path: Path, workers: list[str]) -
     found = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in out.glob("*.json")}
     assert "controller" in found and (not workers or "gw0" in found), sorted(found)
     assert any(
-        name.startswith("banana_tests.test_degradation")
+        name.startswith("banana_tests.families.degradation.test_degradation")
         for name in found["controller" if not workers else "gw0"]
     )
     lab = {process: [m for m in names if in_lab(m)] for process, names in found.items()}

@@ -44,7 +44,15 @@ NOISE, REVERSED = "tests.known_metrics:noise_level", "tests.known_metrics:noise_
 def suite(dataset: Path, xml: Path, metric: str, *extra: str) -> Path:
     """Run the suite in a fresh process, as CI does, and return its JUnit XML. No score cache:
     each run scores for itself (and writes nothing into the working tree it starts in)."""
-    cmd = [sys.executable, "-m", "pytest", "banana_tests/test_degradation.py", "-q", "-p", "no:cacheprovider"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "banana_tests/families/degradation/test_degradation.py",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
     cmd += [f"--dataset={dataset}", f"--metric={metric}", f"--junitxml={xml}", "--no-cache", *extra]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(cmd, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=600)

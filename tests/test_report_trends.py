@@ -38,7 +38,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         sys.executable,
         "-m",
         "pytest",
-        "banana_tests/test_degradation.py",
+        "banana_tests/families/degradation/test_degradation.py",
         "banana_tests/families/trend/test_trend.py",
     ]
     cmd += [

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
 from banana_tests.cases import CaseKey
+from banana_tests.families.degradation.saturation import SHARE, saturations
 from banana_tests.verdicts.matrix import Cell, Matrix, Outcome
-from banana_tests.verdicts.verdict import SHARE, saturations
 from tests.conftest import suite_folder
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # A sharpness heuristic clipped to its range: 100 on the clean and slightly noisy images (steps 1
 # and 5 of tests.conftest.noisy_image), 0 on the noisier ones.
@@ -209,3 +212,17 @@ def test_a_control_tie_clipped_at_an_end_of_the_range_is_called_saturated(
     assert failure.get("message", "").startswith(
         "Failed: saturated: normalised 0.00 = 0.00, an end of its score_range\n"
     )
+
+
+def test_the_warning_filter_the_docs_give_names_the_warning() -> None:
+    """docs/metrics.md's `-W ignore::<class>` must name the class the run warns with: pytest ends a
+    run with a usage error on a filter whose class does not import."""
+    import importlib
+    import re
+
+    from banana_tests.families.degradation.saturation import BananaSaturationWarning
+
+    docs = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
+    [dotted] = set(re.findall(r"`([\w.]+\.BananaSaturationWarning)`", docs))
+    module, _, name = dotted.rpartition(".")
+    assert getattr(importlib.import_module(module), name) is BananaSaturationWarning

@@ -22,7 +22,7 @@ from banana_tests.editors import tiny_vae
 from banana_tests.editors.artifacts import FAMILIES, stable_rng
 from banana_tests.editors.base import EditorConfig, EditorError, EditRequest, create
 from banana_tests.editors.offline_editors import EmulatorParams
-from banana_tests.reports.matrix_sections import artifact_lines, artifact_markdown
+from banana_tests.families.degradation.matrix_sections import artifact_lines, artifact_markdown
 from banana_tests.trajectories.records import Artifact, parse_artifacts
 from banana_tests.verdicts.matrix import Cell, Matrix, Outcome
 

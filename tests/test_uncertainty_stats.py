@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from skimage.metrics import structural_similarity
 
-from banana_tests.reports.matrix_sections import auc, separability
+from banana_tests.families.degradation.matrix_sections import auc, separability
 from banana_tests.scoring.oracle import UNCHANGED_PSNR, _blur, change, psnr, ssim
 from banana_tests.verdicts.gaps import StrictOutcome, spread
 

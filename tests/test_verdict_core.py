@@ -19,6 +19,7 @@ from syrupy.assertion import SnapshotAssertion
 
 from banana_tests.cases import CaseKey, CaseKind
 from banana_tests.families.control import PARAMS, ControlKey
+from banana_tests.families.degradation import Verdict
 from banana_tests.families.trend import TrendKey, TrendTally
 from banana_tests.families.trend.trends import trend_series
 from banana_tests.reports.junit import (
@@ -34,7 +35,7 @@ from banana_tests.verdicts.baseline import BaselineError, dump_baseline, load_ba
 from banana_tests.verdicts.gaps import Gap, StrictOutcome, gap, run_mean
 from banana_tests.verdicts.matrix import Cell, Matrix, Outcome, OutcomeCounts
 from banana_tests.verdicts.record import CaseRecord, RecordError
-from banana_tests.verdicts.verdict import VERDICT_LINE, Verdict, fail_verdict
+from banana_tests.verdicts.verdict import VERDICT_LINE, fail_verdict
 from metrics_under_test.spec import Scale
 from tests.conftest import parse_matrix, write_set
 

@@ -81,7 +81,6 @@ def selection_facts(state: SuiteState) -> list[tuple[str, str]]:
         ("seed_selection", ",".join(sorted(selection.seed_images)) or "all"),
         ("where", ",".join(f"{k}={v}" for k, v in sorted(selection.where.items()))),
         ("aggregate", settings.aggregate.value),
-        ("strict_runs", str(settings.strict_runs).lower()),
         *(fact for chosen in settings.families.values() for fact in chosen.facts()),
         ("max_pixels", str(settings.max_pixels)),
     ]

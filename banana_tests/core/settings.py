@@ -54,7 +54,6 @@ class Settings:
     image_budget_mib: int
     baseline: Path | None
     strict_baseline: bool
-    strict_runs: bool  # a cell's verdict from the sign of its whole run range (verdicts.gaps)
     heartbeat: float | None  # seconds between "still scoring" lines of a long batch; None: never
     batch_timeout: float | None  # seconds a batch may take; None: no limit
     load_limit: Limit  # how long a metric's import, construction and probe may take
@@ -157,7 +156,6 @@ class Settings:
             image_budget_mib=image_budget,
             baseline=Path(baseline) if baseline else None,
             strict_baseline=value("strict-baseline"),
-            strict_runs=value("strict-runs"),
             heartbeat=heartbeat or None,
             batch_timeout=batch_timeout,
             load_limit=load_limit,

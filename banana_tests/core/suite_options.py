@@ -272,10 +272,3 @@ def add_gate_options(addoption: AddOption) -> None:
         default=False,
         help="with --baseline: a baseline cell that now passes fails the run (strict xfail)",
     )
-    addoption(
-        "--strict-runs",
-        action="store_true",
-        default=False,
-        help="a cell fails only when every run's Δ is ≥ 0 and passes only when every run's is < 0; "
-        "a cell whose runs disagree in sign is UNRESOLVED (default: the run mean's sign decides)",
-    )

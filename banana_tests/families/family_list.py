@@ -1,6 +1,7 @@
 """The test families of the suite, one line each: delete a family's folder and its line, and the
-suite runs without it (banana_tests.families.family). Named, as pytest names its own plugins,
-so the record and the baseline below the families' sections never import those."""
+suite runs without it (banana_tests.families.family); all but the Δ family, the frame the core
+builds on (banana_tests.families.degradation). Named, as pytest names its own plugins, so the
+record and the baseline below the families' sections never import those."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from banana_tests.cases import CaseKind
 from banana_tests.families.family import Family, RecordFamily, Section
 
 PACKAGES = (
+    "banana_tests.families.degradation",
     "banana_tests.families.control",
     "banana_tests.families.search",
     "banana_tests.families.trend",

@@ -53,7 +53,6 @@ EVERY_RUN = {
     "runs": "--runs",
     "where": "--where",
     "aggregate": "--aggregate",
-    "strict_runs": "--strict-runs",
     "max_pixels": "--max-pixels",
     **{name: option for family in FAMILIES for name, option in family.run_facts.items()},
 }

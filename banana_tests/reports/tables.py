@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from banana_tests.cases import CaseKey, sort_key
-from banana_tests.reports.matrix_sections import ORACLE, OracleCell, oracle_cells, oracle_counts
+from banana_tests.families.degradation.matrix_sections import ORACLE, OracleCell, oracle_cells, oracle_counts
 from banana_tests.table_text import Align, Writer, table
 from banana_tests.verdicts.matrix import VERDICTS, Cell, Matrix
 

@@ -9,13 +9,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from banana_tests.families.family import Page, Report
-from banana_tests.reports.matrix_sections import (
+from banana_tests.families.degradation.matrix_sections import (
     artifact_markdown,
     oracle_markdown,
     separabilities,
     separability_markdown,
 )
+from banana_tests.families.family import Page, Report
 from banana_tests.reports.page.html import html_chunks
 from banana_tests.reports.paper import MetricComparison
 from banana_tests.reports.tables import summary_markdown, write_csv

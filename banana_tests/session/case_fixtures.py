@@ -24,6 +24,7 @@ import pytest
 
 from banana_tests.cases import METRIC_FIXTURE, CaseKey, FamilyKey, Field
 from banana_tests.core.suite import SuiteState
+from banana_tests.families.degradation import DegradationSettings, Verdict
 from banana_tests.scoring import oracle
 from banana_tests.scoring.batching import group_records
 from banana_tests.session.run_state import scorer_of
@@ -32,7 +33,7 @@ from banana_tests.trajectories.records import DataError
 from banana_tests.verdicts.gaps import Gap
 from banana_tests.verdicts.matrix import Outcome
 from banana_tests.verdicts.record import CaseRecord, figure_properties
-from banana_tests.verdicts.verdict import Verdict, skip_as
+from banana_tests.verdicts.verdict import skip_as
 
 
 class Figures(Protocol):
@@ -81,7 +82,7 @@ def case_verdict(state: SuiteState, request: pytest.FixtureRequest, key: CaseKey
     pass or the metric's failure."""
     plan = state.planning.plans[key]
     scorer = scorer_of(request.config, state, key.metric)
-    strict = state.settings.strict_runs
+    strict = DegradationSettings.of(state.settings).strict_runs
     verdict = measured(
         request,
         CaseRecord(key, plan.reference_step),

@@ -20,8 +20,8 @@ case that no job ran; those `--lf` leaves out because they passed are not. The t
 selection left out (`-k`, `-m`, `--deselect`, `--lf`) are recorded apart, as its narrowing: they are
 read off each collected file before `--lf` filters it, so a merge of reruns alone is known to be
 partial; a test file `--lf` does not collect at all is counted, and so is a suite module the run's
-test paths never reached (`--pyargs banana_tests.test_degradation`, `--ignore`): a run of part of
-the suite is partial like one narrowed by `-k`."""
+test paths never reached (`--pyargs banana_tests.families.degradation.test_degradation`,
+`--ignore`): a run of part of the suite is partial like one narrowed by `-k`."""
 
 from __future__ import annotations
 

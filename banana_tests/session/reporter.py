@@ -35,9 +35,10 @@ from banana_tests.cases import CaseKey, CaseKind, junit_id
 from banana_tests.core.machine import metric_libraries
 from banana_tests.core.run_facts import device_of, run_facts
 from banana_tests.core.suite import SuiteState
+from banana_tests.families.degradation.matrix_sections import artifact_lines, separability_lines
+from banana_tests.families.degradation.saturation import saturations, warn
 from banana_tests.families.family import Case
 from banana_tests.families.family_list import RECORD_FAMILIES, family_of, section_of
-from banana_tests.reports.matrix_sections import artifact_lines, separability_lines
 from banana_tests.reports.merge_checks import Narrowing
 from banana_tests.scheduler.metric_groups import group_of
 from banana_tests.scoring.returned_scores import environment_fault
@@ -45,14 +46,7 @@ from banana_tests.session.collection import ShardSelection, family_plugins, is_e
 from banana_tests.session.scorer import HungOutcome, NoVerdict
 from banana_tests.verdicts.matrix import Matrix, Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
-from banana_tests.verdicts.verdict import (
-    CASE_OUTCOME,
-    UNRESOLVED,
-    VERDICT_LINE,
-    keeps_traceback,
-    saturations,
-    warn,
-)
+from banana_tests.verdicts.verdict import CASE_OUTCOME, UNRESOLVED, VERDICT_LINE, keeps_traceback
 
 Status = tuple[str, dict[str, bool]]  # a verbose word and its markup
 PYTEST_OUTCOMES = frozenset({"passed", "failed", "skipped"})  # a report's final outcomes

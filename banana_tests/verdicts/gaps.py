@@ -82,7 +82,7 @@ class Gap:
     norm_reference: float
     norm_step: float
     runs: int
-    # each run's normalised scores, in run order (the AUC pools them: reports.matrix_sections)
+    # each run's normalised scores, in run order (the AUC pools them: families.degradation.matrix_sections)
     run_norm_references: tuple[float, ...] = ()
     run_norm_steps: tuple[float, ...] = ()
 

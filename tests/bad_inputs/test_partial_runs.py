@@ -22,7 +22,7 @@ from tests.test_shards import PROJECT, TARGETS, cases_in, report, suite_property
 
 pytestmark = pytest.mark.slow  # each test runs pytest in a child process: the slow tier
 
-DEGRADATION = "banana_tests/test_degradation.py"
+DEGRADATION = "banana_tests/families/degradation/test_degradation.py"
 INVARIANCE_CASE = (
     "banana_tests/families/invariance/test_invariance.py::test_score_is_invariant[noise_level-resize]"
 )
@@ -56,8 +56,8 @@ def whole(data: Path) -> Path:
 def test_a_run_of_one_test_file_merged_alone_is_partial(
     data: Path, whole: Path, tmp_path: Path, workers: tuple[str, ...]
 ) -> None:
-    """`pytest banana_tests/test_degradation.py` leaves the control, invariance and snapshot
-    modules out without any option: alone it is partial (exit 3), never "complete"."""
+    """`pytest banana_tests/families/degradation/test_degradation.py` leaves the control, invariance
+    and snapshot modules out without any option: alone it is partial (exit 3), never "complete"."""
     part = run_suite(data, tmp_path / "part.xml", DEGRADATION, *workers)
     ran = cases_in(part)
     assert ran and sorted(ran) == sorted(suite_property(part, PLANNED))  # every planned case ran

@@ -12,9 +12,9 @@ from banana_tests.families.family import AddOption, NoSettings, OptionValue, Pla
 from banana_tests.trajectories.case_plans import CasePlan
 
 PARAMS = ("control_metric", "distortion")
+"""The parameter names `test_control` parametrizes its cases with."""
 SCHEMA1_PREFIX = "test_detects_control_degradation["
 """Its test's name, by which record schema 1 told its cases apart."""
-"""The parameter names `test_control` parametrizes its cases with."""
 
 
 @dataclass(frozen=True, order=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from banana_tests.cases import sort_key
-from banana_tests.reports.matrix_sections import Separability
+from banana_tests.families.degradation.matrix_sections import Separability
 from banana_tests.reports.tables import row_label
 from banana_tests.verdicts.matrix import VERDICTS, Cell, Matrix, Outcome
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from banana_tests.reports.matrix_sections import ORACLE, OracleCell, oracle_cells
+from banana_tests.families.degradation.matrix_sections import ORACLE, OracleCell, oracle_cells
 from banana_tests.reports.page.figure_style import (
     ERROR,
     FRAME,
@@ -263,7 +263,7 @@ def failure_counts(matrix: Matrix, stem: Path) -> list[Path]:
 def artifact_figure(matrix: Matrix, stem: Path) -> list[Path]:
     """Miss rate per artifact (rows) and metric (columns) of a run over the trial sets; none
     without trial cells."""
-    from banana_tests.reports.matrix_sections import miss_rates
+    from banana_tests.families.degradation.matrix_sections import miss_rates
 
     artifacts, metrics, rates = miss_rates(matrix)
     if not artifacts:

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from html import escape
 from pathlib import Path
 
+from banana_tests.families.degradation.matrix_sections import artifact_html
 from banana_tests.families.family import Page
-from banana_tests.reports.matrix_sections import artifact_html
 from banana_tests.reports.page.markup import Html, figure, table, table_chunks
 from banana_tests.reports.page.sections import (
     CASE_HEADERS,

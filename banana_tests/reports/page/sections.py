@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from html import escape
 from pathlib import Path
 
-from banana_tests.reports.matrix_sections import (
+from banana_tests.families.degradation.matrix_sections import (
     ORACLE,
     invalid_trials,
     oracle_cells,

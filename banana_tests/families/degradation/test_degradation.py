@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from banana_tests.verdicts.verdict import Verdict, fail_verdict
+from banana_tests.families.degradation import Verdict
+from banana_tests.verdicts.verdict import fail_verdict
 
 
 def test_detects_degradation(banana_case: Verdict, request: pytest.FixtureRequest) -> None:
