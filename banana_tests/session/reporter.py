@@ -46,7 +46,7 @@ from banana_tests.session.collection import ShardSelection, family_plugins, is_e
 from banana_tests.session.scorer import HungOutcome, NoVerdict
 from banana_tests.verdicts.matrix import Matrix, Outcome
 from banana_tests.verdicts.record import CaseRecord, RecordError
-from banana_tests.verdicts.verdict import CASE_OUTCOME, UNRESOLVED, VERDICT_LINE, keeps_traceback
+from banana_tests.verdicts.verdict import CASE_OUTCOME, VERDICT_LINE, keeps_traceback
 
 Status = tuple[str, dict[str, bool]]  # a verbose word and its markup
 PYTEST_OUTCOMES = frozenset({"passed", "failed", "skipped"})  # a report's final outcomes
@@ -178,7 +178,7 @@ class MatrixReporter:
             return MISSED, "F", ("MISSED", {"red": True})
         own = getattr(report, CASE_OUTCOME, None) if report.skipped else None
         if own == Outcome.UNRESOLVED:
-            return UNRESOLVED, "U", ("UNRESOLVED", {"yellow": True})
+            return Outcome.UNRESOLVED.value, "U", ("UNRESOLVED", {"yellow": True})
         if own == Outcome.INVALID:
             return INVALID, "I", ("NOT A VALID TRIAL", {"yellow": True})
         return None

@@ -34,9 +34,6 @@ def fail_verdict(message: str, summary: str, config: pytest.Config) -> NoReturn:
     raise failure
 
 
-UNRESOLVED = "unresolved"
-"""How an unresolved cell's skip reason starts, for people reading it."""
-
 CASE_OUTCOME = "banana_outcome"
 """The attribute that carries one of the suite's own outcomes (unresolved, not a valid trial) on a
 case's skip exception and then on its test report, where it travels under xdist: the terminal

@@ -18,7 +18,7 @@ from pathlib import Path
 from banana_tests.cases import CASE_FIXTURE, CaseKey, Field
 from banana_tests.families.family import AddOption, OptionValue, Place, RunSettings
 from banana_tests.verdicts.gaps import Gap, StrictOutcome
-from banana_tests.verdicts.verdict import UNRESOLVED
+from banana_tests.verdicts.matrix import Outcome
 
 NAME = "degradation"
 
@@ -102,8 +102,8 @@ class Verdict:
     def unresolved_reason(self) -> str:
         k = self.key
         return (
-            f"{UNRESOLVED}: {k.metric} on {k.seed_image} at step {k.step}: the runs disagree in sign "
-            f"({self.runs_text()}), so the run range straddles 0"
+            f"{Outcome.UNRESOLVED.value}: {k.metric} on {k.seed_image} at step {k.step}: "
+            f"the runs disagree in sign ({self.runs_text()}), so the run range straddles 0"
         )
 
     def message(self) -> str:
