@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from banana_tests.families.degradation import FAMILY as DEGRADATION
 from banana_tests.plugin import pytest_xdist_auto_num_workers as auto_workers
 from banana_tests.scheduler import worker_count
 from banana_tests.session.ownership import SUITE_DIR
@@ -83,15 +84,7 @@ def test_the_suite_folder_without_metric_option_counts_as_a_suite_run(
 ) -> None:
     assert workers(pytester, monkeypatch, 2, str(SUITE_DIR)) == 2
     assert workers(pytester, monkeypatch, 2, str(SUITE_DIR.parent)) == 2
-    assert (
-        workers(
-            pytester,
-            monkeypatch,
-            2,
-            f"{SUITE_DIR / 'families' / 'degradation' / 'test_degradation.py'}::test_detects_degradation",
-        )
-        == 2
-    )
+    assert workers(pytester, monkeypatch, 2, f"{DEGRADATION.module}::test_detects_degradation") == 2
 
 
 def test_another_projects_run_keeps_xdists_count(

@@ -24,12 +24,10 @@ from banana_tests.trajectories.case_plans import plan_cases, with_problems
 from banana_tests.trajectories.records import DataWarning
 from banana_tests.trajectories.selection import Selection
 from banana_tests.trajectories.sources import SourceOptions, load
+from tests.conftest import SUITE_MODULE as SUITE
 from tests.conftest import noisy_image, write_set
 from tests.known_metrics import install_known_metrics
 
-SUITE = (
-    "from banana_tests.families.degradation.test_degradation import test_detects_degradation  # noqa: F401\n"
-)
 MAX_PIXELS = 20_000  # the clean 96x128 images have 12,288
 
 

@@ -53,9 +53,8 @@ class Cell:
     message: str = ""
     strict: StrictOutcome | None = None  # when the run judged by run range (--banana-strict-runs)
     valid_trial: bool = True  # False: no run's step measurably changed (scoring.oracle)
-    run_norm_references: tuple[
-        float, ...
-    ] = ()  # each run's normalised scores (families.degradation.matrix_sections)
+    # each run's normalised scores (families.degradation.matrix_sections)
+    run_norm_references: tuple[float, ...] = ()
     run_norm_steps: tuple[float, ...] = ()
     psnr: tuple[float, ...] = ()  # each run's step against its reference step, dB (scoring.oracle)
     ssim: tuple[float, ...] = ()
